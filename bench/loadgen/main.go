@@ -1,0 +1,316 @@
+// Command loadgen is a saturating gRPC load generator for the pygrpc-native
+// benchmarks.
+//
+// It keeps -conns connections with -concurrency unary calls in flight on
+// each, for -warmup and then -duration, and prints one JSON object with what
+// it measured. Messages are raw bytes (a pass-through codec named "proto"),
+// so neither side of the benchmark pays for protobuf in the client. Unlike
+// h2load it checks every call's gRPC status and every response body, and
+// counts failures by status code.
+//
+// With -sync it also prints a line "MEASURE_START" when the warmup ends and
+// "MEASURE_END" when the measured window closes, before the JSON, so that a
+// driver can sample the server's CPU time over exactly that window.
+//
+// It only talks to loopback addresses and always exits within
+// warmup + duration + -drain (plus connection setup).
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"math"
+	"net"
+	"os"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/grpc/status"
+)
+
+// rawCodec sends a []byte as the message and checks the response against
+// the expected bytes without copying it. Its name is "proto" so the
+// content-type is the ordinary application/grpc+proto.
+type rawCodec struct{}
+
+func (rawCodec) Name() string { return "proto" }
+
+func (rawCodec) Marshal(v any) (mem.BufferSlice, error) {
+	b, ok := v.(*[]byte)
+	if !ok {
+		return nil, fmt.Errorf("loadgen codec: cannot marshal %T", v)
+	}
+	if len(*b) == 0 {
+		return nil, nil
+	}
+	return mem.BufferSlice{mem.SliceBuffer(*b)}, nil
+}
+
+// response is what a call unmarshals into: the bytes it expects back, and
+// whether they matched.
+type response struct {
+	expect []byte
+	match  bool
+}
+
+func (rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	r, ok := v.(*response)
+	if !ok {
+		return fmt.Errorf("loadgen codec: cannot unmarshal into %T", v)
+	}
+	r.match = false
+	if data.Len() != len(r.expect) {
+		return nil
+	}
+	off := 0
+	for _, buf := range data {
+		seg := buf.ReadOnlyData()
+		if string(seg) != string(r.expect[off:off+len(seg)]) {
+			return nil
+		}
+		off += len(seg)
+	}
+	r.match = true
+	return nil
+}
+
+const (
+	phaseWarmup int32 = iota
+	phaseMeasure
+	phaseStop
+)
+
+// worker holds one goroutine's counts; only that goroutine writes them, and
+// they are read after it has exited.
+type worker struct {
+	calls     int64
+	badResp   int64
+	errs      map[string]int64
+	latencyUS []uint32
+	_         [64]byte // keep workers' hot fields on separate cache lines
+}
+
+type result struct {
+	Calls        int64            `json:"calls"`
+	Errors       int64            `json:"errors"`
+	ErrorsByCode map[string]int64 `json:"errors_by_code"`
+	BadResponses int64            `json:"bad_responses"`
+	CallsPerS    float64          `json:"calls_per_s"`
+	P50US        float64          `json:"p50_us"`
+	P99US        float64          `json:"p99_us"`
+	DurationS    float64          `json:"duration_s"`
+	WarmupCalls  int64            `json:"warmup_calls"`
+	Conns        int              `json:"conns"`
+	Concurrency  int              `json:"concurrency"`
+	PayloadBytes int              `json:"payload_bytes"`
+	Method       string           `json:"method"`
+	GOMAXPROCS   int              `json:"gomaxprocs"`
+}
+
+// checkLoopback refuses any address that is not a loopback IP or localhost.
+func checkLoopback(addr string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("bad -addr %q: %v", addr, err)
+	}
+	if host == "localhost" {
+		return nil
+	}
+	ip := net.ParseIP(host)
+	if ip == nil || !ip.IsLoopback() {
+		return fmt.Errorf("-addr %q: only loopback addresses (127.0.0.0/8, ::1, localhost) are allowed", addr)
+	}
+	return nil
+}
+
+func percentile(sorted []uint32, p float64) float64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(math.Ceil(p*float64(len(sorted)))) - 1
+	i = max(0, min(i, len(sorted)-1))
+	return float64(sorted[i])
+}
+
+func main() {
+	addr := flag.String("addr", "127.0.0.1:50051", "server address (loopback only)")
+	method := flag.String("method", "/echo.Echo/Say", "full method name of a unary echo method")
+	payload := flag.Int("payload", 0, "request size in bytes; the response must echo it")
+	conns := flag.Int("conns", 4, "number of connections")
+	concurrency := flag.Int("concurrency", 32, "calls in flight per connection")
+	duration := flag.Duration("duration", 5*time.Second, "measured window")
+	warmup := flag.Duration("warmup", time.Second, "warmup before the measured window (not counted)")
+	drain := flag.Duration("drain", 10*time.Second, "how long to wait for calls in flight at the end before cancelling them")
+	connectTimeout := flag.Duration("connect-timeout", 10*time.Second, "how long to wait for every connection to be ready")
+	sync_ := flag.Bool("sync", false, "print MEASURE_START / MEASURE_END lines around the measured window")
+	maxSamples := flag.Int("max-latency-samples", 2_000_000, "latency samples kept in all (calls beyond are counted but not timed)")
+	flag.Parse()
+
+	if err := checkLoopback(*addr); err != nil {
+		fmt.Fprintln(os.Stderr, "loadgen:", err)
+		os.Exit(2)
+	}
+	if *conns < 1 || *concurrency < 1 || *payload < 0 || *duration <= 0 || *warmup < 0 {
+		fmt.Fprintln(os.Stderr, "loadgen: -conns and -concurrency must be >= 1, -payload >= 0, -duration > 0, -warmup >= 0")
+		os.Exit(2)
+	}
+
+	out := bufio.NewWriter(os.Stdout)
+	mark := func(s string) {
+		if *sync_ {
+			out.WriteString(s + "\n")
+			out.Flush()
+		}
+	}
+
+	// Every call runs under ctx; it is cancelled if calls are still in flight
+	// -drain after the window closes, so the process always ends.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	codec := grpc.ForceCodecV2(rawCodec{})
+	clients := make([]*grpc.ClientConn, *conns)
+	for i := range clients {
+		cc, err := grpc.NewClient(*addr,
+			grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithDefaultCallOptions(codec),
+		)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "loadgen: dial:", err)
+			os.Exit(1)
+		}
+		defer cc.Close()
+		clients[i] = cc
+	}
+	// Wait until every connection is up, so setup isn't part of the warmup.
+	cctx, ccancel := context.WithTimeout(ctx, *connectTimeout)
+	for _, cc := range clients {
+		cc.Connect()
+		for s := cc.GetState(); s != connectivity.Ready; s = cc.GetState() {
+			if !cc.WaitForStateChange(cctx, s) {
+				fmt.Fprintf(os.Stderr, "loadgen: connection to %s not ready after %v (state %v)\n", *addr, *connectTimeout, s)
+				os.Exit(1)
+			}
+		}
+	}
+	ccancel()
+
+	var phase atomic.Int32
+	var warmupCalls atomic.Int64
+	req := make([]byte, *payload)
+	for i := range req {
+		req[i] = byte(i)
+	}
+	n := *conns * *concurrency
+	perWorkerSamples := max(1, *maxSamples/n)
+	workers := make([]worker, n)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wk := &workers[w]
+		wk.errs = map[string]int64{}
+		wk.latencyUS = make([]uint32, 0, min(perWorkerSamples, 1<<16))
+		cc := clients[w%*conns]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var warm int64
+			defer func() { warmupCalls.Add(warm) }()
+			reqBuf := req
+			resp := response{expect: req}
+			for {
+				if phase.Load() == phaseStop {
+					return
+				}
+				t0 := time.Now()
+				err := cc.Invoke(ctx, *method, &reqBuf, &resp)
+				lat := time.Since(t0)
+				switch phase.Load() {
+				case phaseWarmup:
+					warm++
+					continue
+				case phaseStop:
+					// Finished after the window closed: not counted.
+					return
+				}
+				if err != nil {
+					if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+						return
+					}
+					wk.errs[status.Code(err).String()]++
+					continue
+				}
+				if !resp.match {
+					wk.badResp++
+					continue
+				}
+				wk.calls++
+				if len(wk.latencyUS) < perWorkerSamples {
+					wk.latencyUS = append(wk.latencyUS, uint32(min(lat.Microseconds(), math.MaxUint32)))
+				}
+			}
+		}()
+	}
+
+	time.Sleep(*warmup)
+	phase.Store(phaseMeasure)
+	start := time.Now()
+	mark("MEASURE_START")
+	time.Sleep(*duration)
+	phase.Store(phaseStop)
+	elapsed := time.Since(start)
+	mark("MEASURE_END")
+
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(*drain):
+		fmt.Fprintf(os.Stderr, "loadgen: calls still in flight %v after the window; cancelling them\n", *drain)
+		cancel()
+		<-done
+	}
+
+	res := result{
+		ErrorsByCode: map[string]int64{},
+		DurationS:    elapsed.Seconds(),
+		WarmupCalls:  warmupCalls.Load(),
+		Conns:        *conns,
+		Concurrency:  *concurrency,
+		PayloadBytes: *payload,
+		Method:       *method,
+		GOMAXPROCS:   runtime.GOMAXPROCS(0),
+	}
+	var lat []uint32
+	for i := range workers {
+		wk := &workers[i]
+		res.Calls += wk.calls
+		res.BadResponses += wk.badResp
+		for c, k := range wk.errs {
+			res.ErrorsByCode[c] += k
+			res.Errors += k
+		}
+		lat = append(lat, wk.latencyUS...)
+	}
+	slices.Sort(lat)
+	res.CallsPerS = float64(res.Calls) / elapsed.Seconds()
+	res.P50US = percentile(lat, 0.50)
+	res.P99US = percentile(lat, 0.99)
+
+	enc := json.NewEncoder(out)
+	if err := enc.Encode(res); err != nil {
+		fmt.Fprintln(os.Stderr, "loadgen:", err)
+		os.Exit(1)
+	}
+	out.Flush()
+}

@@ -1,0 +1,317 @@
+// Command capi is the C API of the Go core, built with
+// -buildmode=c-archive and linked into the CPython extension
+// (python/pygrpc_native/_native.c). Every function takes a front handle
+// first; pointers from C are only read during the call and copied before
+// anything keeps them, and buffers returned to C are malloc'ed for C to
+// free. None of these functions touch Python, and the shim releases the GIL
+// around every one that can block.
+package main
+
+/*
+#include <stdlib.h>
+#include "pgn.h"
+*/
+import "C"
+
+import (
+	"encoding/binary"
+	"errors"
+	"time"
+	"unsafe"
+
+	"github.com/pygrpc-native/pygrpc-native/go/front"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+)
+
+// The shim relies on these numbers; a mismatch fails the build.
+var (
+	_ [C.PGN_EVENT_CALL - int(front.EventCall)]struct{}
+	_ [int(front.EventCall) - C.PGN_EVENT_CALL]struct{}
+	_ [C.PGN_EVENT_CANCEL - int(front.EventCancel)]struct{}
+	_ [int(front.EventCancel) - C.PGN_EVENT_CANCEL]struct{}
+	_ [C.PGN_STOPPED - int(front.ResultStopped)]struct{}
+	_ [int(front.ResultStopped) - C.PGN_STOPPED]struct{}
+	_ [C.PGN_WOULD_BLOCK - int(front.ResultWouldBlock)]struct{}
+	_ [int(front.ResultWouldBlock) - C.PGN_WOULD_BLOCK]struct{}
+)
+
+func main() {}
+
+// goBytes copies n bytes from C memory.
+func goBytes(p *C.char, n C.size_t) []byte {
+	if n == 0 {
+		return []byte{}
+	}
+	b := make([]byte, int(n))
+	copy(b, unsafe.Slice((*byte)(unsafe.Pointer(p)), int(n)))
+	return b
+}
+
+// setError hands an error message to C (malloc'ed) and names its kind.
+func setError(err error, out **C.char) C.int {
+	*out = C.CString(err.Error())
+	var ce *front.ConfigError
+	var be *front.BindError
+	switch {
+	case errors.As(err, &ce):
+		return C.PGN_ERR_VALUE
+	case errors.As(err, &be):
+		return C.PGN_ERR_OS
+	default:
+		return C.PGN_ERR_RUNTIME
+	}
+}
+
+//export pgn_new
+func pgn_new(cfg *C.char, cfgLen C.size_t, errOut **C.char) C.int64_t {
+	c, err := front.ParseConfig(goBytes(cfg, cfgLen))
+	if err != nil {
+		return -C.int64_t(setError(err, errOut))
+	}
+	return C.int64_t(addHandle(front.New(c)))
+}
+
+//export pgn_start
+func pgn_start(h C.int64_t, errOut **C.char) C.int {
+	f := getHandle(int64(h))
+	if f == nil {
+		return setError(errors.New("the front is closed"), errOut)
+	}
+	if err := f.Start(); err != nil {
+		return setError(err, errOut)
+	}
+	return 0
+}
+
+//export pgn_port
+func pgn_port(h C.int64_t) C.int {
+	if f := getHandle(int64(h)); f != nil {
+		return C.int(f.Port())
+	}
+	return 0
+}
+
+// pgn_stop blocks until the front has stopped; graceNs < 0 means no grace.
+//
+//export pgn_stop
+func pgn_stop(h C.int64_t, graceNs C.int64_t) C.int {
+	f := getHandle(int64(h))
+	if f == nil {
+		return C.PGN_BAD_HANDLE
+	}
+	f.Stop(time.Duration(graceNs))
+	return C.PGN_OK
+}
+
+// pgn_release stops the front at once and forgets the handle.
+//
+//export pgn_release
+func pgn_release(h C.int64_t) {
+	if f := removeHandle(int64(h)); f != nil {
+		f.Stop(-1)
+	}
+}
+
+// pgn_recv waits up to timeoutNs (< 0: forever) for events and returns a
+// list of event tuples (kind, call_id, method_id, payload, client_key).
+//
+//export pgn_recv
+func pgn_recv(h C.int64_t, maxEvents C.int, timeoutNs C.int64_t, out **C.char, outLen *C.size_t) C.int {
+	f := getHandle(int64(h))
+	if f == nil {
+		return C.PGN_RECV_BAD_HANDLE
+	}
+	batch, closed := f.Recv(int(maxEvents), time.Duration(timeoutNs))
+	if closed {
+		return C.PGN_RECV_CLOSED
+	}
+	if len(batch) == 0 {
+		return C.PGN_RECV_TIMEOUT
+	}
+	e := getEncoder()
+	e.list(len(batch))
+	for i := range batch {
+		ev := &batch[i]
+		e.tuple(5)
+		e.int(int64(ev.Kind))
+		e.int(int64(ev.CallID))
+		e.int(int64(ev.MethodID))
+		if ev.Kind == front.EventCall {
+			e.bytes(ev.Payload)
+		} else {
+			e.none()
+		}
+		e.key(ev.ClientKey)
+	}
+	e.finish(out, outLen)
+	return C.PGN_RECV_BATCH
+}
+
+func call(h C.int64_t, fn func(*front.Front) front.Result) C.int {
+	f := getHandle(int64(h))
+	if f == nil {
+		return C.PGN_BAD_HANDLE
+	}
+	return C.int(fn(f))
+}
+
+//export pgn_respond
+func pgn_respond(h C.int64_t, id C.uint64_t, p *C.char, n C.size_t, block C.int) C.int {
+	return call(h, func(f *front.Front) front.Result {
+		return f.Respond(uint64(id), goBytes(p, n), block != 0)
+	})
+}
+
+//export pgn_send
+func pgn_send(h C.int64_t, id C.uint64_t, p *C.char, n C.size_t, block C.int) C.int {
+	return call(h, func(f *front.Front) front.Result {
+		return f.Send(uint64(id), goBytes(p, n), block != 0)
+	})
+}
+
+//export pgn_send_header
+func pgn_send_header(h C.int64_t, id C.uint64_t, md *C.char, mdLen C.size_t, block C.int) C.int {
+	return call(h, func(f *front.Front) front.Result {
+		return f.SendHeader(uint64(id), decodeMetadata(md, mdLen), block != 0)
+	})
+}
+
+// pgn_finish ends a call. payload may be NULL for no last message.
+//
+//export pgn_finish
+func pgn_finish(h C.int64_t, id C.uint64_t, code C.int, details *C.char, detailsLen C.size_t,
+	md *C.char, mdLen C.size_t, payload *C.char, payloadLen C.size_t, block C.int) C.int {
+	return call(h, func(f *front.Front) front.Result {
+		var msg []byte
+		if payload != nil {
+			msg = goBytes(payload, payloadLen)
+		}
+		return f.Finish(uint64(id), codes.Code(code), string(goBytes(details, detailsLen)),
+			decodeMetadata(md, mdLen), msg, payload != nil, block != 0)
+	})
+}
+
+//export pgn_cancel
+func pgn_cancel(h C.int64_t, id C.uint64_t) C.int {
+	return call(h, func(f *front.Front) front.Result { return f.Cancel(uint64(id)) })
+}
+
+//export pgn_is_active
+func pgn_is_active(h C.int64_t, id C.uint64_t, active *C.int) C.int {
+	return call(h, func(f *front.Front) front.Result {
+		a, r := f.IsActive(uint64(id))
+		*active = 0
+		if a {
+			*active = 1
+		}
+		return r
+	})
+}
+
+// pgn_time_remaining sets *ns to the time left, or -1 without a deadline.
+//
+//export pgn_time_remaining
+func pgn_time_remaining(h C.int64_t, id C.uint64_t, ns *C.int64_t) C.int {
+	return call(h, func(f *front.Front) front.Result {
+		left, has, r := f.TimeRemaining(uint64(id))
+		*ns = -1
+		if has {
+			*ns = C.int64_t(left)
+		}
+		return r
+	})
+}
+
+// pgn_call_details returns a dict: method, invocation_metadata (list of
+// (key, value) tuples; bytes values for -bin keys), peer, authority,
+// client_key, time_remaining (float seconds or None).
+//
+//export pgn_call_details
+func pgn_call_details(h C.int64_t, id C.uint64_t, out **C.char, outLen *C.size_t) C.int {
+	return call(h, func(f *front.Front) front.Result {
+		d, r := f.Details(uint64(id))
+		if r != front.ResultOK {
+			return r
+		}
+		e := getEncoder()
+		e.dict(6)
+		e.str("method")
+		e.str(d.Method)
+		e.str("invocation_metadata")
+		e.tuple(len(d.Metadata))
+		for _, kv := range d.Metadata {
+			e.tuple(2)
+			e.str(kv[0])
+			if len(kv[0]) > 4 && kv[0][len(kv[0])-4:] == "-bin" {
+				e.bytes([]byte(kv[1]))
+			} else {
+				e.str(kv[1])
+			}
+		}
+		e.str("peer")
+		e.str(d.Peer)
+		e.str("authority")
+		e.str(d.Authority)
+		e.str("client_key")
+		e.str(d.ClientKey)
+		e.str("time_remaining")
+		if d.HasDeadline {
+			e.float(d.TimeRemaining.Seconds())
+		} else {
+			e.none()
+		}
+		e.finish(out, outLen)
+		return front.ResultOK
+	})
+}
+
+//export pgn_metrics
+func pgn_metrics(h C.int64_t, out **C.char, outLen *C.size_t) C.int {
+	return call(h, func(f *front.Front) front.Result {
+		ms := f.Metrics()
+		e := getEncoder()
+		e.dict(len(ms))
+		for _, m := range ms {
+			e.str(m.Name)
+			e.int(m.Value)
+		}
+		e.finish(out, outLen)
+		return front.ResultOK
+	})
+}
+
+// decodeMetadata reads the shim's metadata encoding: u32 count, then count
+// times (u32 key length, key, u32 value length, value). The shim builds it
+// from a sequence of (str, str | bytes) pairs; a malformed buffer yields
+// what could be read, never a crash.
+func decodeMetadata(p *C.char, n C.size_t) metadata.MD {
+	if p == nil || n < 4 {
+		return nil
+	}
+	b := unsafe.Slice((*byte)(unsafe.Pointer(p)), int(n))
+	count := int(binary.LittleEndian.Uint32(b))
+	b = b[4:]
+	md := make(metadata.MD, count)
+	next := func() (string, bool) {
+		if len(b) < 4 {
+			return "", false
+		}
+		l := int(binary.LittleEndian.Uint32(b))
+		if len(b)-4 < l {
+			return "", false
+		}
+		s := string(b[4 : 4+l])
+		b = b[4+l:]
+		return s, true
+	}
+	for i := 0; i < count; i++ {
+		k, ok1 := next()
+		v, ok2 := next()
+		if !ok1 || !ok2 {
+			break
+		}
+		md[k] = append(md[k], v)
+	}
+	return md
+}

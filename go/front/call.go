@@ -1,0 +1,88 @@
+package front
+
+import (
+	"context"
+	"sync"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+)
+
+// opKind is what Python asked a call to do.
+type opKind uint8
+
+const (
+	opHeader  opKind = iota // send initial metadata
+	opMessage               // send one response message
+	opFinish                // end the call: optional last message, trailers, status
+	opCancel                // end the call with CANCELLED, as context.cancel() does
+)
+
+// op is one instruction from Python to the goroutine that owns a call.
+type op struct {
+	kind       opKind
+	payload    []byte
+	hasPayload bool
+	md         metadata.MD
+	code       codes.Code
+	details    string
+}
+
+// opsBuffer is how many ops Python may queue on one call before a send
+// blocks. It is what lets a server-streaming handler run ahead of HTTP/2
+// flow control by a few messages, and no further.
+const opsBuffer = 16
+
+// call is one live call. The handler goroutine that created it is its only
+// owner: it alone writes to the stream, so Python's threads talk to it
+// through ops and never touch grpc-go directly.
+type call struct {
+	id        uint64
+	methodID  int32
+	ctx       context.Context
+	conn      *connAddr
+	clientKey string
+	ops       chan op
+	// ended is closed when the handler goroutine is done with the call, to
+	// release Python threads blocked on a full ops channel.
+	ended chan struct{}
+}
+
+// callTable maps call ids to live calls. It is sharded so that handler
+// goroutines and Python threads working on different calls rarely meet on
+// one lock.
+type callTable struct {
+	shards [64]callShard
+}
+
+type callShard struct {
+	mu    sync.Mutex
+	calls map[uint64]*call
+}
+
+func (t *callTable) shard(id uint64) *callShard { return &t.shards[id%uint64(len(t.shards))] }
+
+func (t *callTable) put(c *call) {
+	s := t.shard(c.id)
+	s.mu.Lock()
+	if s.calls == nil {
+		s.calls = make(map[uint64]*call)
+	}
+	s.calls[c.id] = c
+	s.mu.Unlock()
+}
+
+func (t *callTable) get(id uint64) *call {
+	s := t.shard(id)
+	s.mu.Lock()
+	c := s.calls[id]
+	s.mu.Unlock()
+	return c
+}
+
+func (t *callTable) remove(id uint64) {
+	s := t.shard(id)
+	s.mu.Lock()
+	delete(s.calls, id)
+	s.mu.Unlock()
+}

@@ -1,0 +1,243 @@
+package front
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+)
+
+// Method is one method the front serves natively. Its index in
+// Config.Methods is the method id that events carry.
+type Method struct {
+	Path            string // "/package.Service/Method"
+	ServerStreaming bool
+}
+
+// Config is everything a Front is created with. It arrives from Python as
+// JSON (see ParseConfig) because creation is rare and JSON keeps the C shim
+// free of per-field conversion code.
+type Config struct {
+	Address string
+	Methods []Method
+	// BearerTokens maps an accepted token to the client key that events of
+	// its calls carry. Empty means no authentication.
+	BearerTokens map[string]string
+	// Ordered keeps the arrival order of calls from one connection.
+	Ordered bool
+	// MaxConcurrentRPCs refuses calls over this many active native calls
+	// with RESOURCE_EXHAUSTED; 0 means no limit.
+	MaxConcurrentRPCs int
+	Limits            Limits
+}
+
+// Limits are the protocol settings that grpcio channel options control.
+// Defaults are grpcio's, except MaxConcurrentStreams (see the README's
+// limitations).
+type Limits struct {
+	MaxRecvMsgSize         int // bytes; math.MaxInt32 means unlimited
+	MaxSendMsgSize         int
+	MaxConcurrentStreams   uint32
+	MaxHeaderListSize      uint32
+	KeepaliveTime          time.Duration
+	KeepaliveTimeout       time.Duration
+	KeepalivePermitNoCalls bool
+	ReusePort              bool
+	HandshakeTimeout       time.Duration
+}
+
+func defaultLimits() Limits {
+	return Limits{
+		MaxRecvMsgSize:       4 << 20,
+		MaxSendMsgSize:       math.MaxInt32,
+		MaxConcurrentStreams: 1024,
+		MaxHeaderListSize:    16 << 10,
+		KeepaliveTime:        2 * time.Hour,
+		KeepaliveTimeout:     20 * time.Second,
+		HandshakeTimeout:     120 * time.Second,
+	}
+}
+
+// ConfigError is a problem with what the front was created with. The C shim
+// raises it as ValueError.
+type ConfigError struct{ msg string }
+
+func (e *ConfigError) Error() string { return e.msg }
+
+func configErrorf(format string, args ...any) error {
+	return &ConfigError{msg: fmt.Sprintf(format, args...)}
+}
+
+// unsupportedOptions are grpcio server options whose behaviour this server
+// does not implement. Silently ignoring them would change what a server
+// does, so they are refused at creation.
+var unsupportedOptions = map[string]string{
+	"grpc.max_connection_age_ms":            "connection age limits are not supported",
+	"grpc.max_connection_age_grace_ms":      "connection age limits are not supported",
+	"grpc.max_connection_idle_ms":           "idle connection limits are not supported",
+	"grpc.max_allowed_incoming_connections": "connection count limits are not supported",
+	"grpc.default_compression_algorithm":    "response compression is not supported",
+	"grpc.default_compression_level":        "response compression is not supported",
+}
+
+type configJSON struct {
+	Address           string            `json:"address"`
+	Methods           []json.RawMessage `json:"methods"`
+	Options           [][2]any          `json:"options"`
+	BearerTokens      map[string]string `json:"bearer_tokens"`
+	Ordered           bool              `json:"ordered"`
+	MaxConcurrentRPCs int               `json:"maximum_concurrent_rpcs"`
+}
+
+// ParseConfig reads the JSON document the Python layer builds:
+//
+//	{"address": "[::]:0", "methods": [["/pkg.Svc/M", false], ...],
+//	 "options": [["grpc.max_receive_message_length", 1024], ...],
+//	 "bearer_tokens": {"token": "client key"}, "ordered": false,
+//	 "maximum_concurrent_rpcs": 0}
+//
+// Option values that are not integers are ignored, as grpcio ignores them.
+func ParseConfig(doc []byte) (*Config, error) {
+	dec := json.NewDecoder(strings.NewReader(string(doc)))
+	dec.UseNumber()
+	var raw configJSON
+	if err := dec.Decode(&raw); err != nil {
+		return nil, configErrorf("invalid front configuration: %v", err)
+	}
+	if raw.Address == "" {
+		return nil, configErrorf("address must not be empty")
+	}
+	cfg := &Config{
+		Address:           raw.Address,
+		BearerTokens:      raw.BearerTokens,
+		Ordered:           raw.Ordered,
+		MaxConcurrentRPCs: raw.MaxConcurrentRPCs,
+		Limits:            defaultLimits(),
+	}
+	if cfg.MaxConcurrentRPCs < 0 {
+		return nil, configErrorf("maximum_concurrent_rpcs must be positive, got %d", cfg.MaxConcurrentRPCs)
+	}
+	seen := make(map[string]bool, len(raw.Methods))
+	for i, m := range raw.Methods {
+		var pair [2]any
+		if err := json.Unmarshal(m, &pair); err != nil {
+			return nil, configErrorf("methods[%d] must be a (path, server_streaming) pair", i)
+		}
+		path, ok1 := pair[0].(string)
+		streaming, ok2 := pair[1].(bool)
+		if !ok1 || !ok2 {
+			return nil, configErrorf("methods[%d] must be a (str, bool) pair", i)
+		}
+		if _, _, ok := splitMethodPath(path); !ok {
+			return nil, configErrorf("methods[%d]: %q is not a method path of the form /package.Service/Method", i, path)
+		}
+		if seen[path] {
+			return nil, configErrorf("methods[%d]: %q is listed twice", i, path)
+		}
+		seen[path] = true
+		cfg.Methods = append(cfg.Methods, Method{Path: path, ServerStreaming: streaming})
+	}
+	var soft, hard int64 = -1, -1
+	for _, kv := range raw.Options {
+		name, ok := kv[0].(string)
+		if !ok {
+			return nil, configErrorf("option names must be strings, got %v", kv[0])
+		}
+		n, isInt := intValue(kv[1])
+		if why, bad := unsupportedOptions[name]; bad {
+			// Compression level or algorithm 0 asks for no compression,
+			// which is what this server does anyway.
+			if isInt && n == 0 && strings.Contains(name, "compression") {
+				continue
+			}
+			return nil, configErrorf("option %s is not supported: %s", name, why)
+		}
+		if !isInt {
+			continue
+		}
+		cfg.Limits.apply(name, n, &soft, &hard)
+	}
+	cfg.Limits.MaxHeaderListSize = headerListLimit(soft, hard)
+	return cfg, nil
+}
+
+func intValue(v any) (int64, bool) {
+	num, ok := v.(json.Number)
+	if !ok {
+		return 0, false
+	}
+	n, err := num.Int64()
+	return n, err == nil
+}
+
+// apply sets one honoured grpcio option; unknown names are ignored, as
+// grpcio ignores options it does not read.
+func (l *Limits) apply(name string, n int64, softMeta, hardMeta *int64) {
+	switch name {
+	case "grpc.max_receive_message_length":
+		l.MaxRecvMsgSize = sizeLimit(n)
+	case "grpc.max_send_message_length":
+		l.MaxSendMsgSize = sizeLimit(n)
+	case "grpc.max_concurrent_streams":
+		if n > 0 && n <= math.MaxUint32 {
+			l.MaxConcurrentStreams = uint32(n)
+		}
+	case "grpc.max_metadata_size":
+		*softMeta = n
+	case "grpc.absolute_max_metadata_size":
+		*hardMeta = n
+	case "grpc.keepalive_time_ms":
+		if n > 0 {
+			l.KeepaliveTime = time.Duration(n) * time.Millisecond
+		}
+	case "grpc.keepalive_timeout_ms":
+		if n > 0 {
+			l.KeepaliveTimeout = time.Duration(n) * time.Millisecond
+		}
+	case "grpc.keepalive_permit_without_calls":
+		l.KeepalivePermitNoCalls = n != 0
+	case "grpc.so_reuseport":
+		l.ReusePort = n == 1
+	}
+}
+
+// sizeLimit maps grpcio's message size option to a byte count: a negative
+// value means unlimited.
+func sizeLimit(n int64) int {
+	if n < 0 || n > math.MaxInt32 {
+		return math.MaxInt32
+	}
+	return int(n)
+}
+
+// headerListLimit is the size over which a call's request metadata is
+// refused. grpc-core derives its hard limit the same way: the absolute
+// limit when given, else 16 KiB or 1.25 times the soft limit, whichever is
+// larger.
+func headerListLimit(soft, hard int64) uint32 {
+	limit := int64(16 << 10)
+	switch {
+	case hard > 0:
+		limit = hard
+	case soft > 0 && soft*5/4 > limit:
+		limit = soft * 5 / 4
+	}
+	if limit > math.MaxUint32 {
+		limit = math.MaxUint32
+	}
+	return uint32(limit)
+}
+
+// splitMethodPath splits "/pkg.Service/Method" into its service and method
+// names.
+func splitMethodPath(path string) (service, method string, ok bool) {
+	if !strings.HasPrefix(path, "/") {
+		return "", "", false
+	}
+	i := strings.LastIndex(path, "/")
+	if i <= 1 || i == len(path)-1 {
+		return "", "", false
+	}
+	return path[1:i], path[i+1:], true
+}

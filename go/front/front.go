@@ -1,0 +1,399 @@
+package front
+
+import (
+	"context"
+	"errors"
+	"math"
+	"net"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	_ "google.golang.org/grpc/encoding/gzip" // accept gzip-compressed requests, as grpcio does
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/tap"
+)
+
+// lifecycle states of a Front.
+const (
+	stateNew int32 = iota
+	stateServing
+	stateStopping
+	stateStopped
+)
+
+// ErrLifecycle is returned for Start/Stop used out of order.
+var ErrLifecycle = errors.New("lifecycle error")
+
+// Front is one native gRPC server and its event queue.
+type Front struct {
+	cfg    *Config
+	srv    *grpc.Server
+	queue  *eventQueue
+	calls  callTable
+	lastID atomic.Uint64
+	m      metrics
+
+	mu        sync.Mutex // serializes Start and Stop
+	state     atomic.Int32
+	lis       *listener
+	serveDone chan struct{}
+}
+
+// New builds a front from cfg. Nothing is bound until Start.
+func New(cfg *Config) *Front {
+	f := &Front{cfg: cfg, queue: newEventQueue()}
+	l := cfg.Limits
+	opts := []grpc.ServerOption{
+		grpc.ForceServerCodecV2(rawCodec{}),
+		grpc.UnknownServiceHandler(f.unknownHandler),
+		grpc.MaxRecvMsgSize(l.MaxRecvMsgSize),
+		// The send limit is enforced by send() with grpcio's wording.
+		grpc.MaxSendMsgSize(math.MaxInt32),
+		grpc.MaxConcurrentStreams(l.MaxConcurrentStreams),
+		grpc.MaxHeaderListSize(l.MaxHeaderListSize),
+		grpc.ConnectionTimeout(l.HandshakeTimeout),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: l.KeepaliveTime, Timeout: l.KeepaliveTimeout}),
+		// Client pings are accepted, not policed (README: server options).
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: time.Nanosecond, PermitWithoutStream: true}),
+		// Stop returns only after every handler has queued its last event,
+		// so the queue can be closed behind them.
+		grpc.WaitForHandlers(true),
+	}
+	if len(cfg.BearerTokens) > 0 || cfg.Ordered {
+		opts = append(opts, grpc.InTapHandle(f.tap))
+	}
+	f.srv = grpc.NewServer(opts...)
+	for _, sd := range f.serviceDescs() {
+		f.srv.RegisterService(sd, struct{}{})
+	}
+	return f
+}
+
+// serviceDescs groups the configured methods by service. Unary methods use
+// grpc-go's unary path, which costs less per call than the streaming one.
+func (f *Front) serviceDescs() []*grpc.ServiceDesc {
+	byName := map[string]*grpc.ServiceDesc{}
+	var order []string
+	for i, m := range f.cfg.Methods {
+		svc, name, _ := splitMethodPath(m.Path)
+		sd := byName[svc]
+		if sd == nil {
+			sd = &grpc.ServiceDesc{ServiceName: svc, HandlerType: (*any)(nil)}
+			byName[svc] = sd
+			order = append(order, svc)
+		}
+		id := int32(i)
+		if m.ServerStreaming {
+			sd.Streams = append(sd.Streams, grpc.StreamDesc{StreamName: name, Handler: f.streamHandler(id), ServerStreams: true})
+		} else {
+			sd.Methods = append(sd.Methods, grpc.MethodDesc{MethodName: name, Handler: f.unaryHandler(id)})
+		}
+	}
+	out := make([]*grpc.ServiceDesc, len(order))
+	for i, svc := range order {
+		out[i] = byName[svc]
+	}
+	return out
+}
+
+// tap runs in the connection's reader goroutine, in arrival order, before
+// any handler: the place to refuse bad tokens cheaply and to take an
+// ordering ticket.
+func (f *Front) tap(ctx context.Context, info *tap.Info) (context.Context, error) {
+	if len(f.cfg.BearerTokens) > 0 {
+		key, ok := f.authenticate(info.Header)
+		if !ok {
+			f.m.callsRefused.Add(1)
+			return ctx, status.Error(codes.Unauthenticated, detailsUnauthenticated)
+		}
+		ctx = context.WithValue(ctx, clientKeyCtx{}, key)
+	}
+	if f.cfg.Ordered {
+		if p, ok := peer.FromContext(ctx); ok {
+			if ca, ok := p.Addr.(*connAddr); ok {
+				ctx = takeTicket(ctx, &ca.order, f.queue)
+			}
+		}
+	}
+	return ctx, nil
+}
+
+// authenticate finds the client key of the call's bearer token.
+func (f *Front) authenticate(md metadata.MD) (string, bool) {
+	for _, v := range md.Get("authorization") {
+		if tok, ok := strings.CutPrefix(v, "Bearer "); ok {
+			if key, ok := f.cfg.BearerTokens[tok]; ok {
+				return key, true
+			}
+		}
+	}
+	return "", false
+}
+
+// Start binds the address and starts serving.
+func (f *Front) Start() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch f.state.Load() {
+	case stateServing:
+		return errors.Join(ErrLifecycle, errors.New("the front is already started"))
+	case stateStopping, stateStopped:
+		return errors.Join(ErrLifecycle, errors.New("the front is stopped and cannot be started again; create a new one"))
+	}
+	lis, err := listen(f.cfg.Address, f.cfg.Limits.ReusePort, &f.m)
+	if err != nil {
+		return err
+	}
+	f.lis = lis
+	f.serveDone = make(chan struct{})
+	f.state.Store(stateServing)
+	go func() {
+		defer close(f.serveDone)
+		_ = f.srv.Serve(lis)
+	}()
+	return nil
+}
+
+// Port is the bound TCP port, or 0 before Start.
+func (f *Front) Port() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.lis == nil {
+		return 0
+	}
+	if ta, ok := f.lis.Addr().(*net.TCPAddr); ok {
+		return ta.Port
+	}
+	return 0
+}
+
+// Stop refuses new calls, gives calls in flight up to grace to finish
+// (grace < 0: none), then cancels the rest. It returns once every handler
+// has ended; the queue is then closed, so Recv drains it and reports closed.
+// Stopping a stopped front does nothing.
+func (f *Front) Stop(grace time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch f.state.Load() {
+	case stateStopped, stateStopping:
+		return
+	case stateNew:
+		f.state.Store(stateStopped)
+		f.queue.close()
+		return
+	}
+	f.state.Store(stateStopping)
+	drained := make(chan struct{})
+	go func() {
+		f.srv.GracefulStop()
+		close(drained)
+	}()
+	if grace < 0 {
+		f.srv.Stop()
+	} else {
+		t := time.NewTimer(grace)
+		select {
+		case <-drained:
+		case <-t.C:
+			f.srv.Stop()
+		}
+		t.Stop()
+	}
+	<-drained
+	<-f.serveDone
+	f.state.Store(stateStopped)
+	f.queue.close()
+}
+
+// Recv waits up to timeout (negative: forever) for events and returns up
+// to max of them; closed reports that the front stopped and the queue is
+// drained.
+func (f *Front) Recv(max int, timeout time.Duration) (batch []Event, closed bool) {
+	batch, closed = f.queue.recv(max, timeout)
+	if len(batch) > 0 {
+		f.m.batchesDelivered.Add(1)
+		f.m.eventsDelivered.Add(uint64(len(batch)))
+	}
+	return batch, closed
+}
+
+// Metrics returns the counters under MetricNames.
+func (f *Front) Metrics() []Metric { return f.m.snapshot(f.queue.len()) }
+
+// Result is the outcome of an operation on a call, by id.
+type Result int
+
+const (
+	// ResultOK: the op was handed to the call.
+	ResultOK Result = iota
+	// ResultEnded: the call already ended (finished, cancelled, deadline
+	// passed); the op was dropped. This is a normal race, not an error.
+	ResultEnded
+	// ResultUnknown: this front never issued the id.
+	ResultUnknown
+	// ResultWouldBlock: the call's op buffer is full; retry with block.
+	ResultWouldBlock
+	// ResultStopped: the front has stopped; every call has ended.
+	ResultStopped
+)
+
+// lookup finds a live call or says why there is none.
+func (f *Front) lookup(id uint64) (*call, Result) {
+	if c := f.calls.get(id); c != nil {
+		return c, ResultOK
+	}
+	if id == 0 || id > f.lastID.Load() {
+		return nil, ResultUnknown
+	}
+	if f.state.Load() == stateStopped {
+		return nil, ResultStopped
+	}
+	return nil, ResultEnded
+}
+
+// post hands an op to a call. Without block it never waits; with block it
+// waits for room until the call ends.
+func (f *Front) post(id uint64, o op, block bool) Result {
+	c, r := f.lookup(id)
+	if r != ResultOK {
+		return r
+	}
+	select {
+	case c.ops <- o:
+		return ResultOK
+	case <-c.ended:
+		return ResultEnded
+	default:
+	}
+	if !block {
+		return ResultWouldBlock
+	}
+	select {
+	case c.ops <- o:
+		return ResultOK
+	case <-c.ended:
+		return ResultEnded
+	}
+}
+
+// Respond answers a unary call with one message and status OK.
+func (f *Front) Respond(id uint64, payload []byte, block bool) Result {
+	return f.post(id, op{kind: opFinish, payload: payload, hasPayload: true}, block)
+}
+
+// Send sends one message on a call.
+func (f *Front) Send(id uint64, payload []byte, block bool) Result {
+	return f.post(id, op{kind: opMessage, payload: payload}, block)
+}
+
+// SendHeader sends initial metadata. Invalid metadata ends the call with
+// INTERNAL, which is what the client would see from grpcio too.
+func (f *Front) SendHeader(id uint64, md metadata.MD, block bool) Result {
+	if err := validateResponseMetadata(md); err != nil {
+		return f.post(id, op{kind: opFinish, code: codes.Internal, details: err.Error()}, block)
+	}
+	return f.post(id, op{kind: opHeader, md: md}, block)
+}
+
+// Finish ends a call: an optional last message (sent only with code OK),
+// trailing metadata, and the status.
+func (f *Front) Finish(id uint64, code codes.Code, details string, md metadata.MD, payload []byte, hasPayload, block bool) Result {
+	if err := validateResponseMetadata(md); err != nil {
+		code, details, md, hasPayload = codes.Internal, err.Error(), nil, false
+	}
+	return f.post(id, op{kind: opFinish, code: code, details: details, md: md, payload: payload, hasPayload: hasPayload}, block)
+}
+
+// Cancel ends a call with CANCELLED, as grpcio's context.cancel() does.
+func (f *Front) Cancel(id uint64) Result {
+	return f.post(id, op{kind: opCancel}, true)
+}
+
+// IsActive reports whether a call is still live.
+func (f *Front) IsActive(id uint64) (bool, Result) {
+	_, r := f.lookup(id)
+	switch r {
+	case ResultOK:
+		return true, ResultOK
+	case ResultEnded, ResultStopped:
+		return false, ResultOK
+	}
+	return false, r
+}
+
+// TimeRemaining is the time left before the call's deadline; has is false
+// when the client set none.
+func (f *Front) TimeRemaining(id uint64) (left time.Duration, has bool, r Result) {
+	c, r := f.lookup(id)
+	if r != ResultOK {
+		return 0, false, r
+	}
+	d, ok := c.ctx.Deadline()
+	if !ok {
+		return 0, false, ResultOK
+	}
+	return max(time.Until(d), 0), true, ResultOK
+}
+
+// CallDetails is what Python can ask about a call, computed on request so
+// that none of it costs anything on the per-call path.
+type CallDetails struct {
+	Method        string
+	Metadata      [][2]string // (key, value); values of -bin keys are raw bytes
+	Peer          string
+	Authority     string
+	ClientKey     string
+	HasDeadline   bool
+	TimeRemaining time.Duration
+}
+
+// Details describes a live call.
+func (f *Front) Details(id uint64) (CallDetails, Result) {
+	c, r := f.lookup(id)
+	if r != ResultOK {
+		return CallDetails{}, r
+	}
+	d := CallDetails{Method: f.cfg.Methods[c.methodID].Path, ClientKey: c.clientKey}
+	if c.conn != nil {
+		d.Peer = c.conn.peer
+	}
+	md, _ := metadata.FromIncomingContext(c.ctx)
+	if a := md.Get(":authority"); len(a) > 0 {
+		d.Authority = a[0]
+	}
+	d.Metadata = invocationMetadata(md)
+	if dl, ok := c.ctx.Deadline(); ok {
+		d.HasDeadline, d.TimeRemaining = true, max(time.Until(dl), 0)
+	}
+	return d, ResultOK
+}
+
+// invocationMetadata is the request metadata a handler sees: what grpcio's
+// invocation_metadata() returns, without pseudo-headers and the keys gRPC
+// reserves for itself. grpc-go keeps metadata in a map, so keys come back
+// sorted; repeated keys keep their order.
+func invocationMetadata(md metadata.MD) [][2]string {
+	keys := make([]string, 0, len(md))
+	for k := range md {
+		if strings.HasPrefix(k, ":") || strings.HasPrefix(k, "grpc-") || k == "content-type" || k == "te" {
+			continue
+		}
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var out [][2]string
+	for _, k := range keys {
+		for _, v := range md[k] {
+			out = append(out, [2]string{k, v})
+		}
+	}
+	return out
+}

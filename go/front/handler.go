@@ -1,0 +1,278 @@
+package front
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+)
+
+// Fixed status details, worded as grpcio words them so that clients see the
+// same text from either server.
+const (
+	detailsMethodNotFound   = "Method not found!"
+	detailsConcurrencyLimit = "Concurrent RPC limit exceeded!"
+	detailsUnauthenticated  = "Missing or invalid bearer token"
+	detailsServerStopping   = "Server is shutting down"
+)
+
+// unaryHandler serves one unary method: read the request, hand it to
+// Python, wait for the answer or the end of the call.
+func (f *Front) unaryHandler(methodID int32) func(any, context.Context, func(any) error, grpc.UnaryServerInterceptor) (any, error) {
+	return func(_ any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
+		var req []byte
+		if err := dec(&req); err != nil {
+			return nil, f.refuse(ctx, requestError(err))
+		}
+		c, err := f.begin(ctx, methodID, req)
+		if err != nil {
+			return nil, err
+		}
+		u := unarySink{ctx: ctx}
+		err = f.serve(c, &u)
+		if err != nil {
+			return nil, err
+		}
+		return u.resp, nil
+	}
+}
+
+// streamHandler serves one server-streaming method.
+func (f *Front) streamHandler(methodID int32) grpc.StreamHandler {
+	return func(_ any, ss grpc.ServerStream) error {
+		ctx := ss.Context()
+		var req []byte
+		if err := ss.RecvMsg(&req); err != nil {
+			return f.refuse(ctx, requestError(err))
+		}
+		c, err := f.begin(ctx, methodID, req)
+		if err != nil {
+			return err
+		}
+		return f.serve(c, streamSink{ss})
+	}
+}
+
+// unknownHandler answers every method the front was not created with.
+func (f *Front) unknownHandler(_ any, ss grpc.ServerStream) error {
+	return f.refuse(ss.Context(), status.Error(codes.Unimplemented, detailsMethodNotFound))
+}
+
+// refuse ends a call that never reaches Python.
+func (f *Front) refuse(ctx context.Context, err error) error {
+	f.m.callsRefused.Add(1)
+	if t := ticketFrom(ctx); t != nil {
+		t.resolve(f.queue, nil)
+	}
+	return err
+}
+
+// requestError turns a failure to read the request into grpcio's status.
+func requestError(err error) error {
+	st, ok := status.FromError(err)
+	if !ok {
+		return status.Error(codes.Internal, err.Error())
+	}
+	if st.Code() == codes.ResourceExhausted {
+		// grpc-go: "grpc: received message larger than max (N vs. M)";
+		// grpcio: "Received message larger than max (N vs. M)".
+		msg := strings.TrimPrefix(st.Message(), "grpc: ")
+		if msg != "" {
+			msg = strings.ToUpper(msg[:1]) + msg[1:]
+		}
+		return status.Error(codes.ResourceExhausted, msg)
+	}
+	return err
+}
+
+// begin registers a call and queues its EVENT_CALL.
+func (f *Front) begin(ctx context.Context, methodID int32, req []byte) (*call, error) {
+	if limit := f.cfg.MaxConcurrentRPCs; limit > 0 && f.m.callsActive.Load() >= int64(limit) {
+		return nil, f.refuse(ctx, status.Error(codes.ResourceExhausted, detailsConcurrencyLimit))
+	}
+	c := &call{
+		id:       f.lastID.Add(1),
+		methodID: methodID,
+		ctx:      ctx,
+		ops:      make(chan op, opsBuffer),
+		ended:    make(chan struct{}),
+	}
+	if p, ok := peer.FromContext(ctx); ok {
+		c.conn, _ = p.Addr.(*connAddr)
+	}
+	c.clientKey = clientKeyFrom(ctx, c.conn)
+	f.calls.put(c)
+	f.m.callsActive.Add(1)
+	f.m.callsStarted.Add(1)
+	ev := Event{Kind: EventCall, CallID: c.id, MethodID: methodID, Payload: req, ClientKey: c.clientKey}
+	var queued bool
+	if t := ticketFrom(ctx); t != nil {
+		queued = t.resolve(f.queue, &ev)
+	} else {
+		queued = f.queue.push(ev)
+	}
+	if !queued {
+		f.end(c)
+		return nil, status.Error(codes.Unavailable, detailsServerStopping)
+	}
+	return c, nil
+}
+
+// end forgets a call. Ops that Python sends afterwards report ResultEnded.
+func (f *Front) end(c *call) {
+	f.calls.remove(c.id)
+	close(c.ended)
+	f.m.callsActive.Add(-1)
+}
+
+// sink is where a call's answer goes: the unary return value or the stream.
+type sink interface {
+	sendHeader(metadata.MD) error
+	sendMessage([]byte) error
+	setTrailer(metadata.MD)
+}
+
+type unarySink struct {
+	ctx  context.Context
+	resp []byte
+	sent bool
+}
+
+func (u *unarySink) sendHeader(md metadata.MD) error { return grpc.SendHeader(u.ctx, md) }
+func (u *unarySink) setTrailer(md metadata.MD)       { _ = grpc.SetTrailer(u.ctx, md) }
+func (u *unarySink) sendMessage(b []byte) error {
+	if u.sent {
+		return status.Error(codes.Internal, "a unary call answers with exactly one message")
+	}
+	u.resp, u.sent = b, true
+	return nil
+}
+
+type streamSink struct{ ss grpc.ServerStream }
+
+func (s streamSink) sendHeader(md metadata.MD) error { return s.ss.SendHeader(md) }
+func (s streamSink) sendMessage(b []byte) error      { return s.ss.SendMsg(b) }
+func (s streamSink) setTrailer(md metadata.MD)       { s.ss.SetTrailer(md) }
+
+// serve applies Python's ops to the call until Python finishes it or the
+// call ends on its own (cancel, deadline, lost connection, server stop).
+func (f *Front) serve(c *call, out sink) error {
+	for {
+		select {
+		case o := <-c.ops:
+			if err, done := f.apply(c, o, out); done {
+				return err
+			}
+		case <-c.ctx.Done():
+			return f.abandon(c, c.ctx.Err())
+		}
+	}
+}
+
+// apply performs one op; done reports that the call is over.
+func (f *Front) apply(c *call, o op, out sink) (err error, done bool) {
+	switch o.kind {
+	case opHeader:
+		// A second send is refused by grpc-go; Python's layer reports that
+		// to the user, so the error needs no status here.
+		_ = out.sendHeader(o.md)
+		return nil, false
+	case opMessage:
+		if err := f.send(out, o.payload); err != nil {
+			return f.failed(c, err), true
+		}
+		return nil, false
+	case opCancel:
+		f.end(c)
+		f.m.callsCancelled.Add(1)
+		return status.Error(codes.Canceled, "Cancelled"), true
+	}
+	// opFinish
+	if o.hasPayload && o.code == codes.OK {
+		if err := f.send(out, o.payload); err != nil {
+			return f.failed(c, err), true
+		}
+	}
+	if len(o.md) > 0 {
+		out.setTrailer(o.md)
+	}
+	f.end(c)
+	f.m.callsCompleted.Add(1)
+	if o.code != codes.OK {
+		return status.Error(o.code, o.details), true
+	}
+	return nil, true
+}
+
+// send writes one message, enforcing grpc.max_send_message_length with
+// grpcio's wording.
+func (f *Front) send(out sink, b []byte) error {
+	if limit := f.cfg.Limits.MaxSendMsgSize; len(b) > limit {
+		return status.Error(codes.ResourceExhausted, fmt.Sprintf("Sent message larger than max (%d vs. %d)", len(b), limit))
+	}
+	return out.sendMessage(b)
+}
+
+// failed ends a call whose answer could not be written. A status error is
+// the server's verdict (e.g. too large) and goes to the client; anything
+// else means the stream is gone, which Python learns as a cancellation.
+func (f *Front) failed(c *call, err error) error {
+	if _, ok := status.FromError(err); ok && c.ctx.Err() == nil {
+		f.end(c)
+		f.m.callsCompleted.Add(1)
+		return err
+	}
+	return f.abandon(c, err)
+}
+
+// abandon ends a call Python did not finish and tells Python so.
+func (f *Front) abandon(c *call, cause error) error {
+	f.end(c)
+	code := codes.Canceled
+	if deadlinePassed(c.ctx, cause) {
+		code = codes.DeadlineExceeded
+		f.m.callsDeadlineExceeded.Add(1)
+	} else {
+		f.m.callsCancelled.Add(1)
+	}
+	t := ticketFrom(c.ctx)
+	if t == nil || !t.withdraw() {
+		f.queue.push(Event{Kind: EventCancel, CallID: c.id, MethodID: c.methodID, ClientKey: c.clientKey})
+	}
+	if code == codes.DeadlineExceeded {
+		return status.Error(code, "Deadline Exceeded")
+	}
+	return status.Error(code, "Cancelled")
+}
+
+// deadlinePassed tells a deadline from a cancellation. grpc-go's own
+// deadline timer resets the stream and cancels its context, so ctx.Err() can
+// say Canceled for a call whose deadline passed: the clock decides.
+func deadlinePassed(ctx context.Context, cause error) bool {
+	if errors.Is(cause, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return true
+	}
+	dl, ok := ctx.Deadline()
+	return ok && !time.Now().Before(dl)
+}
+
+// clientKey says who sent a call: the name its bearer token maps to, or
+// without tokens, the peer address of its connection.
+type clientKeyCtx struct{}
+
+func clientKeyFrom(ctx context.Context, conn *connAddr) string {
+	if k, ok := ctx.Value(clientKeyCtx{}).(string); ok {
+		return k
+	}
+	if conn != nil {
+		return conn.peer
+	}
+	return ""
+}

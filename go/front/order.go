@@ -1,0 +1,98 @@
+package front
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+)
+
+// orderState keeps the events of one connection's calls in the order their
+// HEADERS frames arrived, for NativeGrpcFront(ordered=True).
+//
+// grpc-go runs each call's handler in its own goroutine, so calls sent back
+// to back can reach the queue in any order. Each call takes a ticket while
+// grpc-go still reads the connection in order (the tap handler), and its
+// event waits until every earlier ticket on the connection is resolved:
+// delivered as an event, or skipped because the call never reached Python.
+type orderState struct {
+	mu      sync.Mutex
+	issued  uint64
+	next    uint64
+	pending map[uint64]*Event // resolved tickets after next; nil Event = skipped
+}
+
+// ticket is one call's place in its connection's order.
+type ticket struct {
+	order    *orderState
+	n        uint64
+	resolved atomic.Bool
+}
+
+type ticketKey struct{}
+
+// takeTicket gives the call in ctx the next place on its connection and
+// makes sure the place is given up if the call ends before it is resolved,
+// so a call grpc-go drops after the tap can never stall its successors.
+func takeTicket(ctx context.Context, o *orderState, q *eventQueue) context.Context {
+	o.mu.Lock()
+	t := &ticket{order: o, n: o.issued}
+	o.issued++
+	o.mu.Unlock()
+	context.AfterFunc(ctx, func() { t.resolve(q, nil) })
+	return context.WithValue(ctx, ticketKey{}, t)
+}
+
+func ticketFrom(ctx context.Context) *ticket {
+	t, _ := ctx.Value(ticketKey{}).(*ticket)
+	return t
+}
+
+// resolve delivers e (or skips the place when e is nil) and flushes every
+// event that was waiting for this ticket. Only the first resolve counts.
+func (t *ticket) resolve(q *eventQueue, e *Event) bool {
+	if !t.resolved.CompareAndSwap(false, true) {
+		return true
+	}
+	o := t.order
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if t.n != o.next {
+		if o.pending == nil {
+			o.pending = make(map[uint64]*Event)
+		}
+		o.pending[t.n] = e
+		return true
+	}
+	var ready []Event
+	if e != nil {
+		ready = append(ready, *e)
+	}
+	o.next++
+	for {
+		w, ok := o.pending[o.next]
+		if !ok {
+			break
+		}
+		delete(o.pending, o.next)
+		if w != nil {
+			ready = append(ready, *w)
+		}
+		o.next++
+	}
+	// Pushing under o.mu keeps this connection's batches in order.
+	return len(ready) == 0 || q.pushAll(ready)
+}
+
+// withdraw takes back a delivered-but-waiting event whose call has ended,
+// so Python never sees a call after its own cancellation. It reports
+// whether the event was still waiting.
+func (t *ticket) withdraw() bool {
+	o := t.order
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if e, ok := o.pending[t.n]; ok && e != nil {
+		o.pending[t.n] = nil
+		return true
+	}
+	return false
+}

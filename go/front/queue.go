@@ -1,0 +1,151 @@
+package front
+
+import (
+	"sync"
+	"time"
+)
+
+// EventKind says what an Event reports. The values are a public contract:
+// Python sees them as EVENT_CALL and EVENT_CANCEL.
+type EventKind uint8
+
+const (
+	// EventCall is a new call. Payload is the request message; Python
+	// answers it by CallID.
+	EventCall EventKind = 1
+	// EventCancel says a call ended before Python finished it: the client
+	// cancelled, its deadline passed, its connection closed, or the server
+	// stopped. The client already has its status; answers to the call are
+	// ignored. Payload is nil.
+	EventCancel EventKind = 2
+)
+
+// Event is one entry of the queue Python drains with Recv.
+type Event struct {
+	Kind      EventKind
+	CallID    uint64
+	MethodID  int32
+	Payload   []byte
+	ClientKey string
+}
+
+// eventQueue is an unbounded FIFO with many producers (handler goroutines)
+// and any number of consumers (Python threads in recv_batch).
+//
+// It is unbounded on purpose: every event belongs to a call that grpc-go
+// already admitted under max_concurrent_streams and the concurrency limit,
+// so the queue is bounded by the number of live calls (plus one cancel
+// event each).
+type eventQueue struct {
+	mu     sync.Mutex
+	items  []Event
+	head   int
+	closed bool
+	// ready holds a token while items may be non-empty or the queue is
+	// closed; it wakes one waiting consumer, which passes it on.
+	ready chan struct{}
+}
+
+func newEventQueue() *eventQueue {
+	return &eventQueue{ready: make(chan struct{}, 1)}
+}
+
+func (q *eventQueue) signal() {
+	select {
+	case q.ready <- struct{}{}:
+	default:
+	}
+}
+
+// push appends an event. It reports false once the queue is closed.
+func (q *eventQueue) push(e Event) bool {
+	q.mu.Lock()
+	if q.closed {
+		q.mu.Unlock()
+		return false
+	}
+	q.items = append(q.items, e)
+	q.mu.Unlock()
+	q.signal()
+	return true
+}
+
+// pushAll appends events in order, atomically with respect to other pushes.
+func (q *eventQueue) pushAll(es []Event) bool {
+	q.mu.Lock()
+	if q.closed {
+		q.mu.Unlock()
+		return false
+	}
+	q.items = append(q.items, es...)
+	q.mu.Unlock()
+	q.signal()
+	return true
+}
+
+func (q *eventQueue) len() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.items) - q.head
+}
+
+// close ends the queue: consumers drain what is left, then get closed=true.
+func (q *eventQueue) close() {
+	q.mu.Lock()
+	q.closed = true
+	q.mu.Unlock()
+	q.signal()
+}
+
+// take removes up to max events without waiting.
+func (q *eventQueue) take(max int) (batch []Event, closed bool) {
+	q.mu.Lock()
+	n := len(q.items) - q.head
+	if n > max {
+		n = max
+	}
+	if n > 0 {
+		batch = make([]Event, n)
+		copy(batch, q.items[q.head:q.head+n])
+		clear(q.items[q.head : q.head+n])
+		q.head += n
+		if q.head == len(q.items) {
+			q.items, q.head = q.items[:0], 0
+		} else if q.head > 1024 && q.head > len(q.items)/2 {
+			q.items = append(q.items[:0], q.items[q.head:]...)
+			q.head = 0
+		}
+	}
+	more := q.head < len(q.items)
+	closed = q.closed && n == 0 && !more
+	q.mu.Unlock()
+	if more || q.closed {
+		q.signal()
+	}
+	return batch, closed
+}
+
+// recv waits up to timeout (negative: forever) for at least one event and
+// returns up to max of them. It returns closed=true once the queue is
+// closed and empty, and (nil, false) on timeout.
+func (q *eventQueue) recv(max int, timeout time.Duration) (batch []Event, closed bool) {
+	var expired <-chan time.Time
+	for {
+		if batch, closed = q.take(max); batch != nil || closed {
+			return batch, closed
+		}
+		if timeout == 0 {
+			return nil, false
+		}
+		if expired == nil && timeout > 0 {
+			t := time.NewTimer(timeout)
+			defer t.Stop()
+			expired = t.C
+		}
+		select {
+		case <-q.ready:
+		case <-expired:
+			return q.take(max)
+		}
+	}
+}

@@ -1,0 +1,102 @@
+"""NativeGrpcFront: the low-level API, a thin layer over the compiled core.
+
+Everything per call (recv_batch, respond, send_message, finish, ...) is a
+method of the C type and runs without any Python code in between; this
+module only turns the constructor's arguments into the configuration the Go
+core reads. See docs/low-level-api.md.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Iterable, Mapping, Optional, Sequence, Tuple
+
+from . import _native
+
+EVENT_CALL: int = _native.EVENT_CALL
+EVENT_CANCEL: int = _native.EVENT_CANCEL
+
+Event = Tuple[int, int, int, Optional[bytes], str]
+"""(kind, call_id, method_id, payload, client_key)"""
+
+
+def _option_value(value: Any) -> Any:
+    # grpcio ignores option values that are not integers; Go does the same,
+    # so non-integers travel as strings and are only checked for the options
+    # that must be refused whatever their value.
+    if isinstance(value, int):
+        return int(value)
+    return str(value)
+
+
+def _config_json(
+    address: str,
+    methods: Iterable[Tuple[str, bool]],
+    options: Optional[Sequence[Tuple[str, Any]]],
+    bearer_tokens: Optional[Mapping[str, str]],
+    ordered: bool,
+    maximum_concurrent_rpcs: Optional[int] = None,
+) -> str:
+    if not isinstance(address, str):
+        raise TypeError(f"address must be a str, not {type(address).__name__}")
+    method_list = []
+    for entry in methods:
+        if not (isinstance(entry, tuple) or isinstance(entry, list)) or len(entry) != 2:
+            raise TypeError(f"methods must be (path, server_streaming) pairs, got {entry!r}")
+        path, streaming = entry
+        if not isinstance(path, str) or not isinstance(streaming, bool):
+            raise TypeError(f"methods must be (str, bool) pairs, got {entry!r}")
+        method_list.append([path, streaming])
+    option_list = []
+    for entry in options or ():
+        if not (isinstance(entry, tuple) or isinstance(entry, list)) or len(entry) != 2:
+            raise TypeError(f"options must be (name, value) pairs, got {entry!r}")
+        name, value = entry
+        if not isinstance(name, str):
+            raise TypeError(f"option names must be str, got {name!r}")
+        option_list.append([name, _option_value(value)])
+    tokens = {}
+    for token, key in (bearer_tokens or {}).items():
+        if not isinstance(token, str) or not isinstance(key, str):
+            raise TypeError("bearer_tokens must map str tokens to str client keys")
+        if not token:
+            raise ValueError("bearer tokens must not be empty")
+        tokens[token] = key
+    if maximum_concurrent_rpcs is not None and (
+        not isinstance(maximum_concurrent_rpcs, int) or maximum_concurrent_rpcs < 1
+    ):
+        raise ValueError(f"maximum_concurrent_rpcs must be a positive int, got {maximum_concurrent_rpcs!r}")
+    return json.dumps(
+        {
+            "address": address,
+            "methods": method_list,
+            "options": option_list,
+            "bearer_tokens": tokens,
+            "ordered": bool(ordered),
+            "maximum_concurrent_rpcs": maximum_concurrent_rpcs or 0,
+        }
+    )
+
+
+class NativeGrpcFront(_native.Front):
+    """A gRPC server in Go whose calls reach Python as events.
+
+    ``methods`` lists the methods served natively as ``(path,
+    server_streaming)`` pairs; a method's index is the ``method_id`` its
+    events carry. Other paths are answered UNIMPLEMENTED by Go.
+    """
+
+    def __init__(
+        self,
+        address: str,
+        methods: Sequence[Tuple[str, bool]],
+        options: Optional[Sequence[Tuple[str, Any]]] = None,
+        bearer_tokens: Optional[Mapping[str, str]] = None,
+        ordered: bool = False,
+    ) -> None:
+        super().__init__(_config_json(address, methods, options, bearer_tokens, ordered))
+        self.address = address
+        self.methods: Tuple[Tuple[str, bool], ...] = tuple((p, s) for p, s in methods)
+
+    def __repr__(self) -> str:
+        return f"<NativeGrpcFront {self.address!r} port={self.port} methods={len(self.methods)}>"

@@ -1,0 +1,839 @@
+/* The CPython side of pygrpc-native: converts between Python objects and
+ * calls into the Go core (libpgn, a Go c-archive; see go/capi/exports.go).
+ *
+ * Rules this file keeps:
+ *  - It only converts. Every protocol decision is made in Go.
+ *  - The GIL is released around every Go call that can block (binding,
+ *    waiting for events, stopping, sending into a full call buffer). Short
+ *    Go calls keep it: releasing costs more than they take.
+ *  - Misuse raises a Python exception. A handle is never freed while the
+ *    object lives, and Go validates every call id, so a bad id cannot reach
+ *    freed memory.
+ *  - Only the stable ABI of CPython 3.10 is used, so one build serves every
+ *    CPython >= 3.10.
+ */
+#ifndef Py_LIMITED_API
+#define Py_LIMITED_API 0x030A0000
+#endif
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "libpgn.h"
+
+/* How long one wait in Go lasts before Python gets a chance to run signal
+ * handlers (Ctrl+C) while recv_batch blocks. */
+#define RECV_SLICE_NS 100000000LL
+
+/* Set in a child process after fork(). The Go runtime's threads do not
+ * survive fork, so any call into Go from the child would hang. */
+static volatile int forked_child = 0;
+
+static void mark_forked_child(void) { forked_child = 1; }
+
+static int check_not_forked(void) {
+    if (forked_child) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "pygrpc_native cannot be used in a process forked after it was imported: "
+                        "the Go runtime does not survive fork(). Import pygrpc_native in the child, "
+                        "or use the 'spawn' start method");
+        return -1;
+    }
+    return 0;
+}
+
+typedef struct {
+    PyObject_HEAD
+    int64_t handle; /* 0 until __init__ succeeds */
+} FrontObject;
+
+static int64_t front_handle(PyObject *self) {
+    int64_t h = ((FrontObject *)self)->handle;
+    if (check_not_forked() < 0) {
+        return 0;
+    }
+    if (h <= 0) {
+        PyErr_SetString(PyExc_RuntimeError, "the front was not initialized");
+        return 0;
+    }
+    return h;
+}
+
+/* ---- errors -------------------------------------------------------------- */
+
+/* raise_go_error raises the error kind pgn_new/pgn_start reported and frees
+ * Go's message. */
+static void raise_go_error(int kind, char *msg) {
+    PyObject *exc = PyExc_RuntimeError;
+    if (kind == PGN_ERR_VALUE) {
+        exc = PyExc_ValueError;
+    } else if (kind == PGN_ERR_OS) {
+        exc = PyExc_OSError;
+    }
+    PyErr_SetString(exc, msg ? msg : "unknown error in the Go core");
+    free(msg);
+}
+
+/* result_to_py turns the outcome of an operation on a call into Python:
+ * True when handed to the call, False when the call had already ended, an
+ * exception for misuse. */
+static PyObject *result_to_py(int r, uint64_t id) {
+    switch (r) {
+    case PGN_OK:
+        Py_RETURN_TRUE;
+    case PGN_ENDED:
+        Py_RETURN_FALSE;
+    case PGN_UNKNOWN:
+        return PyErr_Format(PyExc_ValueError, "unknown call id %llu: this front never issued it",
+                            (unsigned long long)id);
+    case PGN_STOPPED:
+        PyErr_SetString(PyExc_RuntimeError, "the front is stopped: every call has ended");
+        return NULL;
+    default:
+        PyErr_SetString(PyExc_RuntimeError, "the front is closed");
+        return NULL;
+    }
+}
+
+/* ---- argument conversion ------------------------------------------------ */
+
+static int get_call_id(PyObject *o, uint64_t *id) {
+    if (!PyLong_Check(o)) {
+        PyErr_Format(PyExc_TypeError, "call_id must be an int, not %S", (PyObject *)Py_TYPE(o));
+        return -1;
+    }
+    unsigned long long v = PyLong_AsUnsignedLongLong(o);
+    if (v == (unsigned long long)-1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_ValueError, "unknown call id %R: this front never issued it", o);
+        return -1;
+    }
+    *id = (uint64_t)v;
+    return 0;
+}
+
+/* as_bytes returns a new reference to an immutable bytes copy of any
+ * bytes-like object (bytes itself is returned as is). Immutability matters:
+ * the buffer is read with the GIL released when a send has to wait. */
+static PyObject *as_bytes(PyObject *o, const char *what) {
+    if (PyBytes_Check(o)) {
+        Py_INCREF(o);
+        return o;
+    }
+    if (PyUnicode_Check(o) || PyLong_Check(o)) {
+        return PyErr_Format(PyExc_TypeError, "%s must be bytes-like, not %S", what, (PyObject *)Py_TYPE(o));
+    }
+    PyObject *view = PyMemoryView_FromObject(o);
+    if (view == NULL) {
+        PyErr_Clear();
+        return PyErr_Format(PyExc_TypeError, "%s must be bytes-like, not %S", what, (PyObject *)Py_TYPE(o));
+    }
+    PyObject *b = PyObject_Bytes(view);
+    Py_DECREF(view);
+    return b;
+}
+
+/* Growing byte buffer for encoding metadata. */
+typedef struct {
+    char *p;
+    size_t len, cap;
+} Buf;
+
+static int buf_put(Buf *b, const void *src, size_t n) {
+    if (b->len + n > b->cap) {
+        size_t cap = b->cap ? b->cap * 2 : 256;
+        while (cap < b->len + n) {
+            cap *= 2;
+        }
+        char *p = realloc(b->p, cap);
+        if (p == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        b->p = p;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->len, src, n);
+    b->len += n;
+    return 0;
+}
+
+static int buf_put_str(Buf *b, const char *s, Py_ssize_t n) {
+    if ((size_t)n > UINT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "metadata entry is too large");
+        return -1;
+    }
+    uint32_t l = (uint32_t)n;
+    if (buf_put(b, &l, 4) < 0) {
+        return -1;
+    }
+    return buf_put(b, s, (size_t)n);
+}
+
+/* encode_metadata writes a sequence of (str key, str | bytes value) pairs
+ * in the layout go/capi decodeMetadata reads: u32 count, then per pair
+ * u32 length + key, u32 length + value. None encodes nothing. */
+static int encode_metadata(PyObject *md, Buf *out) {
+    out->p = NULL;
+    out->len = out->cap = 0;
+    if (md == NULL || md == Py_None) {
+        return 0;
+    }
+    PyObject *it = PyObject_GetIter(md);
+    if (it == NULL) {
+        PyErr_Format(PyExc_TypeError, "metadata must be a sequence of (key, value) pairs, not %S",
+                     (PyObject *)Py_TYPE(md));
+        return -1;
+    }
+    uint32_t count = 0;
+    if (buf_put(out, &count, 4) < 0) {
+        goto fail;
+    }
+    PyObject *item;
+    while ((item = PyIter_Next(it)) != NULL) {
+        PyObject *key = NULL, *value = NULL, *vbytes = NULL;
+        int ok = -1;
+        if (PyUnicode_Check(item) || PyBytes_Check(item) || PySequence_Check(item) != 1 ||
+            PySequence_Size(item) != 2) {
+            PyErr_Clear();
+            PyErr_Format(PyExc_TypeError, "metadata entries must be (key, value) pairs, got %R", item);
+            goto item_done;
+        }
+        key = PySequence_GetItem(item, 0);
+        value = PySequence_GetItem(item, 1);
+        if (key == NULL || value == NULL) {
+            goto item_done;
+        }
+        if (!PyUnicode_Check(key)) {
+            PyErr_Format(PyExc_TypeError, "metadata keys must be str, got %R", key);
+            goto item_done;
+        }
+        Py_ssize_t klen;
+        const char *k = PyUnicode_AsUTF8AndSize(key, &klen);
+        if (k == NULL || buf_put_str(out, k, klen) < 0) {
+            goto item_done;
+        }
+        if (PyUnicode_Check(value)) {
+            Py_ssize_t vlen;
+            const char *v = PyUnicode_AsUTF8AndSize(value, &vlen);
+            if (v == NULL || buf_put_str(out, v, vlen) < 0) {
+                goto item_done;
+            }
+        } else {
+            vbytes = as_bytes(value, "metadata values");
+            if (vbytes == NULL) {
+                goto item_done;
+            }
+            char *v;
+            Py_ssize_t vlen;
+            if (PyBytes_AsStringAndSize(vbytes, &v, &vlen) < 0 || buf_put_str(out, v, vlen) < 0) {
+                goto item_done;
+            }
+        }
+        count++;
+        ok = 0;
+    item_done:
+        Py_XDECREF(vbytes);
+        Py_XDECREF(key);
+        Py_XDECREF(value);
+        Py_DECREF(item);
+        if (ok < 0) {
+            goto fail;
+        }
+    }
+    if (PyErr_Occurred()) {
+        goto fail;
+    }
+    Py_DECREF(it);
+    memcpy(out->p, &count, 4);
+    return 0;
+fail:
+    Py_DECREF(it);
+    free(out->p);
+    out->p = NULL;
+    return -1;
+}
+
+/* ---- decoding Go's results (format: go/capi/encode.go) ------------------- */
+
+typedef struct {
+    const char *p, *end;
+    const char *last_key; /* text of the previous 'k' value, for reuse */
+    uint32_t last_key_len;
+    PyObject *last_key_obj; /* borrowed from the result being built */
+} Reader;
+
+static int read_u32(Reader *r, uint32_t *v) {
+    if (r->end - r->p < 4) {
+        return -1;
+    }
+    memcpy(v, r->p, 4);
+    r->p += 4;
+    return 0;
+}
+
+static PyObject *corrupt(void) {
+    PyErr_SetString(PyExc_RuntimeError, "pygrpc_native: malformed result from the Go core (a bug; please report it)");
+    return NULL;
+}
+
+static PyObject *decode_value(Reader *r) {
+    if (r->p >= r->end) {
+        return corrupt();
+    }
+    char tag = *r->p++;
+    uint32_t n;
+    switch (tag) {
+    case 'N':
+        Py_RETURN_NONE;
+    case 'T':
+        Py_RETURN_TRUE;
+    case 'F':
+        Py_RETURN_FALSE;
+    case 'i': {
+        int64_t v;
+        if (r->end - r->p < 8) {
+            return corrupt();
+        }
+        memcpy(&v, r->p, 8);
+        r->p += 8;
+        return PyLong_FromLongLong(v);
+    }
+    case 'd': {
+        double v;
+        if (r->end - r->p < 8) {
+            return corrupt();
+        }
+        memcpy(&v, r->p, 8);
+        r->p += 8;
+        return PyFloat_FromDouble(v);
+    }
+    case 'b':
+    case 's':
+    case 'k': {
+        if (read_u32(r, &n) < 0 || (uint32_t)(r->end - r->p) < n) {
+            return corrupt();
+        }
+        const char *s = r->p;
+        r->p += n;
+        if (tag == 'b') {
+            return PyBytes_FromStringAndSize(s, n);
+        }
+        if (tag == 'k' && r->last_key_obj != NULL && r->last_key_len == n && memcmp(r->last_key, s, n) == 0) {
+            Py_INCREF(r->last_key_obj);
+            return r->last_key_obj;
+        }
+        PyObject *u = PyUnicode_DecodeUTF8(s, n, "surrogateescape");
+        if (u != NULL && tag == 'k') {
+            r->last_key = s;
+            r->last_key_len = n;
+            r->last_key_obj = u;
+        }
+        return u;
+    }
+    case 't':
+    case 'l': {
+        if (read_u32(r, &n) < 0 || (uint32_t)(r->end - r->p) < n) {
+            return corrupt();
+        }
+        PyObject *seq = tag == 't' ? PyTuple_New(n) : PyList_New(n);
+        if (seq == NULL) {
+            return NULL;
+        }
+        for (uint32_t i = 0; i < n; i++) {
+            PyObject *v = decode_value(r);
+            if (v == NULL) {
+                Py_DECREF(seq);
+                return NULL;
+            }
+            if ((tag == 't' ? PyTuple_SetItem(seq, i, v) : PyList_SetItem(seq, i, v)) < 0) {
+                Py_DECREF(seq);
+                return NULL;
+            }
+        }
+        return seq;
+    }
+    case 'm': {
+        if (read_u32(r, &n) < 0) {
+            return corrupt();
+        }
+        PyObject *d = PyDict_New();
+        if (d == NULL) {
+            return NULL;
+        }
+        for (uint32_t i = 0; i < n; i++) {
+            PyObject *k = decode_value(r);
+            PyObject *v = k ? decode_value(r) : NULL;
+            int rc = (k && v) ? PyDict_SetItem(d, k, v) : -1;
+            Py_XDECREF(k);
+            Py_XDECREF(v);
+            if (rc < 0) {
+                Py_DECREF(d);
+                return NULL;
+            }
+        }
+        return d;
+    }
+    default:
+        return corrupt();
+    }
+}
+
+/* decode_and_free turns a buffer Go malloc'ed into a Python object. */
+static PyObject *decode_and_free(char *buf, size_t len) {
+    Reader r = {buf, buf + len, NULL, 0, NULL};
+    PyObject *v = decode_value(&r);
+    free(buf);
+    return v;
+}
+
+/* ---- Front methods ------------------------------------------------------- */
+
+static int Front_init(PyObject *self, PyObject *args, PyObject *kwds) {
+    static char *kwlist[] = {"config_json", NULL};
+    const char *cfg;
+    Py_ssize_t cfg_len;
+    FrontObject *f = (FrontObject *)self;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "s#", kwlist, &cfg, &cfg_len)) {
+        return -1;
+    }
+    if (check_not_forked() < 0) {
+        return -1;
+    }
+    if (f->handle != 0) {
+        PyErr_SetString(PyExc_RuntimeError, "the front is already initialized");
+        return -1;
+    }
+    char *err = NULL;
+    int64_t h = pgn_new((char *)cfg, (size_t)cfg_len, &err);
+    if (h <= 0) {
+        raise_go_error((int)-h, err);
+        return -1;
+    }
+    f->handle = h;
+    return 0;
+}
+
+static void Front_dealloc(PyObject *self) {
+    FrontObject *f = (FrontObject *)self;
+    int64_t h = f->handle;
+    f->handle = 0;
+    if (h > 0 && !forked_child) {
+        Py_BEGIN_ALLOW_THREADS
+        pgn_release(h);
+        Py_END_ALLOW_THREADS
+    }
+    PyTypeObject *tp = Py_TYPE(self);
+    freefunc tp_free = (freefunc)PyType_GetSlot(tp, Py_tp_free);
+    tp_free(self);
+    Py_DECREF(tp);
+}
+
+static PyObject *Front_start(PyObject *self, PyObject *unused) {
+    int64_t h = front_handle(self);
+    if (h == 0) {
+        return NULL;
+    }
+    char *err = NULL;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = pgn_start(h, &err);
+    Py_END_ALLOW_THREADS
+    if (rc != 0) {
+        raise_go_error(rc, err);
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *Front_get_port(PyObject *self, void *closure) {
+    int64_t h = front_handle(self);
+    if (h == 0) {
+        return NULL;
+    }
+    return PyLong_FromLong(pgn_port(h));
+}
+
+/* seconds_to_ns reads an optional non-negative number of seconds;
+ * None gives `none_value`. */
+static int seconds_to_ns(PyObject *o, const char *what, long long none_value, long long *ns) {
+    if (o == NULL || o == Py_None) {
+        *ns = none_value;
+        return 0;
+    }
+    double s = PyFloat_AsDouble(o);
+    if (s == -1.0 && PyErr_Occurred()) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_TypeError, "%s must be a number of seconds or None, not %S", what, (PyObject *)Py_TYPE(o));
+        return -1;
+    }
+    if (!(s >= 0)) {
+        PyErr_Format(PyExc_ValueError, "%s must not be negative, got %R", what, o);
+        return -1;
+    }
+    *ns = s > 9e9 ? (long long)9e18 : (long long)(s * 1e9);
+    return 0;
+}
+
+static PyObject *Front_stop(PyObject *self, PyObject *args, PyObject *kwds) {
+    static char *kwlist[] = {"grace", NULL};
+    PyObject *grace = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|O", kwlist, &grace)) {
+        return NULL;
+    }
+    int64_t h = front_handle(self);
+    long long ns;
+    if (h == 0 || seconds_to_ns(grace, "grace", -1, &ns) < 0) {
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    pgn_stop(h, ns);
+    Py_END_ALLOW_THREADS
+    Py_RETURN_NONE;
+}
+
+static PyObject *Front_recv_batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs < 1 || nargs > 2) {
+        PyErr_SetString(PyExc_TypeError, "recv_batch(max_events, timeout=None) takes 1 or 2 arguments");
+        return NULL;
+    }
+    int64_t h = front_handle(self);
+    if (h == 0) {
+        return NULL;
+    }
+    if (!PyLong_Check(args[0])) {
+        return PyErr_Format(PyExc_TypeError, "max_events must be an int, not %S", (PyObject *)Py_TYPE(args[0]));
+    }
+    long max_events = PyLong_AsLong(args[0]);
+    if (max_events == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (max_events < 1 || max_events > 1000000) {
+        return PyErr_Format(PyExc_ValueError, "max_events must be between 1 and 1000000, got %ld", max_events);
+    }
+    long long left;
+    if (seconds_to_ns(nargs == 2 ? args[1] : NULL, "timeout", -1, &left) < 0) {
+        return NULL;
+    }
+    for (;;) {
+        long long slice = (left < 0 || left > RECV_SLICE_NS) ? RECV_SLICE_NS : left;
+        char *buf = NULL;
+        size_t len = 0;
+        int rc;
+        Py_BEGIN_ALLOW_THREADS
+        rc = pgn_recv(h, (int)max_events, slice, &buf, &len);
+        Py_END_ALLOW_THREADS
+        switch (rc) {
+        case PGN_RECV_BATCH:
+            return decode_and_free(buf, len);
+        case PGN_RECV_CLOSED:
+            Py_RETURN_NONE;
+        case PGN_RECV_BAD_HANDLE:
+            PyErr_SetString(PyExc_RuntimeError, "the front is closed");
+            return NULL;
+        }
+        if (PyErr_CheckSignals() < 0) {
+            return NULL;
+        }
+        if (left >= 0) {
+            left -= slice;
+            if (left <= 0) {
+                return PyList_New(0);
+            }
+        }
+    }
+}
+
+/* Runs a Go call that may report PGN_WOULD_BLOCK first without releasing the
+ * GIL (the common case: room in the call's buffer), then again, blocking,
+ * with the GIL released. */
+#define CALL_MAYBE_BLOCKING(rc, expr_with_block)          \
+    do {                                                  \
+        int block = 0;                                    \
+        rc = (expr_with_block);                           \
+        if (rc == PGN_WOULD_BLOCK) {                      \
+            block = 1;                                    \
+            Py_BEGIN_ALLOW_THREADS rc = (expr_with_block); \
+            Py_END_ALLOW_THREADS                          \
+        }                                                 \
+    } while (0)
+
+/* payload_call implements respond and send_message, the per-message path. */
+static PyObject *payload_call(PyObject *self, PyObject *const *args, Py_ssize_t nargs, const char *name,
+                              int (*fn)(int64_t, uint64_t, char *, size_t, int)) {
+    if (nargs != 2) {
+        return PyErr_Format(PyExc_TypeError, "%s(call_id, payload) takes exactly 2 arguments (%zd given)", name, nargs);
+    }
+    int64_t h = front_handle(self);
+    uint64_t id;
+    if (h == 0 || get_call_id(args[0], &id) < 0) {
+        return NULL;
+    }
+    PyObject *b = as_bytes(args[1], "payload");
+    if (b == NULL) {
+        return NULL;
+    }
+    char *p;
+    Py_ssize_t n;
+    if (PyBytes_AsStringAndSize(b, &p, &n) < 0) {
+        Py_DECREF(b);
+        return NULL;
+    }
+    int rc;
+    CALL_MAYBE_BLOCKING(rc, fn(h, id, p, (size_t)n, block));
+    Py_DECREF(b);
+    return result_to_py(rc, id);
+}
+
+static PyObject *Front_respond(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    return payload_call(self, args, nargs, "respond", pgn_respond);
+}
+
+static PyObject *Front_send_message(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    return payload_call(self, args, nargs, "send_message", pgn_send);
+}
+
+static PyObject *Front_send_initial_metadata(PyObject *self, PyObject *args) {
+    PyObject *id_obj, *md;
+    if (!PyArg_ParseTuple(args, "OO:send_initial_metadata", &id_obj, &md)) {
+        return NULL;
+    }
+    int64_t h = front_handle(self);
+    uint64_t id;
+    Buf b;
+    if (h == 0 || get_call_id(id_obj, &id) < 0 || encode_metadata(md, &b) < 0) {
+        return NULL;
+    }
+    int rc;
+    CALL_MAYBE_BLOCKING(rc, pgn_send_header(h, id, b.p, b.len, block));
+    free(b.p);
+    return result_to_py(rc, id);
+}
+
+static PyObject *Front_finish(PyObject *self, PyObject *args, PyObject *kwds) {
+    static char *kwlist[] = {"call_id", "code", "details", "trailing_metadata", "payload", NULL};
+    PyObject *id_obj, *code_obj = NULL, *details_obj = Py_None, *md = Py_None, *payload_obj = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|OOOO:finish", kwlist, &id_obj, &code_obj, &details_obj, &md,
+                                     &payload_obj)) {
+        return NULL;
+    }
+    int64_t h = front_handle(self);
+    uint64_t id;
+    if (h == 0 || get_call_id(id_obj, &id) < 0) {
+        return NULL;
+    }
+    long code = 0;
+    if (code_obj != NULL) {
+        if (!PyLong_Check(code_obj)) {
+            return PyErr_Format(PyExc_TypeError, "code must be an int status code, not %S",
+                                (PyObject *)Py_TYPE(code_obj));
+        }
+        code = PyLong_AsLong(code_obj);
+        if ((code == -1 && PyErr_Occurred()) || code < 0 || code > 16) {
+            PyErr_Clear();
+            return PyErr_Format(PyExc_ValueError, "code must be a gRPC status code between 0 and 16, got %R", code_obj);
+        }
+    }
+    const char *details = "";
+    Py_ssize_t details_len = 0;
+    if (details_obj != Py_None) {
+        if (!PyUnicode_Check(details_obj)) {
+            return PyErr_Format(PyExc_TypeError, "details must be a str or None, not %S",
+                                (PyObject *)Py_TYPE(details_obj));
+        }
+        details = PyUnicode_AsUTF8AndSize(details_obj, &details_len);
+        if (details == NULL) {
+            return NULL;
+        }
+    }
+    PyObject *payload = NULL;
+    char *p = NULL;
+    Py_ssize_t n = 0;
+    if (payload_obj != Py_None) {
+        payload = as_bytes(payload_obj, "payload");
+        if (payload == NULL || PyBytes_AsStringAndSize(payload, &p, &n) < 0) {
+            Py_XDECREF(payload);
+            return NULL;
+        }
+    }
+    Buf b;
+    if (encode_metadata(md, &b) < 0) {
+        Py_XDECREF(payload);
+        return NULL;
+    }
+    int rc;
+    CALL_MAYBE_BLOCKING(rc, pgn_finish(h, id, (int)code, (char *)details, (size_t)details_len, b.p, b.len, p,
+                                       (size_t)n, block));
+    free(b.p);
+    Py_XDECREF(payload);
+    return result_to_py(rc, id);
+}
+
+static PyObject *Front_cancel(PyObject *self, PyObject *id_obj) {
+    int64_t h = front_handle(self);
+    uint64_t id;
+    if (h == 0 || get_call_id(id_obj, &id) < 0) {
+        return NULL;
+    }
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = pgn_cancel(h, id);
+    Py_END_ALLOW_THREADS
+    return result_to_py(rc, id);
+}
+
+static PyObject *Front_is_active(PyObject *self, PyObject *id_obj) {
+    int64_t h = front_handle(self);
+    uint64_t id;
+    if (h == 0 || get_call_id(id_obj, &id) < 0) {
+        return NULL;
+    }
+    int active = 0;
+    int rc = pgn_is_active(h, id, &active);
+    if (rc != PGN_OK) {
+        return result_to_py(rc, id);
+    }
+    return PyBool_FromLong(active);
+}
+
+static PyObject *Front_time_remaining(PyObject *self, PyObject *id_obj) {
+    int64_t h = front_handle(self);
+    uint64_t id;
+    if (h == 0 || get_call_id(id_obj, &id) < 0) {
+        return NULL;
+    }
+    int64_t ns = -1;
+    int rc = pgn_time_remaining(h, id, &ns);
+    if (rc == PGN_ENDED) {
+        return PyFloat_FromDouble(0.0);
+    }
+    if (rc != PGN_OK) {
+        return result_to_py(rc, id);
+    }
+    if (ns < 0) {
+        Py_RETURN_NONE;
+    }
+    return PyFloat_FromDouble((double)ns / 1e9);
+}
+
+/* call_details and metrics return what Go encoded; see decode_value. */
+static PyObject *Front_call_details(PyObject *self, PyObject *id_obj) {
+    int64_t h = front_handle(self);
+    uint64_t id;
+    if (h == 0 || get_call_id(id_obj, &id) < 0) {
+        return NULL;
+    }
+    char *buf = NULL;
+    size_t len = 0;
+    int rc = pgn_call_details(h, id, &buf, &len);
+    if (rc != PGN_OK) {
+        if (rc == PGN_ENDED) {
+            return PyErr_Format(PyExc_LookupError, "call %llu has ended; read its details while it is active",
+                                (unsigned long long)id);
+        }
+        return result_to_py(rc, id);
+    }
+    return decode_and_free(buf, len);
+}
+
+static PyObject *Front_metrics(PyObject *self, PyObject *unused) {
+    int64_t h = front_handle(self);
+    if (h == 0) {
+        return NULL;
+    }
+    char *buf = NULL;
+    size_t len = 0;
+    int rc = pgn_metrics(h, &buf, &len);
+    if (rc != PGN_OK) {
+        return result_to_py(rc, 0);
+    }
+    return decode_and_free(buf, len);
+}
+
+static PyMethodDef Front_methods[] = {
+    {"start", (PyCFunction)Front_start, METH_NOARGS, "start($self, /)\n--\n\nBind the address and start serving."},
+    {"stop", (PyCFunction)(void (*)(void))Front_stop, METH_VARARGS | METH_KEYWORDS,
+     "stop($self, /, grace=None)\n--\n\nRefuse new calls, give calls in flight `grace` seconds, cancel the rest; "
+     "returns once stopped."},
+    {"recv_batch", (PyCFunction)(void (*)(void))Front_recv_batch, METH_FASTCALL,
+     "recv_batch($self, max_events, timeout=None, /)\n--\n\nWait for events; return a list of up to max_events "
+     "(kind, call_id, method_id, payload, client_key) tuples, [] on timeout, None once stopped and drained."},
+    {"respond", (PyCFunction)(void (*)(void))Front_respond, METH_FASTCALL,
+     "respond($self, call_id, payload, /)\n--\n\nAnswer a unary call with one message and status OK. "
+     "Returns False if the call had already ended."},
+    {"send_message", (PyCFunction)(void (*)(void))Front_send_message, METH_FASTCALL,
+     "send_message($self, call_id, payload, /)\n--\n\nSend one message of a server-streaming call."},
+    {"send_initial_metadata", (PyCFunction)Front_send_initial_metadata, METH_VARARGS,
+     "send_initial_metadata($self, call_id, metadata, /)\n--\n\nSend the call's initial metadata."},
+    {"finish", (PyCFunction)(void (*)(void))Front_finish, METH_VARARGS | METH_KEYWORDS,
+     "finish($self, /, call_id, code=0, details=None, trailing_metadata=None, payload=None)\n--\n\n"
+     "End a call with a status, trailing metadata and an optional last message."},
+    {"cancel", (PyCFunction)Front_cancel, METH_O, "cancel($self, call_id, /)\n--\n\nEnd a call with CANCELLED."},
+    {"is_active", (PyCFunction)Front_is_active, METH_O,
+     "is_active($self, call_id, /)\n--\n\nWhether the call is still live."},
+    {"time_remaining", (PyCFunction)Front_time_remaining, METH_O,
+     "time_remaining($self, call_id, /)\n--\n\nSeconds left before the call's deadline, or None without one."},
+    {"call_details", (PyCFunction)Front_call_details, METH_O,
+     "call_details($self, call_id, /)\n--\n\nA dict describing a live call."},
+    {"metrics", (PyCFunction)Front_metrics, METH_NOARGS, "metrics($self, /)\n--\n\nThe front's counters."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef Front_getset[] = {
+    {"port", Front_get_port, NULL, "The bound TCP port; 0 before start().", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyType_Slot Front_slots[] = {
+    {Py_tp_doc, "The Go gRPC front; use pygrpc_native.NativeGrpcFront."},
+    {Py_tp_new, PyType_GenericNew},
+    {Py_tp_init, Front_init},
+    {Py_tp_dealloc, Front_dealloc},
+    {Py_tp_methods, Front_methods},
+    {Py_tp_getset, Front_getset},
+    {0, NULL},
+};
+
+static PyType_Spec Front_spec = {
+    "pygrpc_native._native.Front",
+    sizeof(FrontObject),
+    0,
+    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    Front_slots,
+};
+
+static struct PyModuleDef native_module = {
+    PyModuleDef_HEAD_INIT,
+    "pygrpc_native._native",
+    "The compiled core of pygrpc_native (Go gRPC server + CPython glue).",
+    -1,
+    NULL,
+};
+
+PyMODINIT_FUNC PyInit__native(void) {
+    PyObject *m = PyModule_Create(&native_module);
+    if (m == NULL) {
+        return NULL;
+    }
+    if (pthread_atfork(NULL, NULL, mark_forked_child) != 0) {
+        Py_DECREF(m);
+        PyErr_SetString(PyExc_RuntimeError, "pygrpc_native: pthread_atfork failed");
+        return NULL;
+    }
+    PyObject *type = PyType_FromSpec(&Front_spec);
+    if (type == NULL || PyModule_AddObject(m, "Front", type) < 0) {
+        Py_XDECREF(type);
+        Py_DECREF(m);
+        return NULL;
+    }
+    if (PyModule_AddIntConstant(m, "EVENT_CALL", PGN_EVENT_CALL) < 0 ||
+        PyModule_AddIntConstant(m, "EVENT_CANCEL", PGN_EVENT_CANCEL) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}
