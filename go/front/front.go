@@ -77,8 +77,7 @@ func New(cfg *Config) *Front {
 	return f
 }
 
-// serviceDescs groups the configured methods by service. Unary methods use
-// grpc-go's unary path, which costs less per call than the streaming one.
+// serviceDescs groups the configured methods by service.
 func (f *Front) serviceDescs() []*grpc.ServiceDesc {
 	byName := map[string]*grpc.ServiceDesc{}
 	var order []string
@@ -90,12 +89,7 @@ func (f *Front) serviceDescs() []*grpc.ServiceDesc {
 			byName[svc] = sd
 			order = append(order, svc)
 		}
-		id := int32(i)
-		if m.ServerStreaming {
-			sd.Streams = append(sd.Streams, grpc.StreamDesc{StreamName: name, Handler: f.streamHandler(id), ServerStreams: true})
-		} else {
-			sd.Methods = append(sd.Methods, grpc.MethodDesc{MethodName: name, Handler: f.unaryHandler(id)})
-		}
+		sd.Streams = append(sd.Streams, grpc.StreamDesc{StreamName: name, Handler: f.methodHandler(int32(i)), ServerStreams: m.ServerStreaming})
 	}
 	out := make([]*grpc.ServiceDesc, len(order))
 	for i, svc := range order {

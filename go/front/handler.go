@@ -4,12 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 )
@@ -23,40 +21,24 @@ const (
 	detailsServerStopping   = "Server is shutting down"
 )
 
-// unaryHandler serves one unary method: read the request, hand it to
-// Python, wait for the answer or the end of the call.
-func (f *Front) unaryHandler(methodID int32) func(any, context.Context, func(any) error, grpc.UnaryServerInterceptor) (any, error) {
-	return func(_ any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
-		var req []byte
-		if err := dec(&req); err != nil {
-			return nil, f.refuse(ctx, requestError(err))
-		}
-		c, err := f.begin(ctx, methodID, req)
-		if err != nil {
-			return nil, err
-		}
-		u := unarySink{ctx: ctx}
-		err = f.serve(c, &u)
-		if err != nil {
-			return nil, err
-		}
-		return u.resp, nil
-	}
-}
-
-// streamHandler serves one server-streaming method.
-func (f *Front) streamHandler(methodID int32) grpc.StreamHandler {
+// methodHandler serves one method: read the request, hand it to Python,
+// then relay Python's answer until the call ends.
+// Unary methods take grpc-go's streaming path too, so that one handler and
+// one way of writing answers (a ServerStream) serve every method.
+func (f *Front) methodHandler(methodID int32) grpc.StreamHandler {
 	return func(_ any, ss grpc.ServerStream) error {
 		ctx := ss.Context()
 		var req []byte
 		if err := ss.RecvMsg(&req); err != nil {
-			return f.refuse(ctx, requestError(err))
+			// grpc-go has already sent the client its status (e.g.
+			// RESOURCE_EXHAUSTED for a request over the size limit).
+			return f.refuse(ctx, err)
 		}
 		c, err := f.begin(ctx, methodID, req)
 		if err != nil {
 			return err
 		}
-		return f.serve(c, streamSink{ss})
+		return f.serve(c, ss)
 	}
 }
 
@@ -70,24 +52,6 @@ func (f *Front) refuse(ctx context.Context, err error) error {
 	f.m.callsRefused.Add(1)
 	if t := ticketFrom(ctx); t != nil {
 		t.resolve(f.queue, nil)
-	}
-	return err
-}
-
-// requestError turns a failure to read the request into grpcio's status.
-func requestError(err error) error {
-	st, ok := status.FromError(err)
-	if !ok {
-		return status.Error(codes.Internal, err.Error())
-	}
-	if st.Code() == codes.ResourceExhausted {
-		// grpc-go: "grpc: received message larger than max (N vs. M)";
-		// grpcio: "Received message larger than max (N vs. M)".
-		msg := strings.TrimPrefix(st.Message(), "grpc: ")
-		if msg != "" {
-			msg = strings.ToUpper(msg[:1]) + msg[1:]
-		}
-		return status.Error(codes.ResourceExhausted, msg)
 	}
 	return err
 }
@@ -132,38 +96,9 @@ func (f *Front) end(c *call) {
 	f.m.callsActive.Add(-1)
 }
 
-// sink is where a call's answer goes: the unary return value or the stream.
-type sink interface {
-	sendHeader(metadata.MD) error
-	sendMessage([]byte) error
-	setTrailer(metadata.MD)
-}
-
-type unarySink struct {
-	ctx  context.Context
-	resp []byte
-	sent bool
-}
-
-func (u *unarySink) sendHeader(md metadata.MD) error { return grpc.SendHeader(u.ctx, md) }
-func (u *unarySink) setTrailer(md metadata.MD)       { _ = grpc.SetTrailer(u.ctx, md) }
-func (u *unarySink) sendMessage(b []byte) error {
-	if u.sent {
-		return status.Error(codes.Internal, "a unary call answers with exactly one message")
-	}
-	u.resp, u.sent = b, true
-	return nil
-}
-
-type streamSink struct{ ss grpc.ServerStream }
-
-func (s streamSink) sendHeader(md metadata.MD) error { return s.ss.SendHeader(md) }
-func (s streamSink) sendMessage(b []byte) error      { return s.ss.SendMsg(b) }
-func (s streamSink) setTrailer(md metadata.MD)       { s.ss.SetTrailer(md) }
-
 // serve applies Python's ops to the call until Python finishes it or the
 // call ends on its own (cancel, deadline, lost connection, server stop).
-func (f *Front) serve(c *call, out sink) error {
+func (f *Front) serve(c *call, out grpc.ServerStream) error {
 	for {
 		select {
 		case o := <-c.ops:
@@ -177,12 +112,12 @@ func (f *Front) serve(c *call, out sink) error {
 }
 
 // apply performs one op; done reports that the call is over.
-func (f *Front) apply(c *call, o op, out sink) (err error, done bool) {
+func (f *Front) apply(c *call, o op, out grpc.ServerStream) (err error, done bool) {
 	switch o.kind {
 	case opHeader:
 		// A second send is refused by grpc-go; Python's layer reports that
 		// to the user, so the error needs no status here.
-		_ = out.sendHeader(o.md)
+		_ = out.SendHeader(o.md)
 		return nil, false
 	case opMessage:
 		if err := f.send(out, o.payload); err != nil {
@@ -201,7 +136,7 @@ func (f *Front) apply(c *call, o op, out sink) (err error, done bool) {
 		}
 	}
 	if len(o.md) > 0 {
-		out.setTrailer(o.md)
+		out.SetTrailer(o.md)
 	}
 	f.end(c)
 	f.m.callsCompleted.Add(1)
@@ -213,11 +148,11 @@ func (f *Front) apply(c *call, o op, out sink) (err error, done bool) {
 
 // send writes one message, enforcing grpc.max_send_message_length with
 // grpcio's wording.
-func (f *Front) send(out sink, b []byte) error {
+func (f *Front) send(out grpc.ServerStream, b []byte) error {
 	if limit := f.cfg.Limits.MaxSendMsgSize; len(b) > limit {
 		return status.Error(codes.ResourceExhausted, fmt.Sprintf("Sent message larger than max (%d vs. %d)", len(b), limit))
 	}
-	return out.sendMessage(b)
+	return out.SendMsg(b)
 }
 
 // failed ends a call whose answer could not be written. A status error is

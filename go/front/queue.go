@@ -117,9 +117,10 @@ func (q *eventQueue) take(max int) (batch []Event, closed bool) {
 		}
 	}
 	more := q.head < len(q.items)
-	closed = q.closed && n == 0 && !more
+	ended := q.closed
+	closed = ended && n == 0 && !more
 	q.mu.Unlock()
-	if more || q.closed {
+	if more || ended {
 		q.signal()
 	}
 	return batch, closed

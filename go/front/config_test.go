@@ -1,0 +1,55 @@
+package front
+
+import (
+	"math"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseConfigDefaults(t *testing.T) {
+	cfg, err := ParseConfig([]byte(`{"address": "[::]:0", "methods": [["/a.B/C", false]]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := cfg.Limits
+	if l.MaxRecvMsgSize != 4<<20 || l.MaxSendMsgSize != math.MaxInt32 || l.MaxConcurrentStreams != 1024 ||
+		l.MaxHeaderListSize != 16<<10 || l.HandshakeTimeout != 120*time.Second || l.ReusePort {
+		t.Fatalf("defaults: %+v", l)
+	}
+}
+
+func TestParseConfigOptions(t *testing.T) {
+	cfg, err := ParseConfig([]byte(`{"address": "x:1", "methods": [], "options": [
+		["grpc.max_receive_message_length", -1], ["grpc.max_send_message_length", 100],
+		["grpc.keepalive_time_ms", 1000], ["grpc.keepalive_timeout_ms", "not an int"],
+		["grpc.max_metadata_size", 32768], ["grpc.so_reuseport", 1], ["grpc.some_client_option", 5]]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := cfg.Limits
+	if l.MaxRecvMsgSize != math.MaxInt32 || l.MaxSendMsgSize != 100 || l.KeepaliveTime != time.Second ||
+		l.KeepaliveTimeout != 20*time.Second || l.MaxHeaderListSize != 40960 || !l.ReusePort {
+		t.Fatalf("limits: %+v", l)
+	}
+}
+
+func TestParseConfigRefusesUnsupportedOptions(t *testing.T) {
+	for name := range unsupportedOptions {
+		_, err := ParseConfig([]byte(`{"address": "x:1", "methods": [], "options": [["` + name + `", 5]]}`))
+		if _, ok := err.(*ConfigError); !ok || !strings.Contains(err.Error(), name) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	if _, err := ParseConfig([]byte(`{"address": "x:1", "methods": [], "options": [["grpc.default_compression_algorithm", 0]]}`)); err != nil {
+		t.Errorf("no compression must be accepted: %v", err)
+	}
+}
+
+func TestParseConfigRefusesBadMethods(t *testing.T) {
+	for _, methods := range []string{`[["nope", false]]`, `[["/a.B/C", "yes"]]`, `[["/a.B/C", false], ["/a.B/C", true]]`, `[["/a.B/", false]]`} {
+		if _, err := ParseConfig([]byte(`{"address": "x:1", "methods": ` + methods + `}`)); err == nil {
+			t.Errorf("%s accepted", methods)
+		}
+	}
+}

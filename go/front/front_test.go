@@ -1,0 +1,416 @@
+package front
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/encoding/gzip"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+)
+
+const (
+	sayPath   = "/echo.Echo/Say"
+	countPath = "/echo.Echo/Count"
+)
+
+// clientCodec sends and receives raw bytes, as the server's codec does.
+type clientCodec struct{}
+
+func (clientCodec) Name() string { return "proto" }
+func (clientCodec) Marshal(v any) (mem.BufferSlice, error) {
+	return mem.BufferSlice{mem.SliceBuffer(*v.(*[]byte))}, nil
+}
+func (clientCodec) Unmarshal(d mem.BufferSlice, v any) error {
+	*v.(*[]byte) = d.Materialize()
+	return nil
+}
+
+// startFront starts a front from a JSON config body (address and methods
+// are filled in) and a Python stand-in that runs handle for every event.
+func startFront(t *testing.T, extra string, handle func(f *Front, e Event)) (*Front, *grpc.ClientConn) {
+	t.Helper()
+	doc := fmt.Sprintf(`{"address": "127.0.0.1:0", "methods": [[%q, false], [%q, true]]%s}`, sayPath, countPath, extra)
+	cfg, err := ParseConfig([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := New(cfg)
+	if err := f.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			batch, closed := f.Recv(64, -1)
+			if closed {
+				return
+			}
+			for _, e := range batch {
+				handle(f, e)
+			}
+		}
+	}()
+	cc, err := grpc.NewClient(fmt.Sprintf("127.0.0.1:%d", f.Port()),
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(clientCodec{})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cc.Close()
+		f.Stop(-1)
+		<-done
+	})
+	return f, cc
+}
+
+func echo(f *Front, e Event) {
+	if e.Kind == EventCall {
+		f.Respond(e.CallID, e.Payload, true)
+	}
+}
+
+func say(ctx context.Context, cc *grpc.ClientConn, req string, opts ...grpc.CallOption) (string, error) {
+	in, out := []byte(req), []byte(nil)
+	err := cc.Invoke(ctx, sayPath, &in, &out, opts...)
+	return string(out), err
+}
+
+func wantStatus(t *testing.T, err error, code codes.Code, details string) {
+	t.Helper()
+	st := status.Convert(err)
+	if st.Code() != code || (details != "" && st.Message() != details) {
+		t.Fatalf("got %v %q, want %v %q", st.Code(), st.Message(), code, details)
+	}
+}
+
+func TestUnaryEcho(t *testing.T) {
+	_, cc := startFront(t, "", echo)
+	got, err := say(context.Background(), cc, "hello")
+	if err != nil || got != "hello" {
+		t.Fatalf("got %q, %v", got, err)
+	}
+}
+
+func TestServerStreamingWithMetadata(t *testing.T) {
+	_, cc := startFront(t, "", func(f *Front, e Event) {
+		if e.Kind != EventCall {
+			return
+		}
+		f.SendHeader(e.CallID, metadata.Pairs("x-head", "h"), true)
+		for i := 0; i < 3; i++ {
+			f.Send(e.CallID, []byte(fmt.Sprint(i)), true)
+		}
+		f.Finish(e.CallID, codes.OK, "", metadata.Pairs("x-tail-bin", "\x00\xff"), nil, false, true)
+	})
+	s, err := cc.NewStream(context.Background(), &grpc.StreamDesc{ServerStreams: true}, countPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := []byte("go")
+	if err := s.SendMsg(&req); err != nil {
+		t.Fatal(err)
+	}
+	s.CloseSend()
+	var got []string
+	for {
+		var m []byte
+		if err := s.RecvMsg(&m); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, string(m))
+	}
+	hdr, _ := s.Header()
+	if strings.Join(got, ",") != "0,1,2" || hdr.Get("x-head")[0] != "h" || s.Trailer().Get("x-tail-bin")[0] != "\x00\xff" {
+		t.Fatalf("messages %v header %v trailer %v", got, hdr, s.Trailer())
+	}
+}
+
+func TestUnansweredCallGetsDeadlineAndPythonGetsCancel(t *testing.T) {
+	cancels := make(chan Event, 1)
+	f, cc := startFront(t, "", func(f *Front, e Event) {
+		if e.Kind == EventCancel {
+			cancels <- e
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	_, err := say(ctx, cc, "never answered")
+	wantStatus(t, err, codes.DeadlineExceeded, "")
+	select {
+	case e := <-cancels:
+		if r := f.Respond(e.CallID, []byte("late"), false); r != ResultEnded {
+			t.Fatalf("answering an ended call: %v, want ResultEnded", r)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no EventCancel")
+	}
+	waitFor(t, func() bool { return metric(f, "calls_deadline_exceeded") == 1 })
+}
+
+func TestClientCancel(t *testing.T) {
+	calls, cancels := make(chan Event, 1), make(chan Event, 1)
+	f, cc := startFront(t, "", func(f *Front, e Event) {
+		if e.Kind == EventCall {
+			calls <- e
+		} else {
+			cancels <- e
+		}
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error)
+	go func() { _, err := say(ctx, cc, "x"); errc <- err }()
+	e := <-calls
+	if active, _ := f.IsActive(e.CallID); !active {
+		t.Fatal("call should be active")
+	}
+	cancel()
+	wantStatus(t, <-errc, codes.Canceled, "")
+	if c := <-cancels; c.CallID != e.CallID {
+		t.Fatalf("cancel for %d, want %d", c.CallID, e.CallID)
+	}
+	if active, _ := f.IsActive(e.CallID); active {
+		t.Fatal("call should have ended")
+	}
+}
+
+func TestUnknownMethod(t *testing.T) {
+	_, cc := startFront(t, "", echo)
+	in, out := []byte{}, []byte(nil)
+	err := cc.Invoke(context.Background(), "/no.Such/Method", &in, &out)
+	wantStatus(t, err, codes.Unimplemented, "Method not found!")
+}
+
+func TestMessageSizeLimits(t *testing.T) {
+	opts := `, "options": [["grpc.max_receive_message_length", 10], ["grpc.max_send_message_length", 5]]`
+	_, cc := startFront(t, opts, echo)
+	_, err := say(context.Background(), cc, strings.Repeat("x", 11))
+	wantStatus(t, err, codes.ResourceExhausted, "grpc: received message larger than max (11 vs. 10)")
+	_, err = say(context.Background(), cc, strings.Repeat("x", 6))
+	wantStatus(t, err, codes.ResourceExhausted, "Sent message larger than max (6 vs. 5)")
+	if got, err := say(context.Background(), cc, "12345"); err != nil || got != "12345" {
+		t.Fatalf("within limits: %q %v", got, err)
+	}
+}
+
+func TestGzipRequest(t *testing.T) {
+	_, cc := startFront(t, "", echo)
+	got, err := say(context.Background(), cc, strings.Repeat("z", 1000), grpc.UseCompressor(gzip.Name))
+	if err != nil || len(got) != 1000 {
+		t.Fatalf("got %d bytes, %v", len(got), err)
+	}
+}
+
+func TestBearerTokens(t *testing.T) {
+	keys := make(chan string, 1)
+	f, cc := startFront(t, `, "bearer_tokens": {"s3cret": "alice"}`, func(f *Front, e Event) {
+		keys <- e.ClientKey
+		echo(f, e)
+	})
+	_, err := say(context.Background(), cc, "x")
+	wantStatus(t, err, codes.Unauthenticated, "")
+	ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer wrong")
+	_, err = say(ctx, cc, "x")
+	wantStatus(t, err, codes.Unauthenticated, "")
+	ctx = metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer s3cret")
+	if _, err := say(ctx, cc, "x"); err != nil {
+		t.Fatal(err)
+	}
+	if k := <-keys; k != "alice" {
+		t.Fatalf("client key %q", k)
+	}
+	if n := metric(f, "calls_refused"); n != 2 {
+		t.Fatalf("calls_refused = %d", n)
+	}
+}
+
+func TestOrderedKeepsArrivalOrder(t *testing.T) {
+	var mu sync.Mutex
+	var got []string
+	_, cc := startFront(t, `, "ordered": true`, func(f *Front, e Event) {
+		mu.Lock()
+		got = append(got, string(e.Payload))
+		mu.Unlock()
+		echo(f, e)
+	})
+	// Calls are started one after another on one connection (each waits
+	// until its stream is created) and answered concurrently.
+	const n = 200
+	var wg sync.WaitGroup
+	var want []string
+	for i := 0; i < n; i++ {
+		s, err := cc.NewStream(context.Background(), &grpc.StreamDesc{}, sayPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		msg := []byte(fmt.Sprint(i))
+		want = append(want, string(msg))
+		if err := s.SendMsg(&msg); err != nil {
+			t.Fatal(err)
+		}
+		s.CloseSend()
+		wg.Add(1)
+		go func() { defer wg.Done(); var out []byte; _ = s.RecvMsg(&out) }()
+	}
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("order:\n got %v\nwant %v", got, want)
+	}
+}
+
+func TestReservedResponseMetadataEndsWithInternal(t *testing.T) {
+	_, cc := startFront(t, "", func(f *Front, e Event) {
+		if e.Kind == EventCall {
+			f.Finish(e.CallID, codes.OK, "", metadata.Pairs("grpc-mine", "x"), []byte("m"), true, true)
+		}
+	})
+	_, err := say(context.Background(), cc, "x")
+	wantStatus(t, err, codes.Internal, `metadata key "grpc-mine" is reserved by gRPC`)
+}
+
+func TestStatusDetailsAreUnicode(t *testing.T) {
+	const details = "  héllo ✓ 世界\n "
+	_, cc := startFront(t, "", func(f *Front, e Event) {
+		if e.Kind == EventCall {
+			f.Finish(e.CallID, codes.FailedPrecondition, details, nil, nil, false, true)
+		}
+	})
+	_, err := say(context.Background(), cc, "x")
+	wantStatus(t, err, codes.FailedPrecondition, details)
+}
+
+func TestConcurrencyLimit(t *testing.T) {
+	calls := make(chan Event, 2)
+	f, cc := startFront(t, `, "maximum_concurrent_rpcs": 1`, func(f *Front, e Event) {
+		if e.Kind == EventCall {
+			calls <- e
+		}
+	})
+	errc := make(chan error)
+	go func() { _, err := say(context.Background(), cc, "first"); errc <- err }()
+	first := <-calls
+	_, err := say(context.Background(), cc, "second")
+	wantStatus(t, err, codes.ResourceExhausted, "Concurrent RPC limit exceeded!")
+	f.Respond(first.CallID, nil, true)
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestResultsForUnknownAndEndedCalls(t *testing.T) {
+	f, cc := startFront(t, "", echo)
+	if r := f.Respond(0, nil, false); r != ResultUnknown {
+		t.Fatalf("id 0: %v", r)
+	}
+	if r := f.Respond(99, nil, false); r != ResultUnknown {
+		t.Fatalf("never issued: %v", r)
+	}
+	if _, err := say(context.Background(), cc, "x"); err != nil {
+		t.Fatal(err)
+	}
+	if r := f.Respond(1, nil, false); r != ResultEnded {
+		t.Fatalf("finished call: %v", r)
+	}
+	f.Stop(-1)
+	if r := f.Respond(1, nil, false); r != ResultStopped {
+		t.Fatalf("after stop: %v", r)
+	}
+}
+
+func TestStopGivesGraceThenCancels(t *testing.T) {
+	calls, cancels := make(chan Event, 2), make(chan Event, 2)
+	f, cc := startFront(t, "", func(f *Front, e Event) {
+		if e.Kind == EventCall {
+			calls <- e
+		} else {
+			cancels <- e
+		}
+	})
+	errs := make(chan error, 2)
+	for _, m := range []string{"answered", "abandoned"} {
+		go func() { _, err := say(context.Background(), cc, m); errs <- err }()
+	}
+	byPayload := map[string]Event{}
+	for i := 0; i < 2; i++ {
+		e := <-calls
+		byPayload[string(e.Payload)] = e
+	}
+	stopped := make(chan struct{})
+	go func() { f.Stop(300 * time.Millisecond); close(stopped) }()
+	time.Sleep(50 * time.Millisecond)
+	if r := f.Respond(byPayload["answered"].CallID, []byte("ok"), true); r != ResultOK {
+		t.Fatalf("answer during grace: %v", r)
+	}
+	<-stopped
+	if c := <-cancels; c.CallID != byPayload["abandoned"].CallID {
+		t.Fatalf("cancel for %d", c.CallID)
+	}
+	var okCount int
+	for i := 0; i < 2; i++ {
+		if err := <-errs; err == nil {
+			okCount++
+		}
+	}
+	if okCount != 1 {
+		t.Fatalf("%d calls succeeded, want 1", okCount)
+	}
+	if _, closed := f.Recv(1, 0); !closed {
+		t.Fatal("queue should be closed after stop")
+	}
+}
+
+func TestStartTwiceAndRestart(t *testing.T) {
+	f, _ := startFront(t, "", echo)
+	if err := f.Start(); !errors.Is(err, ErrLifecycle) {
+		t.Fatalf("second start: %v", err)
+	}
+	f.Stop(-1)
+	if err := f.Start(); !errors.Is(err, ErrLifecycle) {
+		t.Fatalf("start after stop: %v", err)
+	}
+}
+
+func TestBindErrorNamesAddress(t *testing.T) {
+	f, _ := startFront(t, "", echo)
+	cfg, _ := ParseConfig([]byte(fmt.Sprintf(`{"address": "127.0.0.1:%d", "methods": []}`, f.Port())))
+	err := New(cfg).Start()
+	var be *BindError
+	if !errors.As(err, &be) || !strings.Contains(err.Error(), fmt.Sprint(f.Port())) {
+		t.Fatalf("got %v", err)
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if cond() {
+			return
+		}
+	}
+	t.Fatal("condition not reached")
+}
+
+func metric(f *Front, name string) int64 {
+	for _, m := range f.Metrics() {
+		if m.Name == name {
+			return m.Value
+		}
+	}
+	return -1
+}
