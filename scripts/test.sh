@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Runs every test of the project from a fresh clone: Go unit tests, then the
+# Python suite against grpcio clients. Installs what it needs: the pinned
+# Python test dependencies (PyPI) and the package itself, built from source
+# (Go modules from the Go module proxy), into a virtual environment under
+# build/, so nothing outside the checkout changes.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+command -v go >/dev/null || { echo "Go is required (see go.mod for the version)"; exit 1; }
+command -v cc >/dev/null || command -v gcc >/dev/null || { echo "A C compiler is required"; exit 1; }
+
+venv=build/venv
+if [ ! -x "$venv/bin/python" ]; then
+  python3 -m venv "$venv"
+fi
+py="$venv/bin/python"
+"$py" -m pip install -q --upgrade pip
+"$py" -m pip install -q -r tests/requirements.txt
+"$py" -m pip install -q --force-reinstall --no-deps .
+
+echo "== go test"
+go vet ./...
+go test -count=1 -race ./...
+
+echo "== pytest"
+# The package is imported from the venv: the source tree keeps it under python/.
+"$py" -m pytest -q -p no:cacheprovider tests
