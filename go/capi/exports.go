@@ -30,6 +30,8 @@ var (
 	_ [int(front.EventCall) - C.PGN_EVENT_CALL]struct{}
 	_ [C.PGN_EVENT_CANCEL - int(front.EventCancel)]struct{}
 	_ [int(front.EventCancel) - C.PGN_EVENT_CANCEL]struct{}
+	_ [C.PGN_EVENT_LOOKUP - int(front.EventLookup)]struct{}
+	_ [int(front.EventLookup) - C.PGN_EVENT_LOOKUP]struct{}
 	_ [C.PGN_STOPPED - int(front.ResultStopped)]struct{}
 	_ [int(front.ResultStopped) - C.PGN_STOPPED]struct{}
 	_ [C.PGN_WOULD_BLOCK - int(front.ResultWouldBlock)]struct{}
@@ -113,6 +115,54 @@ func pgn_release(h C.int64_t) {
 	}
 }
 
+// pgn_bind listens on addr (the configured address when addrLen is 0) and
+// returns the port, or -kind with *errOut set.
+//
+//export pgn_bind
+func pgn_bind(h C.int64_t, addr *C.char, addrLen C.size_t, errOut **C.char) C.int {
+	f := getHandle(int64(h))
+	if f == nil {
+		return -setError(errors.New("the front is closed"), errOut)
+	}
+	port, err := f.Bind(string(goBytes(addr, addrLen)))
+	if err != nil {
+		return -setError(err, errOut)
+	}
+	return C.int(port)
+}
+
+// pgn_add_method serves a method natively and returns its id, or -kind
+// with *errOut set.
+//
+//export pgn_add_method
+func pgn_add_method(h C.int64_t, path *C.char, pathLen C.size_t, serverStreaming C.int, errOut **C.char) C.int {
+	f := getHandle(int64(h))
+	if f == nil {
+		return -setError(errors.New("the front is closed"), errOut)
+	}
+	id, err := f.AddMethod(string(goBytes(path, pathLen)), serverStreaming != 0)
+	if err != nil {
+		return -setError(err, errOut)
+	}
+	return C.int(id)
+}
+
+// pgn_route continues a looked-up call as method methodID. A method id the
+// front does not have is PGN_UNKNOWN_METHOD.
+//
+//export pgn_route
+func pgn_route(h C.int64_t, id C.uint64_t, methodID C.int) C.int {
+	f := getHandle(int64(h))
+	if f == nil {
+		return C.PGN_BAD_HANDLE
+	}
+	r, err := f.Route(uint64(id), int32(methodID))
+	if err != nil {
+		return C.PGN_UNKNOWN_METHOD
+	}
+	return C.int(r)
+}
+
 // pgn_recv waits up to timeoutNs (< 0: forever) for events and returns a
 // list of event tuples (kind, call_id, method_id, payload, client_key).
 //
@@ -137,7 +187,7 @@ func pgn_recv(h C.int64_t, maxEvents C.int, timeoutNs C.int64_t, out **C.char, o
 		e.int(int64(ev.Kind))
 		e.int(int64(ev.CallID))
 		e.int(int64(ev.MethodID))
-		if ev.Kind == front.EventCall {
+		if ev.Kind != front.EventCancel {
 			e.bytes(ev.Payload)
 		} else {
 			e.none()

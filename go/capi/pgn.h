@@ -10,14 +10,17 @@
 /* Event kinds, as the first item of an event tuple. */
 #define PGN_EVENT_CALL 1
 #define PGN_EVENT_CANCEL 2
+#define PGN_EVENT_LOOKUP 3
 
-/* Results of operations on a call (front.Result), plus PGN_BAD_HANDLE. */
+/* Results of operations on a call (front.Result), plus PGN_BAD_HANDLE and
+ * PGN_UNKNOWN_METHOD (pgn_route to a method id the front lacks). */
 #define PGN_OK 0
 #define PGN_ENDED 1
 #define PGN_UNKNOWN 2
 #define PGN_WOULD_BLOCK 3
 #define PGN_STOPPED 4
 #define PGN_BAD_HANDLE 5
+#define PGN_UNKNOWN_METHOD 6
 
 /* Results of pgn_recv. */
 #define PGN_RECV_BATCH 1

@@ -16,6 +16,7 @@ const (
 	opMessage               // send one response message
 	opFinish                // end the call: optional last message, trailers, status
 	opCancel                // end the call with CANCELLED, as context.cancel() does
+	opRoute                 // continue a looked-up call as a known method
 )
 
 // op is one instruction from Python to the goroutine that owns a call.
@@ -26,6 +27,7 @@ type op struct {
 	md         metadata.MD
 	code       codes.Code
 	details    string
+	method     int32 // opRoute
 }
 
 // opsBuffer is how many ops Python may queue on one call before a send
@@ -38,7 +40,8 @@ const opsBuffer = 16
 // through ops and never touch grpc-go directly.
 type call struct {
 	id        uint64
-	methodID  int32
+	methodID  int32 // -1 while a lookup is pending
+	path      string
 	ctx       context.Context
 	conn      *connAddr
 	clientKey string

@@ -26,6 +26,9 @@ type Config struct {
 	BearerTokens map[string]string
 	// Ordered keeps the arrival order of calls from one connection.
 	Ordered bool
+	// ResolveUnknown turns calls to unknown paths into EventLookup events
+	// instead of answering UNIMPLEMENTED.
+	ResolveUnknown bool
 	// MaxConcurrentRPCs refuses calls over this many active native calls
 	// with RESOURCE_EXHAUSTED; 0 means no limit.
 	MaxConcurrentRPCs int
@@ -87,6 +90,7 @@ type configJSON struct {
 	Options           [][2]any          `json:"options"`
 	BearerTokens      map[string]string `json:"bearer_tokens"`
 	Ordered           bool              `json:"ordered"`
+	ResolveUnknown    bool              `json:"resolve_unknown"`
 	MaxConcurrentRPCs int               `json:"maximum_concurrent_rpcs"`
 }
 
@@ -112,6 +116,7 @@ func ParseConfig(doc []byte) (*Config, error) {
 		Address:           raw.Address,
 		BearerTokens:      raw.BearerTokens,
 		Ordered:           raw.Ordered,
+		ResolveUnknown:    raw.ResolveUnknown,
 		MaxConcurrentRPCs: raw.MaxConcurrentRPCs,
 		Limits:            defaultLimits(),
 	}

@@ -3,6 +3,7 @@ package front
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"net"
 	"sort"
@@ -34,12 +35,13 @@ var ErrLifecycle = errors.New("lifecycle error")
 
 // Front is one native gRPC server and its event queue.
 type Front struct {
-	cfg    *Config
-	srv    *grpc.Server
-	queue  *eventQueue
-	calls  callTable
-	lastID atomic.Uint64
-	m      metrics
+	cfg     *Config
+	srv     *grpc.Server
+	queue   *eventQueue
+	methods *methodTable
+	calls   callTable
+	lastID  atomic.Uint64
+	m       metrics
 
 	mu        sync.Mutex // serializes Start and Stop
 	state     atomic.Int32
@@ -49,11 +51,11 @@ type Front struct {
 
 // New builds a front from cfg. Nothing is bound until Start.
 func New(cfg *Config) *Front {
-	f := &Front{cfg: cfg, queue: newEventQueue()}
+	f := &Front{cfg: cfg, queue: newEventQueue(), methods: newMethodTable(cfg.Methods)}
 	l := cfg.Limits
 	opts := []grpc.ServerOption{
 		grpc.ForceServerCodecV2(rawCodec{}),
-		grpc.UnknownServiceHandler(f.unknownHandler),
+		grpc.UnknownServiceHandler(f.dispatch),
 		grpc.MaxRecvMsgSize(l.MaxRecvMsgSize),
 		// The send limit is enforced by send() with grpcio's wording.
 		grpc.MaxSendMsgSize(math.MaxInt32),
@@ -71,31 +73,7 @@ func New(cfg *Config) *Front {
 		opts = append(opts, grpc.InTapHandle(f.tap))
 	}
 	f.srv = grpc.NewServer(opts...)
-	for _, sd := range f.serviceDescs() {
-		f.srv.RegisterService(sd, struct{}{})
-	}
 	return f
-}
-
-// serviceDescs groups the configured methods by service.
-func (f *Front) serviceDescs() []*grpc.ServiceDesc {
-	byName := map[string]*grpc.ServiceDesc{}
-	var order []string
-	for i, m := range f.cfg.Methods {
-		svc, name, _ := splitMethodPath(m.Path)
-		sd := byName[svc]
-		if sd == nil {
-			sd = &grpc.ServiceDesc{ServiceName: svc, HandlerType: (*any)(nil)}
-			byName[svc] = sd
-			order = append(order, svc)
-		}
-		sd.Streams = append(sd.Streams, grpc.StreamDesc{StreamName: name, Handler: f.methodHandler(int32(i)), ServerStreams: m.ServerStreaming})
-	}
-	out := make([]*grpc.ServiceDesc, len(order))
-	for i, svc := range order {
-		out[i] = byName[svc]
-	}
-	return out
 }
 
 // tap runs in the connection's reader goroutine, in arrival order, before
@@ -132,21 +110,56 @@ func (f *Front) authenticate(md metadata.MD) (string, bool) {
 	return "", false
 }
 
-// Start binds the address and starts serving.
-func (f *Front) Start() error {
+// Bind listens on address (the configured one when empty) without serving
+// yet, and returns the bound port. Connections wait in the backlog until
+// Start. A front binds one address.
+func (f *Front) Bind(address string) (int, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if err := f.checkNew(); err != nil {
+		return 0, err
+	}
+	return f.bindLocked(address)
+}
+
+func (f *Front) bindLocked(address string) (int, error) {
+	if f.lis != nil {
+		return 0, errors.Join(ErrLifecycle, fmt.Errorf("the front already listens on port %d; it serves one address", f.portLocked()))
+	}
+	if address == "" {
+		address = f.cfg.Address
+	}
+	lis, err := listen(address, f.cfg.Limits.ReusePort, &f.m)
+	if err != nil {
+		return 0, err
+	}
+	f.lis = lis
+	return f.portLocked(), nil
+}
+
+func (f *Front) checkNew() error {
 	switch f.state.Load() {
 	case stateServing:
 		return errors.Join(ErrLifecycle, errors.New("the front is already started"))
 	case stateStopping, stateStopped:
 		return errors.Join(ErrLifecycle, errors.New("the front is stopped and cannot be started again; create a new one"))
 	}
-	lis, err := listen(f.cfg.Address, f.cfg.Limits.ReusePort, &f.m)
-	if err != nil {
+	return nil
+}
+
+// Start binds the configured address unless Bind already did, and serves.
+func (f *Front) Start() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.checkNew(); err != nil {
 		return err
 	}
-	f.lis = lis
+	if f.lis == nil {
+		if _, err := f.bindLocked(""); err != nil {
+			return err
+		}
+	}
+	lis := f.lis
 	f.serveDone = make(chan struct{})
 	f.state.Store(stateServing)
 	go func() {
@@ -160,6 +173,10 @@ func (f *Front) Start() error {
 func (f *Front) Port() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	return f.portLocked()
+}
+
+func (f *Front) portLocked() int {
 	if f.lis == nil {
 		return 0
 	}
@@ -180,6 +197,9 @@ func (f *Front) Stop(grace time.Duration) {
 	case stateStopped, stateStopping:
 		return
 	case stateNew:
+		if f.lis != nil {
+			f.lis.Close()
+		}
 		f.state.Store(stateStopped)
 		f.queue.close()
 		return
@@ -306,6 +326,19 @@ func (f *Front) Finish(id uint64, code codes.Code, details string, md metadata.M
 	return f.post(id, op{kind: opFinish, code: code, details: details, md: md, payload: payload, hasPayload: hasPayload}, block)
 }
 
+// Route continues a call that arrived as EventLookup as method methodID.
+func (f *Front) Route(id uint64, methodID int32) (Result, error) {
+	if _, ok := f.methods.get(methodID); !ok {
+		return ResultOK, configErrorf("unknown method id %d", methodID)
+	}
+	return f.post(id, op{kind: opRoute, method: methodID}, true), nil
+}
+
+// AddMethod serves a method natively from now on and returns its id.
+func (f *Front) AddMethod(path string, serverStreaming bool) (int32, error) {
+	return f.methods.add(Method{Path: path, ServerStreaming: serverStreaming})
+}
+
 // Cancel ends a call with CANCELLED, as grpcio's context.cancel() does.
 func (f *Front) Cancel(id uint64) Result {
 	return f.post(id, op{kind: opCancel}, true)
@@ -355,7 +388,7 @@ func (f *Front) Details(id uint64) (CallDetails, Result) {
 	if r != ResultOK {
 		return CallDetails{}, r
 	}
-	d := CallDetails{Method: f.cfg.Methods[c.methodID].Path, ClientKey: c.clientKey}
+	d := CallDetails{Method: c.path, ClientKey: c.clientKey}
 	if c.conn != nil {
 		d.Peer = c.conn.peer
 	}

@@ -414,3 +414,43 @@ func metric(f *Front, name string) int64 {
 	}
 	return -1
 }
+
+func TestLookupRoutesUnknownPathToAddedMethod(t *testing.T) {
+	_, cc := startFront(t, `, "resolve_unknown": true`, func(f *Front, e Event) {
+		switch {
+		case e.Kind == EventLookup && string(e.Payload) == "/late.Svc/Added":
+			id, err := f.AddMethod(string(e.Payload), false)
+			if err != nil {
+				panic(err)
+			}
+			if r, err := f.Route(e.CallID, id); r != ResultOK || err != nil {
+				panic(fmt.Sprint(r, err))
+			}
+		case e.Kind == EventLookup:
+			f.Finish(e.CallID, codes.Unimplemented, "Method not found!", nil, nil, false, true)
+		case e.Kind == EventCall:
+			f.Respond(e.CallID, append([]byte("routed:"), e.Payload...), true)
+		}
+	})
+	in, out := []byte("x"), []byte(nil)
+	for i := 0; i < 2; i++ { // the second call finds the method in the table
+		if err := cc.Invoke(context.Background(), "/late.Svc/Added", &in, &out); err != nil || string(out) != "routed:x" {
+			t.Fatalf("call %d: %q %v", i, out, err)
+		}
+	}
+	err := cc.Invoke(context.Background(), "/late.Svc/Missing", &in, &out)
+	wantStatus(t, err, codes.Unimplemented, "Method not found!")
+}
+
+func TestAddMethodRefusesKindChange(t *testing.T) {
+	f, _ := startFront(t, "", echo)
+	if id, err := f.AddMethod(sayPath, false); err != nil || id != 0 {
+		t.Fatalf("re-adding the same method: %d %v", id, err)
+	}
+	if _, err := f.AddMethod(sayPath, true); err == nil {
+		t.Fatal("changing a method's kind must fail")
+	}
+	if _, err := f.AddMethod("bad", false); err == nil {
+		t.Fatal("a bad path must fail")
+	}
+}

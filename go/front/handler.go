@@ -21,30 +21,83 @@ const (
 	detailsServerStopping   = "Server is shutting down"
 )
 
-// methodHandler serves one method: read the request, hand it to Python,
-// then relay Python's answer until the call ends.
-// Unary methods take grpc-go's streaming path too, so that one handler and
-// one way of writing answers (a ServerStream) serve every method.
-func (f *Front) methodHandler(methodID int32) grpc.StreamHandler {
-	return func(_ any, ss grpc.ServerStream) error {
-		ctx := ss.Context()
-		var req []byte
-		if err := ss.RecvMsg(&req); err != nil {
-			// grpc-go has already sent the client its status (e.g.
-			// RESOURCE_EXHAUSTED for a request over the size limit).
-			return f.refuse(ctx, err)
+// dispatch is grpc-go's handler for every call (grpc.UnknownServiceHandler):
+// it routes the call by path through the method table. Every method takes
+// grpc-go's streaming path, so one handler and one way of writing answers
+// (a ServerStream) serve unary and server-streaming methods alike.
+func (f *Front) dispatch(_ any, ss grpc.ServerStream) error {
+	ctx := ss.Context()
+	path, _ := grpc.MethodFromServerStream(ss)
+	if id, ok := f.methods.lookup(path); ok {
+		return f.serveMethod(ss, id, nil)
+	}
+	if !f.cfg.ResolveUnknown {
+		return f.refuse(ctx, status.Error(codes.Unimplemented, detailsMethodNotFound))
+	}
+	return f.resolve(ss, path)
+}
+
+// resolve asks Python what an unknown path is (EventLookup) and continues
+// the call as the method Python routes it to, or ends it as Python says.
+func (f *Front) resolve(ss grpc.ServerStream, path string) error {
+	c, err := f.newCall(ss.Context(), path, -1)
+	if err != nil {
+		return err
+	}
+	if err := f.deliver(c, Event{Kind: EventLookup, CallID: c.id, MethodID: -1, Payload: []byte(path), ClientKey: c.clientKey}); err != nil {
+		return err
+	}
+	for {
+		select {
+		case o := <-c.ops:
+			if o.kind == opRoute {
+				return f.serveMethod(ss, o.method, c)
+			}
+			if err, done := f.apply(c, o, ss); done {
+				return err
+			}
+		case <-c.ctx.Done():
+			return f.abandon(c, c.ctx.Err())
 		}
-		c, err := f.begin(ctx, methodID, req)
-		if err != nil {
-			return err
-		}
-		return f.serve(c, ss)
 	}
 }
 
-// unknownHandler answers every method the front was not created with.
-func (f *Front) unknownHandler(_ any, ss grpc.ServerStream) error {
-	return f.refuse(ss.Context(), status.Error(codes.Unimplemented, detailsMethodNotFound))
+// serveMethod reads the request, hands the call to Python, then relays
+// Python's answer until the call ends. c is the call when it was created by
+// a lookup, nil otherwise.
+func (f *Front) serveMethod(ss grpc.ServerStream, methodID int32, c *call) error {
+	ctx := ss.Context()
+	var req []byte
+	if err := ss.RecvMsg(&req); err != nil {
+		// grpc-go has already sent the client its status (e.g.
+		// RESOURCE_EXHAUSTED for a request over the size limit).
+		if c != nil {
+			f.end(c)
+			f.m.callsRefused.Add(1)
+			return err
+		}
+		return f.refuse(ctx, err)
+	}
+	ev := Event{Kind: EventCall, MethodID: methodID, Payload: req}
+	if c == nil {
+		m, _ := f.methods.get(methodID)
+		var err error
+		if c, err = f.newCall(ctx, m.Path, methodID); err != nil {
+			return err
+		}
+		ev.CallID, ev.ClientKey = c.id, c.clientKey
+		if err := f.deliver(c, ev); err != nil {
+			return err
+		}
+	} else {
+		c.methodID = methodID
+		ev.CallID, ev.ClientKey = c.id, c.clientKey
+		if !f.queue.push(ev) {
+			f.end(c)
+			return status.Error(codes.Unavailable, detailsServerStopping)
+		}
+	}
+	return f.serve(c, ss)
 }
 
 // refuse ends a call that never reaches Python.
@@ -56,14 +109,15 @@ func (f *Front) refuse(ctx context.Context, err error) error {
 	return err
 }
 
-// begin registers a call and queues its EVENT_CALL.
-func (f *Front) begin(ctx context.Context, methodID int32, req []byte) (*call, error) {
+// newCall registers a call, unless the concurrency limit refuses it.
+func (f *Front) newCall(ctx context.Context, path string, methodID int32) (*call, error) {
 	if limit := f.cfg.MaxConcurrentRPCs; limit > 0 && f.m.callsActive.Load() >= int64(limit) {
 		return nil, f.refuse(ctx, status.Error(codes.ResourceExhausted, detailsConcurrencyLimit))
 	}
 	c := &call{
 		id:       f.lastID.Add(1),
 		methodID: methodID,
+		path:     path,
 		ctx:      ctx,
 		ops:      make(chan op, opsBuffer),
 		ended:    make(chan struct{}),
@@ -75,18 +129,23 @@ func (f *Front) begin(ctx context.Context, methodID int32, req []byte) (*call, e
 	f.calls.put(c)
 	f.m.callsActive.Add(1)
 	f.m.callsStarted.Add(1)
-	ev := Event{Kind: EventCall, CallID: c.id, MethodID: methodID, Payload: req, ClientKey: c.clientKey}
+	return c, nil
+}
+
+// deliver queues a call's first event, in arrival order when the front is
+// ordered.
+func (f *Front) deliver(c *call, ev Event) error {
 	var queued bool
-	if t := ticketFrom(ctx); t != nil {
+	if t := ticketFrom(c.ctx); t != nil {
 		queued = t.resolve(f.queue, &ev)
 	} else {
 		queued = f.queue.push(ev)
 	}
 	if !queued {
 		f.end(c)
-		return nil, status.Error(codes.Unavailable, detailsServerStopping)
+		return status.Error(codes.Unavailable, detailsServerStopping)
 	}
-	return c, nil
+	return nil
 }
 
 // end forgets a call. Ops that Python sends afterwards report ResultEnded.
@@ -123,6 +182,9 @@ func (f *Front) apply(c *call, o op, out grpc.ServerStream) (err error, done boo
 		if err := f.send(out, o.payload); err != nil {
 			return f.failed(c, err), true
 		}
+		return nil, false
+	case opRoute:
+		// Only a call waiting for its lookup can be routed.
 		return nil, false
 	case opCancel:
 		f.end(c)
@@ -198,10 +260,11 @@ func deadlinePassed(ctx context.Context, cause error) bool {
 	return ok && !time.Now().Before(dl)
 }
 
-// clientKey says who sent a call: the name its bearer token maps to, or
-// without tokens, the peer address of its connection.
+// clientKeyCtx carries the client key a bearer token maps to.
 type clientKeyCtx struct{}
 
+// clientKeyFrom says who sent a call: the name its bearer token maps to,
+// or without tokens, the peer address of its connection.
 func clientKeyFrom(ctx context.Context, conn *connAddr) string {
 	if k, ok := ctx.Value(clientKeyCtx{}).(string); ok {
 		return k

@@ -18,6 +18,11 @@ const (
 	// stopped. The client already has its status; answers to the call are
 	// ignored. Payload is nil.
 	EventCancel EventKind = 2
+	// EventLookup is a call to a path the front does not know, sent only
+	// when the front resolves unknown methods. Payload is the path (UTF-8)
+	// and MethodID is -1. Python answers with Route (to a method it added)
+	// or Finish (e.g. UNIMPLEMENTED).
+	EventLookup EventKind = 3
 )
 
 // Event is one entry of the queue Python drains with Recv.

@@ -3,7 +3,7 @@
 The low-level API is :class:`NativeGrpcFront` (docs/low-level-api.md).
 """
 
-from ._front import EVENT_CALL, EVENT_CANCEL, Event, NativeGrpcFront
+from ._front import EVENT_CALL, EVENT_CANCEL, EVENT_LOOKUP, Event, NativeGrpcFront
 
-__all__ = ["EVENT_CALL", "EVENT_CANCEL", "Event", "NativeGrpcFront"]
+__all__ = ["EVENT_CALL", "EVENT_CANCEL", "EVENT_LOOKUP", "Event", "NativeGrpcFront"]
 __version__ = "0.1.0"

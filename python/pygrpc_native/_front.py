@@ -15,6 +15,7 @@ from . import _native
 
 EVENT_CALL: int = _native.EVENT_CALL
 EVENT_CANCEL: int = _native.EVENT_CANCEL
+EVENT_LOOKUP: int = _native.EVENT_LOOKUP
 
 Event = Tuple[int, int, int, Optional[bytes], str]
 """(kind, call_id, method_id, payload, client_key)"""
@@ -35,7 +36,8 @@ def _config_json(
     options: Optional[Sequence[Tuple[str, Any]]],
     bearer_tokens: Optional[Mapping[str, str]],
     ordered: bool,
-    maximum_concurrent_rpcs: Optional[int] = None,
+    resolve_unknown: bool,
+    maximum_concurrent_rpcs: Optional[int],
 ) -> str:
     if not isinstance(address, str):
         raise TypeError(f"address must be a str, not {type(address).__name__}")
@@ -73,6 +75,7 @@ def _config_json(
             "options": option_list,
             "bearer_tokens": tokens,
             "ordered": bool(ordered),
+            "resolve_unknown": bool(resolve_unknown),
             "maximum_concurrent_rpcs": maximum_concurrent_rpcs or 0,
         }
     )
@@ -83,7 +86,11 @@ class NativeGrpcFront(_native.Front):
 
     ``methods`` lists the methods served natively as ``(path,
     server_streaming)`` pairs; a method's index is the ``method_id`` its
-    events carry. Other paths are answered UNIMPLEMENTED by Go.
+    events carry, and ``add_method`` adds more later. Other paths are
+    answered UNIMPLEMENTED by Go, or with ``resolve_unknown=True`` arrive as
+    EVENT_LOOKUP events for Python to ``route`` or ``finish``.
+    ``maximum_concurrent_rpcs`` refuses calls over that many active ones
+    with RESOURCE_EXHAUSTED.
     """
 
     def __init__(
@@ -93,10 +100,13 @@ class NativeGrpcFront(_native.Front):
         options: Optional[Sequence[Tuple[str, Any]]] = None,
         bearer_tokens: Optional[Mapping[str, str]] = None,
         ordered: bool = False,
+        resolve_unknown: bool = False,
+        maximum_concurrent_rpcs: Optional[int] = None,
     ) -> None:
-        super().__init__(_config_json(address, methods, options, bearer_tokens, ordered))
+        super().__init__(
+            _config_json(address, methods, options, bearer_tokens, ordered, resolve_unknown, maximum_concurrent_rpcs)
+        )
         self.address = address
-        self.methods: Tuple[Tuple[str, bool], ...] = tuple((p, s) for p, s in methods)
 
     def __repr__(self) -> str:
-        return f"<NativeGrpcFront {self.address!r} port={self.port} methods={len(self.methods)}>"
+        return f"<NativeGrpcFront {self.address!r} port={self.port}>"

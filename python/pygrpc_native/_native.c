@@ -450,6 +450,71 @@ static PyObject *Front_start(PyObject *self, PyObject *unused) {
     Py_RETURN_NONE;
 }
 
+static PyObject *Front_bind(PyObject *self, PyObject *args, PyObject *kwds) {
+    static char *kwlist[] = {"address", NULL};
+    const char *addr = NULL;
+    Py_ssize_t addr_len = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|z#:bind", kwlist, &addr, &addr_len)) {
+        return NULL;
+    }
+    int64_t h = front_handle(self);
+    if (h == 0) {
+        return NULL;
+    }
+    char *err = NULL;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = pgn_bind(h, (char *)addr, (size_t)addr_len, &err);
+    Py_END_ALLOW_THREADS
+    if (rc < 0) {
+        raise_go_error(-rc, err);
+        return NULL;
+    }
+    return PyLong_FromLong(rc);
+}
+
+static PyObject *Front_add_method(PyObject *self, PyObject *args) {
+    const char *path;
+    Py_ssize_t path_len;
+    int streaming;
+    if (!PyArg_ParseTuple(args, "s#p:add_method", &path, &path_len, &streaming)) {
+        return NULL;
+    }
+    int64_t h = front_handle(self);
+    if (h == 0) {
+        return NULL;
+    }
+    char *err = NULL;
+    int rc = pgn_add_method(h, (char *)path, (size_t)path_len, streaming, &err);
+    if (rc < 0) {
+        raise_go_error(-rc, err);
+        return NULL;
+    }
+    return PyLong_FromLong(rc);
+}
+
+static PyObject *Front_route(PyObject *self, PyObject *args) {
+    PyObject *id_obj;
+    int method_id;
+    if (!PyArg_ParseTuple(args, "Oi:route", &id_obj, &method_id)) {
+        return NULL;
+    }
+    int64_t h = front_handle(self);
+    uint64_t id;
+    if (h == 0 || get_call_id(id_obj, &id) < 0) {
+        return NULL;
+    }
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = pgn_route(h, id, method_id);
+    Py_END_ALLOW_THREADS
+    if (rc == PGN_UNKNOWN_METHOD) {
+        return PyErr_Format(PyExc_ValueError, "unknown method id %d: add the method with add_method() first",
+                            method_id);
+    }
+    return result_to_py(rc, id);
+}
+
 static PyObject *Front_get_port(PyObject *self, void *closure) {
     int64_t h = front_handle(self);
     if (h == 0) {
@@ -759,6 +824,15 @@ static PyMethodDef Front_methods[] = {
     {"stop", (PyCFunction)(void (*)(void))Front_stop, METH_VARARGS | METH_KEYWORDS,
      "stop($self, /, grace=None)\n--\n\nRefuse new calls, give calls in flight `grace` seconds, cancel the rest; "
      "returns once stopped."},
+    {"bind", (PyCFunction)(void (*)(void))Front_bind, METH_VARARGS | METH_KEYWORDS,
+     "bind($self, /, address=None)\n--\n\nListen on address (default: the one the front was created with) "
+     "without serving yet; return the bound port."},
+    {"add_method", (PyCFunction)Front_add_method, METH_VARARGS,
+     "add_method($self, path, server_streaming, /)\n--\n\nServe a method natively from now on; return its "
+     "method id."},
+    {"route", (PyCFunction)Front_route, METH_VARARGS,
+     "route($self, call_id, method_id, /)\n--\n\nContinue a call that arrived as EVENT_LOOKUP as a method "
+     "added with add_method()."},
     {"recv_batch", (PyCFunction)(void (*)(void))Front_recv_batch, METH_FASTCALL,
      "recv_batch($self, max_events, timeout=None, /)\n--\n\nWait for events; return a list of up to max_events "
      "(kind, call_id, method_id, payload, client_key) tuples, [] on timeout, None once stopped and drained."},
@@ -831,7 +905,8 @@ PyMODINIT_FUNC PyInit__native(void) {
         return NULL;
     }
     if (PyModule_AddIntConstant(m, "EVENT_CALL", PGN_EVENT_CALL) < 0 ||
-        PyModule_AddIntConstant(m, "EVENT_CANCEL", PGN_EVENT_CANCEL) < 0) {
+        PyModule_AddIntConstant(m, "EVENT_CANCEL", PGN_EVENT_CANCEL) < 0 ||
+        PyModule_AddIntConstant(m, "EVENT_LOOKUP", PGN_EVENT_LOOKUP) < 0) {
         Py_DECREF(m);
         return NULL;
     }
