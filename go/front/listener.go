@@ -115,15 +115,16 @@ func newConnAddr(a net.Addr) *connAddr {
 	return &connAddr{Addr: a, peer: formatPeer(a)}
 }
 
-// formatPeer writes an address the way grpcio does: "ipv4:127.0.0.1:5000",
-// "ipv6:[::1]:5000", "unix:/path".
+// formatPeer writes an address the way grpcio's context.peer() does:
+// "ipv4:127.0.0.1:5000", "ipv6:%5B::1%5D:5000" (grpcio percent-encodes the
+// brackets), "unix:/path".
 func formatPeer(a net.Addr) string {
 	switch t := a.(type) {
 	case *net.TCPAddr:
 		if ip4 := t.IP.To4(); ip4 != nil {
 			return fmt.Sprintf("ipv4:%s:%d", ip4, t.Port)
 		}
-		return fmt.Sprintf("ipv6:[%s]:%d", t.IP, t.Port)
+		return fmt.Sprintf("ipv6:%%5B%s%%5D:%d", t.IP, t.Port)
 	case *net.UnixAddr:
 		return "unix:" + t.Name
 	default:

@@ -57,7 +57,7 @@ func TestFormatPeer(t *testing.T) {
 	for addr, want := range map[net.Addr]string{
 		&net.TCPAddr{IP: net.ParseIP("127.0.0.1"), Port: 5}:       "ipv4:127.0.0.1:5",
 		&net.TCPAddr{IP: net.ParseIP("::ffff:10.0.0.1"), Port: 6}: "ipv4:10.0.0.1:6",
-		&net.TCPAddr{IP: net.ParseIP("::1"), Port: 7}:             "ipv6:[::1]:7",
+		&net.TCPAddr{IP: net.ParseIP("::1"), Port: 7}:             "ipv6:%5B::1%5D:7",
 	} {
 		if got := formatPeer(addr); got != want {
 			t.Errorf("%v: %q, want %q", addr, got, want)

@@ -1,0 +1,189 @@
+"""Running one call of pygrpc_native.server() the way grpcio runs it.
+
+grpcio's outcomes are part of the contract: which status a handler
+exception, an abort, a failing (de)serializer or a None response gives, and
+which of the handler's own code and details win. One rule covers them all
+(``_end``): a code or details the handler set win over the outcome's own.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
+
+import grpc
+
+from ._context import ServicerContext
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ._server import _Server
+
+_LOGGER = logging.getLogger("pygrpc_native")
+
+_CODE_VALUES = {code: code.value[0] for code in grpc.StatusCode}
+_UNKNOWN = grpc.StatusCode.UNKNOWN.value[0]
+_OK = grpc.StatusCode.OK.value[0]
+_INTERNAL = grpc.StatusCode.INTERNAL.value[0]
+_UNIMPLEMENTED = grpc.StatusCode.UNIMPLEMENTED.value[0]
+
+DETAILS_METHOD_NOT_FOUND = "Method not found!"
+
+
+class HandlerCallDetails(
+    collections.namedtuple("HandlerCallDetails", ("method", "invocation_metadata")),
+    grpc.HandlerCallDetails,
+):
+    """What interceptors and generic handlers are asked about a call."""
+
+
+class Method:
+    """A method served natively: its path and the handler known for it.
+
+    ``handler`` is None for a method that only interceptors answer (no
+    registered or generic handler knows it); such calls are served by the
+    handler the interceptors return each time.
+    """
+
+    __slots__ = ("path", "handler")
+
+    def __init__(self, path: str, handler: Optional[grpc.RpcMethodHandler]) -> None:
+        self.path = path
+        self.handler = handler
+
+
+def intercept(
+    interceptors: Sequence[grpc.ServerInterceptor],
+    continuation: Callable[[grpc.HandlerCallDetails], Optional[grpc.RpcMethodHandler]],
+    details: grpc.HandlerCallDetails,
+) -> Optional[grpc.RpcMethodHandler]:
+    """Runs the interceptors in order, the last one calling continuation."""
+
+    def step(index: int, call_details: grpc.HandlerCallDetails) -> Optional[grpc.RpcMethodHandler]:
+        if index == len(interceptors):
+            return continuation(call_details)
+        return interceptors[index].intercept_service(lambda d: step(index + 1, d), call_details)
+
+    return step(0, details)
+
+
+def _transform(value: Any, fn: Optional[Callable[[Any], Any]], what: str) -> Any:
+    if fn is None:
+        return value
+    try:
+        return fn(value)
+    except Exception:  # noqa: BLE001 - grpcio logs and carries on the same way
+        _LOGGER.exception(what)
+        return None
+
+
+def _end(server: "_Server", ctx: ServicerContext, code: int, details: Any, payload: Optional[bytes] = None) -> None:
+    """Ends the call. A code or details the handler set win over these."""
+    if ctx.code_ is not None:
+        code = _CODE_VALUES.get(ctx.code_, _UNKNOWN)
+    if ctx.details_ is not None:
+        details = ctx.details_
+    if isinstance(details, bytes):
+        details = details.decode("utf-8", "replace")
+    front = server.front
+    try:
+        if code == _OK and payload is not None and not details and ctx.trailing_metadata_ is None:
+            front.respond(ctx._call_id, payload)
+        else:
+            front.finish(ctx._call_id, code, details, ctx.trailing_metadata_, payload)
+    except (TypeError, ValueError) as err:
+        # Metadata Go can't carry: the call still has to end.
+        _LOGGER.error("Cannot send trailing metadata %r: %s", ctx.trailing_metadata_, err)
+        front.finish(ctx._call_id, _INTERNAL, f"Invalid trailing metadata: {err}")
+    ctx.finished = True
+    if ctx.callbacks:
+        server.run_callbacks(ctx)
+
+
+def _fail(server: "_Server", ctx: ServicerContext, exc: BaseException, template: str) -> None:
+    """Ends a call whose handler (or response iterator) raised."""
+    if ctx.aborted:
+        _end(server, ctx, _UNKNOWN, b"RPC Aborted")
+        return
+    if exc in ctx.rpc_errors:
+        # The call was already gone when the handler tried to use it.
+        ctx.finished = True
+        server.run_callbacks(ctx)
+        return
+    try:
+        details = template.format(exc)
+    except Exception:  # noqa: BLE001 - str(exc) itself may raise
+        details = "Calling application raised unprintable Exception!"
+    _LOGGER.error(details, exc_info=exc)
+    _end(server, ctx, _UNKNOWN, details)
+
+
+def reject(server: "_Server", call_id: int, code: int, details: str) -> None:
+    """Ends a call before any handler ran."""
+    server.front.finish(call_id, code, details)
+
+
+def run_call(server: "_Server", method: Method, call_id: int, payload: bytes) -> None:
+    """Runs one native call: find its handler, deserialize, call, answer."""
+    ctx = ServicerContext(server, call_id, method.path)
+    handler = method.handler
+    if server.interceptors:
+        base = method.handler
+        try:
+            handler = intercept(
+                server.interceptors,
+                lambda _details: base,
+                HandlerCallDetails(method.path, ctx.invocation_metadata()),
+            )
+        except Exception:  # noqa: BLE001
+            _LOGGER.exception("Exception servicing handler")
+            reject(server, call_id, _UNKNOWN, "Error in service handler!")
+            return
+        if handler is None:
+            reject(server, call_id, _UNIMPLEMENTED, DETAILS_METHOD_NOT_FOUND)
+            return
+    request = _transform(payload, handler.request_deserializer, "Exception deserializing message!")
+    if request is None:
+        _end(server, ctx, _INTERNAL, b"Exception deserializing request!")
+        return
+    serializer = handler.response_serializer
+    if not handler.response_streaming:
+        try:
+            response = handler.unary_unary(request, ctx)
+        except Exception as exc:  # noqa: BLE001
+            _fail(server, ctx, exc, "Exception calling application: {}")
+            return
+        body = _transform(response, serializer, "Exception serializing message!")
+        if body is None:
+            _end(server, ctx, _INTERNAL, b"Failed to serialize response!")
+        else:
+            _end(server, ctx, _OK, b"", body)
+        return
+
+    try:
+        responses = handler.unary_stream(request, ctx)
+    except Exception as exc:  # noqa: BLE001
+        _fail(server, ctx, exc, "Exception calling application: {}")
+        return
+    send = server.front.send_message
+    while True:
+        try:
+            response = next(responses)
+        except StopIteration:
+            response = None
+        except Exception as exc:  # noqa: BLE001
+            _fail(server, ctx, exc, "Exception iterating responses: {}")
+            return
+        if response is None:
+            # grpcio ends the call at the first None, as at the end.
+            _end(server, ctx, _OK, b"")
+            return
+        body = _transform(response, serializer, "Exception serializing message!")
+        if body is None:
+            _end(server, ctx, _INTERNAL, b"Failed to serialize response!")
+            return
+        ctx.initial_metadata_allowed = False
+        if not send(call_id, body):
+            # The call ended (client cancel, deadline): stop iterating.
+            ctx.finished = True
+            return

@@ -1,0 +1,160 @@
+"""grpc.ServicerContext for calls served by pygrpc_native.server().
+
+One context per call, holding only what the handler changes (code, details,
+metadata, callbacks); everything about the call itself (metadata, peer,
+deadline, whether it is still live) is asked of the Go core when the handler
+asks, so an untouched context costs one small object.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import time
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+
+import grpc
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ._server import _Server
+
+_LOGGER = logging.getLogger("pygrpc_native")
+
+# What grpcio's invocation_metadata() items are: (key, value) named tuples.
+Metadatum = collections.namedtuple("Metadatum", ("key", "value"))
+
+# grpcio reports a call without a deadline as ending at 2**63 seconds.
+_NO_DEADLINE = float(2**63)
+
+_INSECURE_AUTH_CONTEXT: Mapping[str, Sequence[bytes]] = {
+    "transport_security_type": [b"insecure"],
+    "security_level": [b"TSI_SECURITY_NONE"],
+}
+
+
+class AbortError(Exception):
+    """Raised by abort(); like grpcio's, it carries no message of its own."""
+
+
+def encode_details(details: Any) -> bytes:
+    """grpcio keeps details as bytes; str is encoded as UTF-8."""
+    if isinstance(details, bytes):
+        return details
+    return str(details).encode("utf-8")
+
+
+class ServicerContext(grpc.ServicerContext):
+    """The context handlers of pygrpc_native.server() receive."""
+
+    def __init__(self, server: "_Server", call_id: int, method: str) -> None:
+        self._server = server
+        self._call_id = call_id
+        self._method = method
+        self._details_cache: Optional[Dict[str, Any]] = None
+        self.code_: Optional[grpc.StatusCode] = None
+        self.details_: Optional[bytes] = None
+        self.trailing_metadata_: Any = None
+        self.aborted = False
+        self.initial_metadata_allowed = True
+        self.callbacks: Optional[List[Callable[[], None]]] = []
+        self.finished = False
+        self.rpc_errors: Tuple[grpc.RpcError, ...] = ()
+
+    # -- the call ------------------------------------------------------------
+
+    def _call_details(self) -> Dict[str, Any]:
+        if self._details_cache is None:
+            try:
+                self._details_cache = self._server.front.call_details(self._call_id)
+            except LookupError:
+                # The call has ended; what grpcio would still report.
+                self._details_cache = {"invocation_metadata": (), "peer": ""}
+        return self._details_cache
+
+    def invocation_metadata(self) -> Tuple[Metadatum, ...]:
+        return tuple(Metadatum(k, v) for k, v in self._call_details()["invocation_metadata"])
+
+    def peer(self) -> str:
+        return self._call_details()["peer"]
+
+    def peer_identities(self) -> Optional[Sequence[bytes]]:
+        return None
+
+    def peer_identity_key(self) -> Optional[str]:
+        return None
+
+    def auth_context(self) -> Mapping[str, Sequence[bytes]]:
+        return {k: list(v) for k, v in _INSECURE_AUTH_CONTEXT.items()}
+
+    def is_active(self) -> bool:
+        return not self.finished and self._server.front.is_active(self._call_id)
+
+    def time_remaining(self) -> float:
+        left = self._server.front.time_remaining(self._call_id)
+        if left is None:
+            return max(_NO_DEADLINE - time.time(), 0)
+        return left
+
+    def cancel(self) -> None:
+        self._server.front.cancel(self._call_id)
+        self._server.run_callbacks(self)
+
+    def add_callback(self, callback: Callable[[], None]) -> bool:
+        if self.callbacks is None or not self.is_active():
+            return False
+        self.callbacks.append(callback)
+        self._server.watch(self)
+        return True
+
+    # -- what the handler sends ----------------------------------------------
+
+    def send_initial_metadata(self, initial_metadata: Any) -> None:
+        if not self.is_active():
+            # As grpcio: the call is gone. The error is remembered so that, if
+            # the handler lets it through, it isn't reported as the handler's.
+            error = grpc.RpcError()
+            self.rpc_errors += (error,)
+            raise error
+        if not self.initial_metadata_allowed:
+            raise ValueError("Initial metadata no longer allowed!")
+        self.initial_metadata_allowed = False
+        self._server.front.send_initial_metadata(self._call_id, initial_metadata or ())
+
+    def set_trailing_metadata(self, trailing_metadata: Any) -> None:
+        self.trailing_metadata_ = trailing_metadata
+
+    def trailing_metadata(self) -> Any:
+        return self.trailing_metadata_
+
+    def abort(self, code: grpc.StatusCode, details: str) -> None:
+        if code == grpc.StatusCode.OK:
+            _LOGGER.error("abort() called with StatusCode.OK; returning UNKNOWN")
+            code, details = grpc.StatusCode.UNKNOWN, ""
+        self.code_ = code
+        self.details_ = encode_details(details)
+        self.aborted = True
+        raise AbortError()
+
+    def abort_with_status(self, status: grpc.Status) -> None:
+        self.trailing_metadata_ = status.trailing_metadata
+        self.abort(status.code, status.details)
+
+    def set_code(self, code: grpc.StatusCode) -> None:
+        self.code_ = code
+
+    def code(self) -> Optional[grpc.StatusCode]:
+        return self.code_
+
+    def set_details(self, details: str) -> None:
+        self.details_ = encode_details(details)
+
+    def details(self) -> Optional[bytes]:
+        return self.details_
+
+    def set_compression(self, compression: grpc.Compression) -> None:
+        # Responses are sent uncompressed (README: server options); clients
+        # read them the same either way.
+        pass
+
+    def disable_next_message_compression(self) -> None:
+        pass

@@ -1,0 +1,378 @@
+"""pygrpc_native.server(): grpc.Server on top of the native front.
+
+Threads, and why:
+
+* Calls run in the user's thread pool, as in grpcio, but not one
+  ``submit()`` per call. Events are taken from Go in batches (one GIL trip
+  for many calls); calls go to a deque, and *drain tasks* in the pool work
+  it off. A drain task that finds the deque empty takes the next batch from
+  Go itself, so under load a pool thread goes from call to call with no
+  thread hop at all; after ``_IDLE`` without calls it returns its thread to
+  the pool.
+* One dispatcher thread takes events only while no drain task runs, so an
+  idle server holds no pool thread. It runs no user code except
+  cancellation callbacks, which grpcio also runs on its polling thread.
+* Lookups of methods only generic handlers know run in the pool, since they
+  call user code (``service()``).
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import threading
+import time
+from concurrent import futures
+from typing import Any, Dict, Iterable, List, Optional, Sequence
+
+import grpc
+
+from . import _calls
+from ._calls import HandlerCallDetails, Method, intercept, reject, run_call
+from ._context import Metadatum, ServicerContext
+from ._front import EVENT_CALL, EVENT_CANCEL, NativeGrpcFront
+
+_LOGGER = logging.getLogger("pygrpc_native")
+
+_UNIMPLEMENTED = grpc.StatusCode.UNIMPLEMENTED.value[0]
+_UNKNOWN = grpc.StatusCode.UNKNOWN.value[0]
+_UNAVAILABLE = grpc.StatusCode.UNAVAILABLE.value[0]
+
+# Events taken from Go at once; large enough that a burst is one GIL trip.
+_BATCH = 256
+# Drain tasks used when the executor doesn't say how many threads it has.
+_DEFAULT_DRAINERS = 16
+# How long a drain task waits for more calls before it gives its thread back.
+_IDLE = 0.02
+# How often wait_for_termination() lets Python run signal handlers.
+_WAIT_SLICE = 0.1
+
+_NEW, _STARTED, _STOPPED = "new", "started", "stopped"
+
+_STREAMING_NOT_YET = (
+    "pygrpc_native serves client-streaming and bidirectional methods through "
+    "its grpcio fallback, which this version does not include yet"
+)
+
+
+class _Server(grpc.Server):
+    def __init__(
+        self,
+        thread_pool: futures.Executor,
+        handlers: Optional[Sequence[grpc.GenericRpcHandler]],
+        interceptors: Optional[Sequence[grpc.ServerInterceptor]],
+        options: Optional[Sequence[Any]],
+        maximum_concurrent_rpcs: Optional[int],
+    ) -> None:
+        if thread_pool is None:
+            raise ValueError("server() needs a thread pool, e.g. concurrent.futures.ThreadPoolExecutor(16)")
+        # Created now, so that options this server refuses fail here; it is
+        # bound by add_insecure_port.
+        self.front = NativeGrpcFront(
+            "[::]:0",
+            [],
+            options=options,
+            resolve_unknown=True,
+            maximum_concurrent_rpcs=maximum_concurrent_rpcs,
+        )
+        self.interceptors = tuple(interceptors or ())
+        self._pool = thread_pool
+        self._generic: List[grpc.GenericRpcHandler] = []
+        self._registered: Dict[str, grpc.RpcMethodHandler] = {}
+        self._methods: Dict[int, Method] = {}
+        self._watched: Dict[int, ServicerContext] = {}
+        self._pending: collections.deque = collections.deque()
+        self._drain_lock = threading.Lock()
+        self._drainers_done = threading.Condition(self._drain_lock)
+        self._drainers = 0
+        self._closed = False  # Go's queue reported its end
+        self._max_drainers = getattr(thread_pool, "_max_workers", None) or _DEFAULT_DRAINERS
+        self._lock = threading.RLock()
+        self._stage = _NEW
+        self._bound = False
+        self._dispatcher: Optional[threading.Thread] = None
+        self._termination = threading.Event()
+        self._shutdown_events: List[threading.Event] = []
+        if handlers:
+            self.add_generic_rpc_handlers(handlers)
+
+    # -- handlers ------------------------------------------------------------
+
+    def add_generic_rpc_handlers(self, generic_rpc_handlers: Iterable[grpc.GenericRpcHandler]) -> None:
+        handlers = list(generic_rpc_handlers)
+        for handler in handlers:
+            if getattr(handler, "service", None) is None:
+                raise AttributeError(
+                    f'"{handler}" must conform to grpc.GenericRpcHandler type but does not have "service" method!'
+                )
+        with self._lock:
+            self._generic.extend(handlers)
+
+    def add_registered_method_handlers(
+        self, service_name: str, method_handlers: Dict[str, grpc.RpcMethodHandler]
+    ) -> None:
+        with self._lock:
+            if self._stage is not _NEW:
+                _LOGGER.warning("Cannot register method handlers once server has started")
+                return
+            for name, handler in method_handlers.items():
+                self._registered[f"/{service_name}/{name}"] = handler
+
+    def _find_handler(self, path: str, metadata: Any) -> Optional[grpc.RpcMethodHandler]:
+        handler = self._registered.get(path)
+        if handler is not None:
+            return handler
+        details = HandlerCallDetails(path, metadata)
+        for generic in list(self._generic):
+            handler = generic.service(details)
+            if handler is not None:
+                return handler
+        return None
+
+    def _add_native(self, path: str, handler: Optional[grpc.RpcMethodHandler], streaming: bool) -> int:
+        method_id = self.front.add_method(path, streaming)
+        self._methods[method_id] = Method(path, handler)
+        return method_id
+
+    # -- ports ---------------------------------------------------------------
+
+    def add_insecure_port(self, address: str) -> int:
+        with self._lock:
+            if self._bound:
+                raise RuntimeError(
+                    f"cannot add {address!r}: pygrpc_native serves one port per server, and one is already bound"
+                )
+            if self._stage is not _NEW:
+                raise RuntimeError("ports must be added before the server starts")
+            try:
+                port = self.front.bind(address)
+            except (OSError, ValueError) as err:
+                raise RuntimeError(f"Failed to bind to address {address}: {err}") from err
+            self._bound = True
+            return port
+
+    def add_secure_port(self, address: str, server_credentials: grpc.ServerCredentials) -> int:
+        raise NotImplementedError(
+            "pygrpc_native.server() does not serve TLS yet; use add_insecure_port() "
+            "(TLS comes with pygrpc_native.ssl_server_credentials())"
+        )
+
+    # -- lifecycle -----------------------------------------------------------
+
+    def start(self) -> None:
+        with self._lock:
+            if self._stage is not _NEW:
+                raise ValueError("Cannot start already-started server!")
+            for path, handler in self._registered.items():
+                if not handler.request_streaming:
+                    self._add_native(path, handler, handler.response_streaming)
+            if self._bound:
+                self.front.start()
+                self._dispatcher = threading.Thread(
+                    target=self._dispatch, name="pygrpc_native-dispatcher", daemon=True
+                )
+                self._dispatcher.start()
+            self._stage = _STARTED
+
+    def stop(self, grace: Optional[float]) -> threading.Event:
+        with self._lock:
+            event = threading.Event()
+            if self._stage is _NEW or self._termination.is_set():
+                self._stage = _STOPPED
+                self._termination.set()
+                event.set()
+                return event
+            self._shutdown_events.append(event)
+            if self._stage is _STARTED:
+                self._stage = _STOPPED
+                threading.Thread(target=self._shutdown, args=(grace,), name="pygrpc_native-stop", daemon=True).start()
+        if grace is None:
+            event.wait()
+        return event
+
+    def _shutdown(self, grace: Optional[float]) -> None:
+        """Stops the front; the dispatcher then drains and signals the end."""
+        self.front.stop(grace)
+        if self._dispatcher is None:
+            self._terminated()
+
+    def _terminated(self) -> None:
+        with self._lock:
+            self._termination.set()
+            for event in self._shutdown_events:
+                event.set()
+
+    def wait_for_termination(self, timeout: Optional[float] = None) -> bool:
+        """Waits in short slices so that Ctrl+C interrupts it, as in grpcio.
+        Returns True if the timeout passed first."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self._termination.is_set():
+            if deadline is None:
+                self._termination.wait(_WAIT_SLICE)
+                continue
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return True
+            self._termination.wait(min(left, _WAIT_SLICE))
+        return False
+
+    # -- dispatch ------------------------------------------------------------
+
+    def _dispatch(self) -> None:
+        """Takes events while no drain task does, until the front stops."""
+        try:
+            while True:
+                with self._drain_lock:
+                    while self._drainers and not self._closed:
+                        self._drainers_done.wait()
+                    if self._closed:
+                        break
+                events = self.front.recv_batch(_BATCH)
+                if events is None:
+                    self._close()
+                    break
+                self._take(events)
+        except Exception:  # noqa: BLE001 - the server must not die silently
+            _LOGGER.exception("pygrpc_native dispatcher failed; stopping the server")
+            self.front.stop(None)
+        finally:
+            self._terminated()
+
+    def _close(self) -> None:
+        with self._drain_lock:
+            self._closed = True
+            self._drainers_done.notify_all()
+
+    def _take(self, events: List[Any]) -> None:
+        """Sorts a batch: calls to the deque (waking drain tasks as needed),
+        cancellations to their callbacks, lookups to the pool."""
+        methods = self._methods
+        pending = self._pending
+        for kind, call_id, method_id, payload, _client in events:
+            if kind == EVENT_CALL:
+                pending.append((methods[method_id], call_id, payload))
+            elif kind == EVENT_CANCEL:
+                ctx = self._watched.pop(call_id, None)
+                if ctx is not None:
+                    self._run_callbacks(ctx)
+            else:
+                self._submit(self._lookup, call_id, payload.decode("utf-8", "replace"))
+        if pending:
+            with self._drain_lock:
+                want = min(len(pending), self._max_drainers) - self._drainers
+                for _ in range(want):
+                    self._drainers += 1
+                    if not self._submit(self._drain):
+                        self._drainers -= 1
+
+    def _drain(self) -> None:
+        pending = self._pending
+        front = self.front
+        while True:
+            try:
+                method, call_id, payload = pending.popleft()
+            except IndexError:
+                events = None if self._closed else front.recv_batch(_BATCH, _IDLE)
+                if events:
+                    self._take(events)
+                    continue
+                if events is None:
+                    self._close()
+                with self._drain_lock:
+                    if pending:
+                        continue
+                    self._drainers -= 1
+                    if not self._drainers:
+                        self._drainers_done.notify_all()
+                    return
+            try:
+                run_call(self, method, call_id, payload)
+            except Exception:  # noqa: BLE001 - never lose the drain task
+                _LOGGER.exception("pygrpc_native: unexpected error serving %s", method.path)
+                front.finish(call_id, _UNKNOWN, "Unexpected server error")
+
+    def _submit(self, fn: Any, *args: Any) -> bool:
+        try:
+            self._pool.submit(fn, *args)
+            return True
+        except RuntimeError:
+            # The executor was shut down: calls can no longer be served.
+            _LOGGER.error("pygrpc_native: the thread pool refused work (was it shut down?)")
+            while self._pending:
+                _, call_id, _ = self._pending.popleft()
+                self.front.finish(call_id, _UNAVAILABLE, "Server thread pool is shut down")
+            if fn is self._lookup:
+                self.front.finish(args[0], _UNAVAILABLE, "Server thread pool is shut down")
+            return False
+
+    def _lookup(self, call_id: int, path: str) -> None:
+        """Finds the handler of a path Go doesn't know yet (EVENT_LOOKUP)."""
+        try:
+            metadata = tuple(Metadatum(k, v) for k, v in self.front.call_details(call_id)["invocation_metadata"])
+        except LookupError:
+            return  # the call ended while it waited
+        try:
+            handler = self._find_handler(path, metadata)
+            if handler is None and self.interceptors:
+                # Interceptors may answer methods no handler knows.
+                handler = intercept(self.interceptors, lambda _d: None, HandlerCallDetails(path, metadata))
+                base = None
+            else:
+                base = handler
+        except Exception:  # noqa: BLE001
+            _LOGGER.exception("Exception servicing handler")
+            reject(self, call_id, _UNKNOWN, "Error in service handler!")
+            return
+        if handler is None:
+            reject(self, call_id, _UNIMPLEMENTED, _calls.DETAILS_METHOD_NOT_FOUND)
+            return
+        if handler.request_streaming:
+            reject(self, call_id, _UNIMPLEMENTED, _STREAMING_NOT_YET)
+            return
+        method_id = self._add_native(path, base, handler.response_streaming)
+        self.front.route(call_id, method_id)
+
+    # -- callbacks -----------------------------------------------------------
+
+    def watch(self, ctx: ServicerContext) -> None:
+        """Makes a cancellation of ctx's call run its callbacks."""
+        self._watched[ctx._call_id] = ctx
+        if not self.front.is_active(ctx._call_id):
+            self.run_callbacks(ctx)
+
+    def run_callbacks(self, ctx: ServicerContext) -> None:
+        self._watched.pop(ctx._call_id, None)
+        self._run_callbacks(ctx)
+
+    @staticmethod
+    def _run_callbacks(ctx: ServicerContext) -> None:
+        callbacks, ctx.callbacks = ctx.callbacks, None
+        for callback in callbacks or ():
+            try:
+                callback()
+            except Exception:  # noqa: BLE001 - as grpcio
+                _LOGGER.exception("Exception calling callback!")
+
+
+
+def server(
+    thread_pool: futures.Executor,
+    handlers: Optional[Sequence[grpc.GenericRpcHandler]] = None,
+    interceptors: Optional[Sequence[grpc.ServerInterceptor]] = None,
+    options: Optional[Sequence[Any]] = None,
+    maximum_concurrent_rpcs: Optional[int] = None,
+    compression: Optional[grpc.Compression] = None,
+    xds: bool = False,
+) -> grpc.Server:
+    """Creates a server like grpc.server(), with the protocol served in Go.
+
+    Takes grpcio's arguments. Response compression (``compression`` other
+    than NoCompression) and ``xds=True`` are refused with ValueError.
+    """
+    if compression is not None and compression != grpc.Compression.NoCompression:
+        raise ValueError(f"compression={compression!r}: response compression is not supported")
+    if xds:
+        raise ValueError("xds=True is not supported")
+    if maximum_concurrent_rpcs is not None and maximum_concurrent_rpcs < 1:
+        raise ValueError("maximum_concurrent_rpcs should be a positive integer")
+    return _Server(thread_pool, handlers, interceptors, options, maximum_concurrent_rpcs)
