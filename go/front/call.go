@@ -39,16 +39,25 @@ const opsBuffer = 16
 // owner: it alone writes to the stream, so Python's threads talk to it
 // through ops and never touch grpc-go directly.
 type call struct {
-	id        uint64
-	methodID  int32 // -1 while a lookup is pending
-	path      string
+	id       uint64
+	methodID int32 // -1 while a lookup is pending
+	path     string
+	// ctx ends at the call's deadline (less deadlineMargin) or when the
+	// client goes away; stop releases its timer.
 	ctx       context.Context
+	stop      context.CancelFunc
 	conn      *connAddr
 	clientKey string
 	ops       chan op
 	// ended is closed when the handler goroutine is done with the call, to
 	// release Python threads blocked on a full ops channel.
 	ended chan struct{}
+
+	// Owned by the handler goroutine: a unary call answers with exactly
+	// one message, held until the status goes out with it.
+	unary      bool
+	held       []byte
+	holdsReply bool
 }
 
 // callTable maps call ids to live calls. It is sharded so that handler

@@ -2,7 +2,6 @@ package front
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"net"
@@ -30,8 +29,11 @@ const (
 	stateStopped
 )
 
-// ErrLifecycle is returned for Start/Stop used out of order.
-var ErrLifecycle = errors.New("lifecycle error")
+// LifecycleError is Start or Bind used out of order. The C shim raises it as
+// RuntimeError.
+type LifecycleError struct{ msg string }
+
+func (e *LifecycleError) Error() string { return e.msg }
 
 // Front is one native gRPC server and its event queue.
 type Front struct {
@@ -43,8 +45,9 @@ type Front struct {
 	lastID  atomic.Uint64
 	m       metrics
 
-	mu        sync.Mutex // serializes Start and Stop
+	mu        sync.Mutex // serializes Bind, Start and Stop
 	state     atomic.Int32
+	port      atomic.Int32 // bound port, readable while Stop holds mu
 	lis       *listener
 	serveDone chan struct{}
 }
@@ -114,6 +117,9 @@ func (f *Front) authenticate(md metadata.MD) (string, bool) {
 // yet, and returns the bound port. Connections wait in the backlog until
 // Start. A front binds one address.
 func (f *Front) Bind(address string) (int, error) {
+	if err := f.checkNew(); err != nil {
+		return 0, err // without waiting for a Stop in progress
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.checkNew(); err != nil {
@@ -124,7 +130,7 @@ func (f *Front) Bind(address string) (int, error) {
 
 func (f *Front) bindLocked(address string) (int, error) {
 	if f.lis != nil {
-		return 0, errors.Join(ErrLifecycle, fmt.Errorf("the front already listens on port %d; it serves one address", f.portLocked()))
+		return 0, &LifecycleError{fmt.Sprintf("the front already listens on port %d; it serves one address", f.Port())}
 	}
 	if address == "" {
 		address = f.cfg.Address
@@ -134,21 +140,27 @@ func (f *Front) bindLocked(address string) (int, error) {
 		return 0, err
 	}
 	f.lis = lis
-	return f.portLocked(), nil
+	if ta, ok := lis.Addr().(*net.TCPAddr); ok {
+		f.port.Store(int32(ta.Port))
+	}
+	return f.Port(), nil
 }
 
 func (f *Front) checkNew() error {
 	switch f.state.Load() {
 	case stateServing:
-		return errors.Join(ErrLifecycle, errors.New("the front is already started"))
+		return &LifecycleError{"the front is already started"}
 	case stateStopping, stateStopped:
-		return errors.Join(ErrLifecycle, errors.New("the front is stopped and cannot be started again; create a new one"))
+		return &LifecycleError{"the front is stopped and cannot be started again; create a new one"}
 	}
 	return nil
 }
 
 // Start binds the configured address unless Bind already did, and serves.
 func (f *Front) Start() error {
+	if err := f.checkNew(); err != nil {
+		return err // without waiting for a Stop in progress
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.checkNew(); err != nil {
@@ -170,21 +182,7 @@ func (f *Front) Start() error {
 }
 
 // Port is the bound TCP port, or 0 before Start.
-func (f *Front) Port() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.portLocked()
-}
-
-func (f *Front) portLocked() int {
-	if f.lis == nil {
-		return 0
-	}
-	if ta, ok := f.lis.Addr().(*net.TCPAddr); ok {
-		return ta.Port
-	}
-	return 0
-}
+func (f *Front) Port() int { return int(f.port.Load()) }
 
 // Stop refuses new calls, gives calls in flight up to grace to finish
 // (grace < 0: none), then cancels the rest. It returns once every handler
@@ -350,7 +348,7 @@ func (f *Front) IsActive(id uint64) (bool, Result) {
 	switch r {
 	case ResultOK:
 		return true, ResultOK
-	case ResultEnded, ResultStopped:
+	case ResultEnded:
 		return false, ResultOK
 	}
 	return false, r

@@ -377,11 +377,12 @@ func TestStopGivesGraceThenCancels(t *testing.T) {
 
 func TestStartTwiceAndRestart(t *testing.T) {
 	f, _ := startFront(t, "", echo)
-	if err := f.Start(); !errors.Is(err, ErrLifecycle) {
+	var le *LifecycleError
+	if err := f.Start(); !errors.As(err, &le) {
 		t.Fatalf("second start: %v", err)
 	}
 	f.Stop(-1)
-	if err := f.Start(); !errors.Is(err, ErrLifecycle) {
+	if err := f.Start(); !errors.As(err, &le) {
 		t.Fatalf("start after stop: %v", err)
 	}
 }

@@ -19,7 +19,15 @@ const (
 	detailsConcurrencyLimit = "Concurrent RPC limit exceeded!"
 	detailsUnauthenticated  = "Missing or invalid bearer token"
 	detailsServerStopping   = "Server is shutting down"
+	detailsSecondMessage    = "A unary call answers with exactly one message"
 )
+
+// deadlineMargin is how much earlier than the client's deadline the server
+// ends an unanswered call. grpc-go resets a stream (RST_STREAM CANCEL) the
+// moment the deadline passes, and a reset that beats the client's own timer
+// reaches the client as CANCELLED; ending the call a little earlier, with
+// status DEADLINE_EXCEEDED, gives the client what grpcio's server gives.
+const deadlineMargin = 5 * time.Millisecond
 
 // dispatch is grpc-go's handler for every call (grpc.UnknownServiceHandler):
 // it routes the call by path through the method table. Every method takes
@@ -79,18 +87,19 @@ func (f *Front) serveMethod(ss grpc.ServerStream, methodID int32, c *call) error
 		return f.refuse(ctx, err)
 	}
 	ev := Event{Kind: EventCall, MethodID: methodID, Payload: req}
+	m, _ := f.methods.get(methodID)
 	if c == nil {
-		m, _ := f.methods.get(methodID)
 		var err error
 		if c, err = f.newCall(ctx, m.Path, methodID); err != nil {
 			return err
 		}
+		c.unary = !m.ServerStreaming
 		ev.CallID, ev.ClientKey = c.id, c.clientKey
 		if err := f.deliver(c, ev); err != nil {
 			return err
 		}
 	} else {
-		c.methodID = methodID
+		c.methodID, c.unary = methodID, !m.ServerStreaming
 		ev.CallID, ev.ClientKey = c.id, c.clientKey
 		if !f.queue.push(ev) {
 			f.end(c)
@@ -122,6 +131,10 @@ func (f *Front) newCall(ctx context.Context, path string, methodID int32) (*call
 		ops:      make(chan op, opsBuffer),
 		ended:    make(chan struct{}),
 	}
+	if dl, ok := ctx.Deadline(); ok {
+		margin := min(deadlineMargin, time.Until(dl)/10)
+		c.ctx, c.stop = context.WithDeadline(ctx, dl.Add(-margin))
+	}
 	if p, ok := peer.FromContext(ctx); ok {
 		c.conn, _ = p.Addr.(*connAddr)
 	}
@@ -150,6 +163,9 @@ func (f *Front) deliver(c *call, ev Event) error {
 
 // end forgets a call. Ops that Python sends afterwards report ResultEnded.
 func (f *Front) end(c *call) {
+	if c.stop != nil {
+		c.stop()
+	}
 	f.calls.remove(c.id)
 	close(c.ended)
 	f.m.callsActive.Add(-1)
@@ -179,6 +195,13 @@ func (f *Front) apply(c *call, o op, out grpc.ServerStream) (err error, done boo
 		_ = out.SendHeader(o.md)
 		return nil, false
 	case opMessage:
+		if c.unary {
+			if c.holdsReply {
+				return f.failed(c, status.Error(codes.Internal, detailsSecondMessage)), true
+			}
+			c.held, c.holdsReply = o.payload, true
+			return nil, false
+		}
 		if err := f.send(out, o.payload); err != nil {
 			return f.failed(c, err), true
 		}
@@ -192,9 +215,22 @@ func (f *Front) apply(c *call, o op, out grpc.ServerStream) (err error, done boo
 		return status.Error(codes.Canceled, "Cancelled"), true
 	}
 	// opFinish
-	if o.hasPayload && o.code == codes.OK {
-		if err := f.send(out, o.payload); err != nil {
-			return f.failed(c, err), true
+	if o.code == codes.OK {
+		msg, has := o.payload, o.hasPayload
+		if c.unary && !has {
+			// A unary call always answers with a message: the one held,
+			// or an empty one.
+			msg, has = c.held, true
+			if msg == nil {
+				msg = []byte{}
+			}
+		} else if c.unary && c.holdsReply {
+			return f.failed(c, status.Error(codes.Internal, detailsSecondMessage)), true
+		}
+		if has {
+			if err := f.send(out, msg); err != nil {
+				return f.failed(c, err), true
+			}
 		}
 	}
 	if len(o.md) > 0 {

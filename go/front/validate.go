@@ -7,11 +7,22 @@ import (
 	"google.golang.org/grpc/metadata"
 )
 
-// validateResponseMetadata checks keys Python wants to send. Keys must be
-// valid lowercase HTTP/2 header names, and the grpc- prefix belongs to gRPC
-// itself (README: known differences).
+// validateResponseMetadata checks metadata Python wants to send. Keys must
+// be valid lowercase HTTP/2 header names, the grpc- prefix belongs to gRPC
+// itself (README: known differences), and values of keys without -bin must
+// be printable ASCII, as grpcio requires (grpc-go would drop such initial
+// metadata silently).
 func validateResponseMetadata(md metadata.MD) error {
-	for k := range md {
+	for k, vs := range md {
+		if !strings.HasSuffix(k, "-bin") {
+			for _, v := range vs {
+				for i := 0; i < len(v); i++ {
+					if v[i] < 0x20 || v[i] > 0x7e {
+						return fmt.Errorf("metadata value of %q must be printable ASCII; use a -bin key for other data", k)
+					}
+				}
+			}
+		}
 		if k == "" {
 			return fmt.Errorf("metadata key must not be empty")
 		}

@@ -58,6 +58,8 @@ def _config_json(
             raise TypeError(f"option names must be str, got {name!r}")
         option_list.append([name, _option_value(value)])
     tokens = {}
+    if bearer_tokens is not None and not isinstance(bearer_tokens, Mapping):
+        raise TypeError(f"bearer_tokens must be a mapping of token to client key, not {type(bearer_tokens).__name__}")
     for token, key in (bearer_tokens or {}).items():
         if not isinstance(token, str) or not isinstance(key, str):
             raise TypeError("bearer_tokens must map str tokens to str client keys")

@@ -561,11 +561,38 @@ static PyObject *Front_stop(PyObject *self, PyObject *args, PyObject *kwds) {
     Py_RETURN_NONE;
 }
 
-static PyObject *Front_recv_batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs < 1 || nargs > 2) {
-        PyErr_SetString(PyExc_TypeError, "recv_batch(max_events, timeout=None) takes 1 or 2 arguments");
+/* recv_batch(max_events, timeout=None); keywords allowed. Parsed by hand
+ * because it runs once per batch on the hot path. */
+static PyObject *Front_recv_batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+    PyObject *max_obj = nargs > 0 ? args[0] : NULL;
+    PyObject *timeout_obj = nargs > 1 ? args[1] : NULL;
+    Py_ssize_t nkw = kwnames ? PyTuple_Size(kwnames) : 0;
+    if (nargs > 2) {
+        PyErr_SetString(PyExc_TypeError, "recv_batch(max_events, timeout=None) takes at most 2 arguments");
         return NULL;
     }
+    for (Py_ssize_t i = 0; i < nkw; i++) {
+        PyObject *name = PyTuple_GetItem(kwnames, i);
+        PyObject **slot = NULL;
+        if (PyUnicode_CompareWithASCIIString(name, "max_events") == 0) {
+            slot = &max_obj;
+        } else if (PyUnicode_CompareWithASCIIString(name, "timeout") == 0) {
+            slot = &timeout_obj;
+        } else {
+            return PyErr_Format(PyExc_TypeError, "recv_batch() got an unexpected keyword argument %R", name);
+        }
+        if (*slot != NULL) {
+            return PyErr_Format(PyExc_TypeError, "recv_batch() got multiple values for argument %R", name);
+        }
+        *slot = args[nargs + i];
+    }
+    if (max_obj == NULL) {
+        PyErr_SetString(PyExc_TypeError, "recv_batch() missing required argument 'max_events'");
+        return NULL;
+    }
+    nargs = timeout_obj != NULL ? 2 : 1;
+    PyObject *targs[2] = {max_obj, timeout_obj};
+    args = targs;
     int64_t h = front_handle(self);
     if (h == 0) {
         return NULL;
@@ -833,8 +860,8 @@ static PyMethodDef Front_methods[] = {
     {"route", (PyCFunction)Front_route, METH_VARARGS,
      "route($self, call_id, method_id, /)\n--\n\nContinue a call that arrived as EVENT_LOOKUP as a method "
      "added with add_method()."},
-    {"recv_batch", (PyCFunction)(void (*)(void))Front_recv_batch, METH_FASTCALL,
-     "recv_batch($self, max_events, timeout=None, /)\n--\n\nWait for events; return a list of up to max_events "
+    {"recv_batch", (PyCFunction)(void (*)(void))Front_recv_batch, METH_FASTCALL | METH_KEYWORDS,
+     "recv_batch($self, /, max_events, timeout=None)\n--\n\nWait for events; return a list of up to max_events "
      "(kind, call_id, method_id, payload, client_key) tuples, [] on timeout, None once stopped and drained."},
     {"respond", (PyCFunction)(void (*)(void))Front_respond, METH_FASTCALL,
      "respond($self, call_id, payload, /)\n--\n\nAnswer a unary call with one message and status OK. "

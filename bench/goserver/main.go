@@ -1,0 +1,97 @@
+// Command goserver is a plain grpc-go echo server for /echo.Echo/Say with a
+// raw-bytes codec: the ceiling reference for the pygrpc-native benchmarks
+// (what grpc-go alone does on the same machine, with no Python at all).
+//
+// It follows the benchmark server protocol: listens on a loopback address,
+// prints "PORT <n>" once serving, and stops gracefully on SIGTERM or SIGINT.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/mem"
+)
+
+type rawCodec struct{}
+
+func (rawCodec) Name() string { return "proto" }
+
+func (rawCodec) Marshal(v any) (mem.BufferSlice, error) {
+	b, ok := v.(*[]byte)
+	if !ok {
+		return nil, fmt.Errorf("goserver codec: cannot marshal %T", v)
+	}
+	if len(*b) == 0 {
+		return nil, nil
+	}
+	return mem.BufferSlice{mem.SliceBuffer(*b)}, nil
+}
+
+func (rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	b, ok := v.(*[]byte)
+	if !ok {
+		return fmt.Errorf("goserver codec: cannot unmarshal into %T", v)
+	}
+	*b = data.Materialize()
+	return nil
+}
+
+func say(_ any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
+	var b []byte
+	if err := dec(&b); err != nil {
+		return nil, err
+	}
+	return &b, nil
+}
+
+var echoService = grpc.ServiceDesc{
+	ServiceName: "echo.Echo",
+	HandlerType: (*any)(nil),
+	Methods:     []grpc.MethodDesc{{MethodName: "Say", Handler: say}},
+}
+
+func main() {
+	host := flag.String("host", "127.0.0.1", "loopback address to listen on")
+	port := flag.Int("port", 0, "port (0: pick a free one)")
+	grace := flag.Duration("grace", time.Second, "how long to let calls finish on SIGTERM")
+	flag.Parse()
+	if ip := net.ParseIP(*host); *host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		fmt.Fprintf(os.Stderr, "goserver: refusing to listen on %q: loopback only\n", *host)
+		os.Exit(2)
+	}
+	lis, err := net.Listen("tcp", net.JoinHostPort(*host, fmt.Sprint(*port)))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "goserver:", err)
+		os.Exit(1)
+	}
+	srv := grpc.NewServer(grpc.ForceServerCodecV2(rawCodec{}))
+	srv.RegisterService(&echoService, struct{}{})
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(lis) }()
+	fmt.Printf("PORT %d\n", lis.Addr().(*net.TCPAddr).Port)
+	os.Stdout.Sync()
+
+	select {
+	case err := <-served:
+		fmt.Fprintln(os.Stderr, "goserver:", err)
+		os.Exit(1)
+	case <-sigs:
+	}
+	stopped := make(chan struct{})
+	go func() { srv.GracefulStop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(*grace):
+		srv.Stop()
+	}
+}
