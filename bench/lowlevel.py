@@ -37,8 +37,8 @@ def main(argv=None) -> int:
     p.add_argument("--payload", type=int, default=0, help="request (and response) bytes (default 0)")
     p.add_argument(
         "--servers",
-        default="grpcio_sync,lowlevel",
-        help="comma-separated, from: grpcio_sync, lowlevel, grpcgo (a plain grpc-go echo server, the ceiling "
+        default="grpcio_sync,native_sync,lowlevel",
+        help="comma-separated, from: grpcio_sync, native_sync, lowlevel, grpcgo (a plain grpc-go echo server, the ceiling "
         "for this machine; not run by default)",
     )
     p.add_argument("--clients", default="grpcio_1thread,loadgen", help="comma-separated subset of: grpcio_1thread,loadgen")
@@ -57,7 +57,7 @@ def main(argv=None) -> int:
     server_keys = [k.strip() for k in args.servers.split(",")]
     client_keys = [c.strip() for c in args.clients.split(",")]
     for k in server_keys:
-        if k not in ("grpcio_sync", "lowlevel", "grpcgo"):
+        if k not in ("grpcio_sync", "native_sync", "lowlevel", "grpcgo"):
             p.error(f"unknown server {k!r}")
     for k in client_keys:
         if k not in ("grpcio_1thread", "loadgen"):
@@ -84,6 +84,12 @@ def main(argv=None) -> int:
                 "grpcio_sync",
                 "grpc.server()",
                 (sys.executable, "-m", "bench.servers.grpcio_sync", "--workers", str(args.grpcio_workers)),
+            ),
+            "native_sync": ServerKind(
+                "native_sync",
+                "pygrpc_native.server()",
+                (sys.executable, "-m", "bench.servers.grpcio_sync", "--impl", "native", "--workers", str(args.grpcio_workers)),
+                requires="pygrpc_native",
             ),
             "lowlevel": ServerKind(
                 "lowlevel",

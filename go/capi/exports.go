@@ -32,6 +32,8 @@ var (
 	_ [int(front.EventCancel) - C.PGN_EVENT_CANCEL]struct{}
 	_ [C.PGN_EVENT_LOOKUP - int(front.EventLookup)]struct{}
 	_ [int(front.EventLookup) - C.PGN_EVENT_LOOKUP]struct{}
+	_ [C.PGN_FALLBACK - int(front.FallbackMethodID)]struct{}
+	_ [int(front.FallbackMethodID) - C.PGN_FALLBACK]struct{}
 	_ [C.PGN_STOPPED - int(front.ResultStopped)]struct{}
 	_ [int(front.ResultStopped) - C.PGN_STOPPED]struct{}
 	_ [C.PGN_WOULD_BLOCK - int(front.ResultWouldBlock)]struct{}
@@ -71,7 +73,11 @@ func pgn_new(cfg *C.char, cfgLen C.size_t, errOut **C.char) C.int64_t {
 	if err != nil {
 		return -C.int64_t(setError(err, errOut))
 	}
-	return C.int64_t(addHandle(front.New(c)))
+	f, err := front.New(c)
+	if err != nil {
+		return -C.int64_t(setError(err, errOut))
+	}
+	return C.int64_t(addHandle(f))
 }
 
 //export pgn_start
@@ -147,8 +153,24 @@ func pgn_add_method(h C.int64_t, path *C.char, pathLen C.size_t, serverStreaming
 	return C.int(id)
 }
 
-// pgn_route continues a looked-up call as method methodID. A method id the
-// front does not have is PGN_UNKNOWN_METHOD.
+// pgn_add_fallback_method relays every call of a method to the fallback
+// server; 0, or -kind with *errOut set.
+//
+//export pgn_add_fallback_method
+func pgn_add_fallback_method(h C.int64_t, path *C.char, pathLen C.size_t, errOut **C.char) C.int {
+	f := getHandle(int64(h))
+	if f == nil {
+		return -setError(errors.New("the front is closed"), errOut)
+	}
+	if err := f.AddFallbackMethod(string(goBytes(path, pathLen))); err != nil {
+		return -setError(err, errOut)
+	}
+	return 0
+}
+
+// pgn_route continues a looked-up call as method methodID, or relays it
+// to the fallback server (methodID -1). A method id the front can't route
+// to is PGN_UNKNOWN_METHOD.
 //
 //export pgn_route
 func pgn_route(h C.int64_t, id C.uint64_t, methodID C.int) C.int {

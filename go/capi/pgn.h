@@ -12,6 +12,9 @@
 #define PGN_EVENT_CANCEL 2
 #define PGN_EVENT_LOOKUP 3
 
+/* The method id that routes a call to the fallback server. */
+#define PGN_FALLBACK (-1)
+
 /* Results of operations on a call (front.Result), plus PGN_BAD_HANDLE and
  * PGN_UNKNOWN_METHOD (pgn_route to a method id the front lacks). */
 #define PGN_OK 0

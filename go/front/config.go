@@ -13,6 +13,8 @@ import (
 type Method struct {
 	Path            string // "/package.Service/Method"
 	ServerStreaming bool
+	// Fallback methods are proxied to the fallback server, never to Python.
+	Fallback bool
 }
 
 // Config is everything a Front is created with. It arrives from Python as
@@ -27,8 +29,11 @@ type Config struct {
 	// Ordered keeps the arrival order of calls from one connection.
 	Ordered bool
 	// ResolveUnknown turns calls to unknown paths into EventLookup events
-	// instead of answering UNIMPLEMENTED.
+	// instead of answering UNIMPLEMENTED (or proxying them, with Fallback).
 	ResolveUnknown bool
+	// Fallback is the gRPC target (e.g. "unix:///path/sock") of a server
+	// that gets the calls the native path doesn't serve.
+	Fallback string
 	// MaxConcurrentRPCs refuses calls over this many active native calls
 	// with RESOURCE_EXHAUSTED; 0 means no limit.
 	MaxConcurrentRPCs int
@@ -91,6 +96,7 @@ type configJSON struct {
 	BearerTokens      map[string]string `json:"bearer_tokens"`
 	Ordered           bool              `json:"ordered"`
 	ResolveUnknown    bool              `json:"resolve_unknown"`
+	Fallback          string            `json:"fallback"`
 	MaxConcurrentRPCs int               `json:"maximum_concurrent_rpcs"`
 }
 
@@ -117,6 +123,7 @@ func ParseConfig(doc []byte) (*Config, error) {
 		BearerTokens:      raw.BearerTokens,
 		Ordered:           raw.Ordered,
 		ResolveUnknown:    raw.ResolveUnknown,
+		Fallback:          raw.Fallback,
 		MaxConcurrentRPCs: raw.MaxConcurrentRPCs,
 		Limits:            defaultLimits(),
 	}

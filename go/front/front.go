@@ -37,13 +37,14 @@ func (e *LifecycleError) Error() string { return e.msg }
 
 // Front is one native gRPC server and its event queue.
 type Front struct {
-	cfg     *Config
-	srv     *grpc.Server
-	queue   *eventQueue
-	methods *methodTable
-	calls   callTable
-	lastID  atomic.Uint64
-	m       metrics
+	cfg      *Config
+	srv      *grpc.Server
+	queue    *eventQueue
+	methods  *methodTable
+	fallback *grpc.ClientConn // nil without a fallback server
+	calls    callTable
+	lastID   atomic.Uint64
+	m        metrics
 
 	mu        sync.Mutex // serializes Bind, Start and Stop
 	state     atomic.Int32
@@ -53,7 +54,7 @@ type Front struct {
 }
 
 // New builds a front from cfg. Nothing is bound until Start.
-func New(cfg *Config) *Front {
+func New(cfg *Config) (*Front, error) {
 	f := &Front{cfg: cfg, queue: newEventQueue(), methods: newMethodTable(cfg.Methods)}
 	l := cfg.Limits
 	opts := []grpc.ServerOption{
@@ -63,7 +64,10 @@ func New(cfg *Config) *Front {
 		// The send limit is enforced by send() with grpcio's wording.
 		grpc.MaxSendMsgSize(math.MaxInt32),
 		grpc.MaxConcurrentStreams(l.MaxConcurrentStreams),
-		grpc.MaxHeaderListSize(l.MaxHeaderListSize),
+		// The metadata limit is enforced per call by tap. grpc-go's own
+		// limit is a connection error (its HPACK decoder refuses longer
+		// strings), so it stays at grpc-go's default, far above ours.
+		grpc.MaxHeaderListSize(transportHeaderListLimit),
 		grpc.ConnectionTimeout(l.HandshakeTimeout),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: l.KeepaliveTime, Timeout: l.KeepaliveTimeout}),
 		// Client pings are accepted, not policed (README: server options).
@@ -72,17 +76,29 @@ func New(cfg *Config) *Front {
 		// so the queue can be closed behind them.
 		grpc.WaitForHandlers(true),
 	}
-	if len(cfg.BearerTokens) > 0 || cfg.Ordered {
-		opts = append(opts, grpc.InTapHandle(f.tap))
-	}
+	opts = append(opts, grpc.InTapHandle(f.tap))
 	f.srv = grpc.NewServer(opts...)
-	return f
+	if cfg.Fallback != "" {
+		conn, err := dialFallback(cfg.Fallback)
+		if err != nil {
+			return nil, configErrorf("fallback %q: %v", cfg.Fallback, err)
+		}
+		f.fallback = conn
+	}
+	return f, nil
 }
 
+// transportHeaderListLimit is grpc-go's default header list limit.
+const transportHeaderListLimit = 16 << 20
+
 // tap runs in the connection's reader goroutine, in arrival order, before
-// any handler: the place to refuse bad tokens cheaply and to take an
-// ordering ticket.
+// any handler: the place to refuse oversized metadata and bad tokens
+// cheaply (only that call ends) and to take an ordering ticket.
 func (f *Front) tap(ctx context.Context, info *tap.Info) (context.Context, error) {
+	if err := checkMetadataSize(info.Header, f.cfg.Limits.MaxHeaderListSize); err != nil {
+		f.m.callsRefused.Add(1)
+		return ctx, err
+	}
 	if len(f.cfg.BearerTokens) > 0 {
 		key, ok := f.authenticate(info.Header)
 		if !ok {
@@ -198,6 +214,7 @@ func (f *Front) Stop(grace time.Duration) {
 		if f.lis != nil {
 			f.lis.Close()
 		}
+		f.closeFallback()
 		f.state.Store(stateStopped)
 		f.queue.close()
 		return
@@ -221,6 +238,7 @@ func (f *Front) Stop(grace time.Duration) {
 	}
 	<-drained
 	<-f.serveDone
+	f.closeFallback()
 	f.state.Store(stateStopped)
 	f.queue.close()
 }
@@ -324,9 +342,20 @@ func (f *Front) Finish(id uint64, code codes.Code, details string, md metadata.M
 	return f.post(id, op{kind: opFinish, code: code, details: details, md: md, payload: payload, hasPayload: hasPayload}, block)
 }
 
-// Route continues a call that arrived as EventLookup as method methodID.
+func (f *Front) closeFallback() {
+	if f.fallback != nil {
+		f.fallback.Close()
+	}
+}
+
+// Route continues a call that arrived as EventLookup as method methodID,
+// or relays it to the fallback server (FallbackMethodID).
 func (f *Front) Route(id uint64, methodID int32) (Result, error) {
-	if _, ok := f.methods.get(methodID); !ok {
+	if methodID == FallbackMethodID {
+		if f.fallback == nil {
+			return ResultOK, configErrorf("this front has no fallback server")
+		}
+	} else if m, ok := f.methods.get(methodID); !ok || m.Fallback {
 		return ResultOK, configErrorf("unknown method id %d", methodID)
 	}
 	return f.post(id, op{kind: opRoute, method: methodID}, true), nil
@@ -335,6 +364,16 @@ func (f *Front) Route(id uint64, methodID int32) (Result, error) {
 // AddMethod serves a method natively from now on and returns its id.
 func (f *Front) AddMethod(path string, serverStreaming bool) (int32, error) {
 	return f.methods.add(Method{Path: path, ServerStreaming: serverStreaming})
+}
+
+// AddFallbackMethod relays every call of a method to the fallback server
+// from now on, without asking Python.
+func (f *Front) AddFallbackMethod(path string) error {
+	if f.fallback == nil {
+		return configErrorf("this front has no fallback server")
+	}
+	_, err := f.methods.add(Method{Path: path, Fallback: true})
+	return err
 }
 
 // Cancel ends a call with CANCELLED, as grpcio's context.cancel() does.

@@ -45,7 +45,10 @@ func startFront(t *testing.T, extra string, handle func(f *Front, e Event)) (*Fr
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := New(cfg)
+	f, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := f.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -390,7 +393,8 @@ func TestStartTwiceAndRestart(t *testing.T) {
 func TestBindErrorNamesAddress(t *testing.T) {
 	f, _ := startFront(t, "", echo)
 	cfg, _ := ParseConfig([]byte(fmt.Sprintf(`{"address": "127.0.0.1:%d", "methods": []}`, f.Port())))
-	err := New(cfg).Start()
+	other, _ := New(cfg)
+	err := other.Start()
 	var be *BindError
 	if !errors.As(err, &be) || !strings.Contains(err.Error(), fmt.Sprint(f.Port())) {
 		t.Fatalf("got %v", err)

@@ -36,13 +36,19 @@ const deadlineMargin = 5 * time.Millisecond
 func (f *Front) dispatch(_ any, ss grpc.ServerStream) error {
 	ctx := ss.Context()
 	path, _ := grpc.MethodFromServerStream(ss)
-	if id, ok := f.methods.lookup(path); ok {
+	if id, m, ok := f.methods.lookup(path); ok {
+		if m.Fallback {
+			return f.proxy(ss, path)
+		}
 		return f.serveMethod(ss, id, nil)
 	}
-	if !f.cfg.ResolveUnknown {
-		return f.refuse(ctx, status.Error(codes.Unimplemented, detailsMethodNotFound))
+	switch {
+	case f.cfg.ResolveUnknown:
+		return f.resolve(ss, path)
+	case f.fallback != nil:
+		return f.proxy(ss, path)
 	}
-	return f.resolve(ss, path)
+	return f.refuse(ctx, status.Error(codes.Unimplemented, detailsMethodNotFound))
 }
 
 // resolve asks Python what an unknown path is (EventLookup) and continues
@@ -58,6 +64,11 @@ func (f *Front) resolve(ss grpc.ServerStream, path string) error {
 	for {
 		select {
 		case o := <-c.ops:
+			if o.kind == opRoute && o.method == FallbackMethodID {
+				// Not a native call after all: it ends here for Python.
+				f.end(c)
+				return f.proxy(ss, path)
+			}
 			if o.kind == opRoute {
 				return f.serveMethod(ss, o.method, c)
 			}
@@ -98,6 +109,7 @@ func (f *Front) serveMethod(ss grpc.ServerStream, methodID int32, c *call) error
 		if err := f.deliver(c, ev); err != nil {
 			return err
 		}
+		f.m.callsStarted.Add(1)
 	} else {
 		c.methodID, c.unary = methodID, !m.ServerStreaming
 		ev.CallID, ev.ClientKey = c.id, c.clientKey
@@ -105,6 +117,7 @@ func (f *Front) serveMethod(ss grpc.ServerStream, methodID int32, c *call) error
 			f.end(c)
 			return status.Error(codes.Unavailable, detailsServerStopping)
 		}
+		f.m.callsStarted.Add(1)
 	}
 	return f.serve(c, ss)
 }
@@ -141,7 +154,6 @@ func (f *Front) newCall(ctx context.Context, path string, methodID int32) (*call
 	c.clientKey = clientKeyFrom(ctx, c.conn)
 	f.calls.put(c)
 	f.m.callsActive.Add(1)
-	f.m.callsStarted.Add(1)
 	return c, nil
 }
 

@@ -29,9 +29,12 @@ func newMethodTable(methods []Method) *methodTable {
 	return t
 }
 
-func (t *methodTable) lookup(path string) (int32, bool) {
+func (t *methodTable) lookup(path string) (int32, Method, bool) {
 	id, ok := (*t.byPath.Load())[path]
-	return id, ok
+	if !ok {
+		return 0, Method{}, false
+	}
+	return id, (*t.list.Load())[id], true
 }
 
 func (t *methodTable) get(id int32) (Method, bool) {
@@ -53,8 +56,8 @@ func (t *methodTable) add(m Method) (int32, error) {
 	old := *t.byPath.Load()
 	list := *t.list.Load()
 	if id, ok := old[m.Path]; ok {
-		if list[id].ServerStreaming != m.ServerStreaming {
-			return 0, configErrorf("%s is already served with server_streaming=%v", m.Path, list[id].ServerStreaming)
+		if list[id] != m {
+			return 0, configErrorf("%s is already registered differently (%+v)", m.Path, list[id])
 		}
 		return id, nil
 	}

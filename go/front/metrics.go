@@ -17,6 +17,7 @@ type metrics struct {
 	connectionsTotal      atomic.Uint64
 	bytesIn               atomic.Uint64
 	bytesOut              atomic.Uint64
+	callsProxied          atomic.Uint64
 }
 
 // Metric is one named counter, as Front.Metrics reports it.
@@ -41,6 +42,7 @@ var MetricNames = []string{
 	"connections_total",       // connections accepted since start
 	"bytes_in",                // bytes read from client connections
 	"bytes_out",               // bytes written to client connections
+	"calls_proxied",           // calls relayed to the fallback server
 }
 
 func (m *metrics) snapshot(queued int) []Metric {
@@ -58,6 +60,7 @@ func (m *metrics) snapshot(queued int) []Metric {
 		int64(m.connectionsTotal.Load()),
 		int64(m.bytesIn.Load()),
 		int64(m.bytesOut.Load()),
+		int64(m.callsProxied.Load()),
 	}
 	out := make([]Metric, len(values))
 	for i, v := range values {

@@ -4,8 +4,29 @@ import (
 	"fmt"
 	"strings"
 
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 )
+
+// checkMetadataSize refuses request metadata over limit, counted as HTTP/2
+// does (name + value + 32 per field), with grpcio's RESOURCE_EXHAUSTED
+// wording.
+func checkMetadataSize(md metadata.MD, limit uint32) error {
+	total := 0
+	for k, vs := range md {
+		for _, v := range vs {
+			if uint32(len(v)) > limit {
+				return status.Errorf(codes.ResourceExhausted, "received metadata size exceeds hard limit (value length %d vs. %d)", len(v), limit)
+			}
+			total += len(k) + len(v) + 32
+		}
+	}
+	if uint32(total) > limit {
+		return status.Errorf(codes.ResourceExhausted, "received metadata size exceeds hard limit (%d vs. %d)", total, limit)
+	}
+	return nil
+}
 
 // validateResponseMetadata checks metadata Python wants to send. Keys must
 // be valid lowercase HTTP/2 header names, the grpc- prefix belongs to gRPC

@@ -4,8 +4,8 @@
 is :class:`NativeGrpcFront` (docs/low-level-api.md).
 """
 
-from ._front import EVENT_CALL, EVENT_CANCEL, EVENT_LOOKUP, Event, NativeGrpcFront
+from ._front import EVENT_CALL, EVENT_CANCEL, EVENT_LOOKUP, FALLBACK, Event, NativeGrpcFront
 from ._server import server
 
-__all__ = ["EVENT_CALL", "EVENT_CANCEL", "EVENT_LOOKUP", "Event", "NativeGrpcFront", "server"]
+__all__ = ["EVENT_CALL", "EVENT_CANCEL", "EVENT_LOOKUP", "FALLBACK", "Event", "NativeGrpcFront", "server"]
 __version__ = "0.1.0"

@@ -38,16 +38,11 @@ class HandlerCallDetails(
 
 
 class Method:
-    """A method served natively: its path and the handler known for it.
-
-    ``handler`` is None for a method that only interceptors answer (no
-    registered or generic handler knows it); such calls are served by the
-    handler the interceptors return each time.
-    """
+    """A method served natively: its path and the handler known for it."""
 
     __slots__ = ("path", "handler")
 
-    def __init__(self, path: str, handler: Optional[grpc.RpcMethodHandler]) -> None:
+    def __init__(self, path: str, handler: grpc.RpcMethodHandler) -> None:
         self.path = path
         self.handler = handler
 

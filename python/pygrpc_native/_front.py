@@ -16,6 +16,8 @@ from . import _native
 EVENT_CALL: int = _native.EVENT_CALL
 EVENT_CANCEL: int = _native.EVENT_CANCEL
 EVENT_LOOKUP: int = _native.EVENT_LOOKUP
+FALLBACK: int = _native.FALLBACK
+"""The method id that route() uses to relay a call to the fallback server."""
 
 Event = Tuple[int, int, int, Optional[bytes], str]
 """(kind, call_id, method_id, payload, client_key)"""
@@ -38,6 +40,7 @@ def _config_json(
     ordered: bool,
     resolve_unknown: bool,
     maximum_concurrent_rpcs: Optional[int],
+    fallback: Optional[str],
 ) -> str:
     if not isinstance(address, str):
         raise TypeError(f"address must be a str, not {type(address).__name__}")
@@ -66,6 +69,8 @@ def _config_json(
         if not token:
             raise ValueError("bearer tokens must not be empty")
         tokens[token] = key
+    if fallback is not None and not isinstance(fallback, str):
+        raise TypeError(f"fallback must be a gRPC target str, not {type(fallback).__name__}")
     if maximum_concurrent_rpcs is not None and (
         not isinstance(maximum_concurrent_rpcs, int) or maximum_concurrent_rpcs < 1
     ):
@@ -79,6 +84,7 @@ def _config_json(
             "ordered": bool(ordered),
             "resolve_unknown": bool(resolve_unknown),
             "maximum_concurrent_rpcs": maximum_concurrent_rpcs or 0,
+            "fallback": fallback or "",
         }
     )
 
@@ -91,8 +97,12 @@ class NativeGrpcFront(_native.Front):
     events carry, and ``add_method`` adds more later. Other paths are
     answered UNIMPLEMENTED by Go, or with ``resolve_unknown=True`` arrive as
     EVENT_LOOKUP events for Python to ``route`` or ``finish``.
-    ``maximum_concurrent_rpcs`` refuses calls over that many active ones
-    with RESOURCE_EXHAUSTED.
+    ``maximum_concurrent_rpcs`` refuses native calls over that many active
+    ones with RESOURCE_EXHAUSTED. ``fallback`` is the gRPC target (e.g.
+    ``"unix:///path/to/sock"``) of a server that gets, relayed by Go, the
+    calls Python routes to ``FALLBACK``, the methods added with
+    ``add_fallback_method``, and (without ``resolve_unknown``) every unknown
+    path.
     """
 
     def __init__(
@@ -104,9 +114,12 @@ class NativeGrpcFront(_native.Front):
         ordered: bool = False,
         resolve_unknown: bool = False,
         maximum_concurrent_rpcs: Optional[int] = None,
+        fallback: Optional[str] = None,
     ) -> None:
         super().__init__(
-            _config_json(address, methods, options, bearer_tokens, ordered, resolve_unknown, maximum_concurrent_rpcs)
+            _config_json(
+                address, methods, options, bearer_tokens, ordered, resolve_unknown, maximum_concurrent_rpcs, fallback
+            )
         )
         self.address = address
 

@@ -493,6 +493,25 @@ static PyObject *Front_add_method(PyObject *self, PyObject *args) {
     return PyLong_FromLong(rc);
 }
 
+static PyObject *Front_add_fallback_method(PyObject *self, PyObject *args) {
+    const char *path;
+    Py_ssize_t path_len;
+    if (!PyArg_ParseTuple(args, "s#:add_fallback_method", &path, &path_len)) {
+        return NULL;
+    }
+    int64_t h = front_handle(self);
+    if (h == 0) {
+        return NULL;
+    }
+    char *err = NULL;
+    int rc = pgn_add_fallback_method(h, (char *)path, (size_t)path_len, &err);
+    if (rc < 0) {
+        raise_go_error(-rc, err);
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
 static PyObject *Front_route(PyObject *self, PyObject *args) {
     PyObject *id_obj;
     int method_id;
@@ -509,7 +528,9 @@ static PyObject *Front_route(PyObject *self, PyObject *args) {
     rc = pgn_route(h, id, method_id);
     Py_END_ALLOW_THREADS
     if (rc == PGN_UNKNOWN_METHOD) {
-        return PyErr_Format(PyExc_ValueError, "unknown method id %d: add the method with add_method() first",
+        return PyErr_Format(PyExc_ValueError,
+                            "cannot route to method id %d: use an id from add_method(), or FALLBACK on a front "
+                            "created with a fallback server",
                             method_id);
     }
     return result_to_py(rc, id);
@@ -857,6 +878,8 @@ static PyMethodDef Front_methods[] = {
     {"add_method", (PyCFunction)Front_add_method, METH_VARARGS,
      "add_method($self, path, server_streaming, /)\n--\n\nServe a method natively from now on; return its "
      "method id."},
+    {"add_fallback_method", (PyCFunction)Front_add_fallback_method, METH_VARARGS,
+     "add_fallback_method($self, path, /)\n--\n\nRelay every call of a method to the fallback server from now on."},
     {"route", (PyCFunction)Front_route, METH_VARARGS,
      "route($self, call_id, method_id, /)\n--\n\nContinue a call that arrived as EVENT_LOOKUP as a method "
      "added with add_method()."},
@@ -933,7 +956,8 @@ PyMODINIT_FUNC PyInit__native(void) {
     }
     if (PyModule_AddIntConstant(m, "EVENT_CALL", PGN_EVENT_CALL) < 0 ||
         PyModule_AddIntConstant(m, "EVENT_CANCEL", PGN_EVENT_CANCEL) < 0 ||
-        PyModule_AddIntConstant(m, "EVENT_LOOKUP", PGN_EVENT_LOOKUP) < 0) {
+        PyModule_AddIntConstant(m, "EVENT_LOOKUP", PGN_EVENT_LOOKUP) < 0 ||
+        PyModule_AddIntConstant(m, "FALLBACK", PGN_FALLBACK) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -14,27 +14,35 @@ Threads, and why:
   cancellation callbacks, which grpcio also runs on its polling thread.
 * Lookups of methods only generic handlers know run in the pool, since they
   call user code (``service()``).
+
+What the native path doesn't serve (client-streaming and bidi methods,
+methods no handler of ours knows, such as ones only interceptors answer)
+goes to a grpcio server with the same handlers, interceptors, options and
+thread pool, listening on a Unix socket in a private directory; Go relays
+those calls to it (README: "What runs natively").
 """
 
 from __future__ import annotations
 
 import collections
 import logging
+import os
+import shutil
+import tempfile
 import threading
 import time
+import weakref
 from concurrent import futures
 from typing import Any, Dict, Iterable, List, Optional, Sequence
 
 import grpc
 
-from . import _calls
-from ._calls import HandlerCallDetails, Method, intercept, reject, run_call
+from ._calls import HandlerCallDetails, Method, reject, run_call
 from ._context import Metadatum, ServicerContext
-from ._front import EVENT_CALL, EVENT_CANCEL, NativeGrpcFront
+from ._front import EVENT_CALL, EVENT_CANCEL, FALLBACK, NativeGrpcFront
 
 _LOGGER = logging.getLogger("pygrpc_native")
 
-_UNIMPLEMENTED = grpc.StatusCode.UNIMPLEMENTED.value[0]
 _UNKNOWN = grpc.StatusCode.UNKNOWN.value[0]
 _UNAVAILABLE = grpc.StatusCode.UNAVAILABLE.value[0]
 
@@ -49,10 +57,6 @@ _WAIT_SLICE = 0.1
 
 _NEW, _STARTED, _STOPPED = "new", "started", "stopped"
 
-_STREAMING_NOT_YET = (
-    "pygrpc_native serves client-streaming and bidirectional methods through "
-    "its grpcio fallback, which this version does not include yet"
-)
 
 
 class _Server(grpc.Server):
@@ -66,6 +70,11 @@ class _Server(grpc.Server):
     ) -> None:
         if thread_pool is None:
             raise ValueError("server() needs a thread pool, e.g. concurrent.futures.ThreadPoolExecutor(16)")
+        # The fallback's socket lives in a directory only this user can
+        # enter (mkdtemp makes it 0700), removed on stop or at exit.
+        self._fallback_dir = tempfile.mkdtemp(prefix="pygrpc-native-")
+        self._cleanup = weakref.finalize(self, shutil.rmtree, self._fallback_dir, True)
+        self._fallback_socket = os.path.join(self._fallback_dir, "fallback.sock")
         # Created now, so that options this server refuses fail here; it is
         # bound by add_insecure_port.
         self.front = NativeGrpcFront(
@@ -73,6 +82,13 @@ class _Server(grpc.Server):
             [],
             options=options,
             resolve_unknown=True,
+            maximum_concurrent_rpcs=maximum_concurrent_rpcs,
+            fallback="unix://" + self._fallback_socket,
+        )
+        self._fallback = grpc.server(
+            thread_pool,
+            interceptors=interceptors,
+            options=options,
             maximum_concurrent_rpcs=maximum_concurrent_rpcs,
         )
         self.interceptors = tuple(interceptors or ())
@@ -107,6 +123,7 @@ class _Server(grpc.Server):
                 )
         with self._lock:
             self._generic.extend(handlers)
+            self._fallback.add_generic_rpc_handlers(handlers)
 
     def add_registered_method_handlers(
         self, service_name: str, method_handlers: Dict[str, grpc.RpcMethodHandler]
@@ -117,6 +134,7 @@ class _Server(grpc.Server):
                 return
             for name, handler in method_handlers.items():
                 self._registered[f"/{service_name}/{name}"] = handler
+            self._fallback.add_registered_method_handlers(service_name, method_handlers)
 
     def _find_handler(self, path: str, metadata: Any) -> Optional[grpc.RpcMethodHandler]:
         handler = self._registered.get(path)
@@ -129,8 +147,13 @@ class _Server(grpc.Server):
                 return handler
         return None
 
-    def _add_native(self, path: str, handler: Optional[grpc.RpcMethodHandler], streaming: bool) -> int:
-        method_id = self.front.add_method(path, streaming)
+    def _add_method(self, path: str, handler: grpc.RpcMethodHandler) -> int:
+        """Serves a method natively, or through the fallback if it streams
+        requests; returns its method id (FALLBACK for the latter)."""
+        if handler.request_streaming:
+            self.front.add_fallback_method(path)
+            return FALLBACK
+        method_id = self.front.add_method(path, handler.response_streaming)
         self._methods[method_id] = Method(path, handler)
         return method_id
 
@@ -164,9 +187,10 @@ class _Server(grpc.Server):
             if self._stage is not _NEW:
                 raise ValueError("Cannot start already-started server!")
             for path, handler in self._registered.items():
-                if not handler.request_streaming:
-                    self._add_native(path, handler, handler.response_streaming)
+                self._add_method(path, handler)
             if self._bound:
+                self._fallback.add_insecure_port("unix:" + self._fallback_socket)
+                self._fallback.start()
                 self.front.start()
                 self._dispatcher = threading.Thread(
                     target=self._dispatch, name="pygrpc_native-dispatcher", daemon=True
@@ -191,8 +215,11 @@ class _Server(grpc.Server):
         return event
 
     def _shutdown(self, grace: Optional[float]) -> None:
-        """Stops the front; the dispatcher then drains and signals the end."""
+        """Stops both servers; the dispatcher then drains and signals the end."""
+        fallback_stopped = self._fallback.stop(grace)
         self.front.stop(grace)
+        fallback_stopped.wait()
+        self._cleanup()
         if self._dispatcher is None:
             self._terminated()
 
@@ -306,30 +333,23 @@ class _Server(grpc.Server):
             return False
 
     def _lookup(self, call_id: int, path: str) -> None:
-        """Finds the handler of a path Go doesn't know yet (EVENT_LOOKUP)."""
+        """Finds the handler of a path Go doesn't know yet (EVENT_LOOKUP).
+
+        A path no handler knows goes to the fallback, whose grpcio server
+        answers it as grpcio would (interceptors included); it is looked up
+        again on its next call, since a generic handler may learn it later.
+        """
         try:
             metadata = tuple(Metadatum(k, v) for k, v in self.front.call_details(call_id)["invocation_metadata"])
         except LookupError:
             return  # the call ended while it waited
         try:
             handler = self._find_handler(path, metadata)
-            if handler is None and self.interceptors:
-                # Interceptors may answer methods no handler knows.
-                handler = intercept(self.interceptors, lambda _d: None, HandlerCallDetails(path, metadata))
-                base = None
-            else:
-                base = handler
         except Exception:  # noqa: BLE001
             _LOGGER.exception("Exception servicing handler")
             reject(self, call_id, _UNKNOWN, "Error in service handler!")
             return
-        if handler is None:
-            reject(self, call_id, _UNIMPLEMENTED, _calls.DETAILS_METHOD_NOT_FOUND)
-            return
-        if handler.request_streaming:
-            reject(self, call_id, _UNIMPLEMENTED, _STREAMING_NOT_YET)
-            return
-        method_id = self._add_native(path, base, handler.response_streaming)
+        method_id = FALLBACK if handler is None else self._add_method(path, handler)
         self.front.route(call_id, method_id)
 
     # -- callbacks -----------------------------------------------------------

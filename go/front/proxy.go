@@ -1,0 +1,126 @@
+package front
+
+import (
+	"context"
+	"errors"
+	"io"
+	"math"
+	"strings"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+)
+
+// FallbackMethodID routes a call to the fallback server (Route, and
+// methods added with AddFallbackMethod).
+const FallbackMethodID int32 = -1
+
+// backendStreamDesc lets one proxy serve every method kind: the proxy
+// forwards whatever messages each side sends.
+var backendStreamDesc = &grpc.StreamDesc{ServerStreams: true, ClientStreams: true}
+
+// dialFallback connects (lazily: nothing is dialed until the first call)
+// to the server that handles what the native path doesn't. Message size
+// limits are the fallback's own business, and the front's on the client
+// side, so the connection between them has none.
+func dialFallback(target string) (*grpc.ClientConn, error) {
+	return grpc.NewClient(target,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(
+			grpc.ForceCodecV2(rawCodec{}),
+			grpc.MaxCallRecvMsgSize(math.MaxInt32),
+			grpc.MaxCallSendMsgSize(math.MaxInt32),
+		),
+	)
+}
+
+// proxy relays one call to the fallback server and back, message by
+// message, so flow control holds end to end and no stream is buffered:
+// request metadata and the deadline go with the backend call (through the
+// call's context, which also carries cancellation from the client); the
+// backend's headers, messages, trailers and status come back as they are.
+func (f *Front) proxy(ss grpc.ServerStream, path string) error {
+	ctx, cancel := context.WithCancel(ss.Context())
+	defer cancel()
+	f.m.callsProxied.Add(1)
+	md, _ := metadata.FromIncomingContext(ctx)
+	cs, err := f.fallback.NewStream(metadata.NewOutgoingContext(ctx, forwardedMetadata(md)), backendStreamDesc, path)
+	if err != nil {
+		return backendError(err)
+	}
+
+	// Client to backend. A failure here ends the backend call through
+	// cancel(); the status then comes back on the other direction.
+	go func() {
+		for {
+			var m []byte
+			err := ss.RecvMsg(&m)
+			if errors.Is(err, io.EOF) {
+				_ = cs.CloseSend()
+				return
+			}
+			if err != nil {
+				cancel()
+				return
+			}
+			if cs.SendMsg(m) != nil {
+				return // RecvMsg on cs reports why
+			}
+		}
+	}()
+
+	// Backend to client.
+	headerSent := false
+	for {
+		var m []byte
+		err := cs.RecvMsg(&m)
+		if !headerSent {
+			headerSent = true
+			// A trailers-only answer has no headers: leave it so.
+			if hdr, herr := cs.Header(); herr == nil && len(hdr) > 0 {
+				if err := ss.SendHeader(hdr); err != nil {
+					return err
+				}
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			ss.SetTrailer(cs.Trailer())
+			return nil
+		}
+		if err != nil {
+			ss.SetTrailer(cs.Trailer())
+			return backendError(err)
+		}
+		if err := f.send(ss, m); err != nil {
+			return err
+		}
+	}
+}
+
+// forwardedMetadata is the client's metadata minus what HTTP/2 and gRPC
+// set per hop (the backend call gets its own).
+func forwardedMetadata(md metadata.MD) metadata.MD {
+	out := make(metadata.MD, len(md))
+	for k, v := range md {
+		if strings.HasPrefix(k, ":") || strings.HasPrefix(k, "grpc-") || k == "content-type" || k == "te" {
+			continue
+		}
+		out[k] = v
+	}
+	return out
+}
+
+// backendError passes the backend's status on; a failure to reach the
+// backend at all is UNAVAILABLE, as for any unreachable server.
+func backendError(err error) error {
+	if _, ok := status.FromError(err); ok {
+		return err
+	}
+	if errors.Is(err, context.Canceled) {
+		return status.Error(codes.Canceled, "Cancelled")
+	}
+	return status.Errorf(codes.Unavailable, "fallback server: %v", err)
+}
