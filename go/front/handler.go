@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"time"
 
 	"google.golang.org/grpc"
@@ -88,7 +89,12 @@ func (f *Front) serveMethod(ss grpc.ServerStream, methodID int32, c *call) error
 	ctx := ss.Context()
 	var req []byte
 	if err := ss.RecvMsg(&req); err != nil {
-		// grpc-go has already sent the client its status (e.g.
+		if errors.Is(err, io.EOF) {
+			// The client half-closed without a request; grpcio's answer.
+			path, _ := grpc.MethodFromServerStream(ss)
+			err = status.Errorf(codes.Unimplemented, "%q requires exactly one request message.", path)
+		}
+		// Otherwise grpc-go has already sent the client its status (e.g.
 		// RESOURCE_EXHAUSTED for a request over the size limit).
 		if c != nil {
 			f.end(c)
