@@ -190,11 +190,16 @@ func pgn_route(h C.int64_t, id C.uint64_t, methodID C.int) C.int {
 //
 //export pgn_recv
 func pgn_recv(h C.int64_t, maxEvents C.int, timeoutNs C.int64_t, out **C.char, outLen *C.size_t) C.int {
+	return recvFrom(h, maxEvents, timeoutNs, out, outLen, (*front.Front).Recv)
+}
+
+func recvFrom(h C.int64_t, maxEvents C.int, timeoutNs C.int64_t, out **C.char, outLen *C.size_t,
+	recv func(*front.Front, int, time.Duration) ([]front.Event, bool)) C.int {
 	f := getHandle(int64(h))
 	if f == nil {
 		return C.PGN_RECV_BAD_HANDLE
 	}
-	batch, closed := f.Recv(int(maxEvents), time.Duration(timeoutNs))
+	batch, closed := recv(f, int(maxEvents), time.Duration(timeoutNs))
 	if closed {
 		return C.PGN_RECV_CLOSED
 	}
@@ -242,31 +247,60 @@ func pgn_send(h C.int64_t, id C.uint64_t, p *C.char, n C.size_t, block C.int) C.
 	})
 }
 
+// pgn_send_header sends initial metadata. Metadata gRPC can't carry ends
+// the call with INTERNAL and gives PGN_INVALID_METADATA with *errOut set.
+//
 //export pgn_send_header
-func pgn_send_header(h C.int64_t, id C.uint64_t, md *C.char, mdLen C.size_t, block C.int) C.int {
+func pgn_send_header(h C.int64_t, id C.uint64_t, md *C.char, mdLen C.size_t, block C.int, errOut **C.char) C.int {
 	return call(h, func(f *front.Front) front.Result {
-		return f.SendHeader(uint64(id), decodeMetadata(md, mdLen), block != 0)
+		r, err := f.SendHeader(uint64(id), decodeMetadata(md, mdLen), block != 0)
+		return invalidMetadata(r, err, errOut)
 	})
 }
 
+// invalidMetadata reports a metadata error to C, unless the op could not
+// even be posted (the call ended, or the buffer is full and the shim will
+// retry blocking).
+func invalidMetadata(r front.Result, err error, errOut **C.char) front.Result {
+	if err != nil && r == front.ResultOK {
+		*errOut = C.CString(err.Error())
+		return C.PGN_INVALID_METADATA
+	}
+	return r
+}
+
 // pgn_finish ends a call. payload may be NULL for no last message.
+// Metadata errors as in pgn_send_header.
 //
 //export pgn_finish
 func pgn_finish(h C.int64_t, id C.uint64_t, code C.int, details *C.char, detailsLen C.size_t,
-	md *C.char, mdLen C.size_t, payload *C.char, payloadLen C.size_t, block C.int) C.int {
+	md *C.char, mdLen C.size_t, payload *C.char, payloadLen C.size_t, block C.int, errOut **C.char) C.int {
 	return call(h, func(f *front.Front) front.Result {
 		var msg []byte
 		if payload != nil {
 			msg = goBytes(payload, payloadLen)
 		}
-		return f.Finish(uint64(id), codes.Code(code), string(goBytes(details, detailsLen)),
+		r, err := f.Finish(uint64(id), codes.Code(code), string(goBytes(details, detailsLen)),
 			decodeMetadata(md, mdLen), msg, payload != nil, block != 0)
+		return invalidMetadata(r, err, errOut)
 	})
+}
+
+//export pgn_watch
+func pgn_watch(h C.int64_t, id C.uint64_t) C.int {
+	return call(h, func(f *front.Front) front.Result { return f.Watch(uint64(id)) })
 }
 
 //export pgn_cancel
 func pgn_cancel(h C.int64_t, id C.uint64_t) C.int {
 	return call(h, func(f *front.Front) front.Result { return f.Cancel(uint64(id)) })
+}
+
+// pgn_recv_watched is pgn_recv for the watched queue (pgn_watch).
+//
+//export pgn_recv_watched
+func pgn_recv_watched(h C.int64_t, maxEvents C.int, timeoutNs C.int64_t, out **C.char, outLen *C.size_t) C.int {
+	return recvFrom(h, maxEvents, timeoutNs, out, outLen, (*front.Front).RecvWatched)
 }
 
 //export pgn_is_active

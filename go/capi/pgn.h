@@ -15,8 +15,9 @@
 /* The method id that routes a call to the fallback server. */
 #define PGN_FALLBACK (-1)
 
-/* Results of operations on a call (front.Result), plus PGN_BAD_HANDLE and
- * PGN_UNKNOWN_METHOD (pgn_route to a method id the front lacks). */
+/* Results of operations on a call (front.Result), plus PGN_BAD_HANDLE,
+ * PGN_UNKNOWN_METHOD (pgn_route to a method id the front lacks) and
+ * PGN_INVALID_METADATA (the call was ended with INTERNAL; see errOut). */
 #define PGN_OK 0
 #define PGN_ENDED 1
 #define PGN_UNKNOWN 2
@@ -24,6 +25,7 @@
 #define PGN_STOPPED 4
 #define PGN_BAD_HANDLE 5
 #define PGN_UNKNOWN_METHOD 6
+#define PGN_INVALID_METADATA 7
 
 /* Results of pgn_recv. */
 #define PGN_RECV_BATCH 1

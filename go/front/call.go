@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 
+	spb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 )
@@ -27,7 +28,8 @@ type op struct {
 	md         metadata.MD
 	code       codes.Code
 	details    string
-	method     int32 // opRoute
+	method     int32       // opRoute
+	rich       *spb.Status // opFinish: details from grpc-status-details-bin
 }
 
 // opsBuffer is how many ops Python may queue on one call before a send
@@ -52,6 +54,10 @@ type call struct {
 	// ended is closed when the handler goroutine is done with the call, to
 	// release Python threads blocked on a full ops channel.
 	ended chan struct{}
+	// watched sends the call's EventCancel to the watched queue instead of
+	// the main one. Guarded by the call's shard lock, so that Watch and the
+	// call's end agree on where the event goes.
+	watched bool
 
 	// Owned by the handler goroutine: a unary call answers with exactly
 	// one message, held until the status goes out with it.
@@ -92,9 +98,24 @@ func (t *callTable) get(id uint64) *call {
 	return c
 }
 
-func (t *callTable) remove(id uint64) {
+// remove forgets a call and reports whether it was watched.
+func (t *callTable) remove(c *call) (watched bool) {
+	s := t.shard(c.id)
+	s.mu.Lock()
+	delete(s.calls, c.id)
+	watched = c.watched
+	s.mu.Unlock()
+	return watched
+}
+
+// watch marks a live call as watched; false if it is not live.
+func (t *callTable) watch(id uint64) bool {
 	s := t.shard(id)
 	s.mu.Lock()
-	delete(s.calls, id)
-	s.mu.Unlock()
+	defer s.mu.Unlock()
+	c := s.calls[id]
+	if c != nil {
+		c.watched = true
+	}
+	return c != nil
 }

@@ -37,14 +37,17 @@ func (e *LifecycleError) Error() string { return e.msg }
 
 // Front is one native gRPC server and its event queue.
 type Front struct {
-	cfg      *Config
-	srv      *grpc.Server
-	queue    *eventQueue
-	methods  *methodTable
-	fallback *grpc.ClientConn // nil without a fallback server
-	calls    callTable
-	lastID   atomic.Uint64
-	m        metrics
+	cfg   *Config
+	srv   *grpc.Server
+	queue *eventQueue
+	// watchedQueue gets the EventCancel of watched calls (Watch), so that
+	// Python can take them on a thread of their own.
+	watchedQueue *eventQueue
+	methods      *methodTable
+	fallback     *grpc.ClientConn // nil without a fallback server
+	calls        callTable
+	lastID       atomic.Uint64
+	m            metrics
 
 	mu        sync.Mutex // serializes Bind, Start and Stop
 	state     atomic.Int32
@@ -55,7 +58,7 @@ type Front struct {
 
 // New builds a front from cfg. Nothing is bound until Start.
 func New(cfg *Config) (*Front, error) {
-	f := &Front{cfg: cfg, queue: newEventQueue(), methods: newMethodTable(cfg.Methods)}
+	f := &Front{cfg: cfg, queue: newEventQueue(), watchedQueue: newEventQueue(), methods: newMethodTable(cfg.Methods)}
 	l := cfg.Limits
 	opts := []grpc.ServerOption{
 		grpc.ForceServerCodecV2(rawCodec{}),
@@ -217,6 +220,7 @@ func (f *Front) Stop(grace time.Duration) {
 		f.closeFallback()
 		f.state.Store(stateStopped)
 		f.queue.close()
+		f.watchedQueue.close()
 		return
 	}
 	f.state.Store(stateStopping)
@@ -241,6 +245,7 @@ func (f *Front) Stop(grace time.Duration) {
 	f.closeFallback()
 	f.state.Store(stateStopped)
 	f.queue.close()
+	f.watchedQueue.close()
 }
 
 // Recv waits up to timeout (negative: forever) for events and returns up
@@ -253,6 +258,26 @@ func (f *Front) Recv(max int, timeout time.Duration) (batch []Event, closed bool
 		f.m.eventsDelivered.Add(uint64(len(batch)))
 	}
 	return batch, closed
+}
+
+// RecvWatched is Recv for the EventCancel events of watched calls.
+func (f *Front) RecvWatched(max int, timeout time.Duration) (batch []Event, closed bool) {
+	return f.watchedQueue.recv(max, timeout)
+}
+
+// Watch sends the call's EventCancel, if it ends without Python finishing
+// it, to the watched queue (RecvWatched) instead of the main one. It
+// reports ResultEnded for a call that has already ended.
+func (f *Front) Watch(id uint64) Result {
+	if f.calls.watch(id) {
+		return ResultOK
+	}
+	_, r := f.lookup(id)
+	if r == ResultOK {
+		// It ended between the two looks.
+		return ResultEnded
+	}
+	return r
 }
 
 // Metrics returns the counters under MetricNames.
@@ -324,22 +349,28 @@ func (f *Front) Send(id uint64, payload []byte, block bool) Result {
 	return f.post(id, op{kind: opMessage, payload: payload}, block)
 }
 
+// detailsInvalidMetadata is what grpcio's client gets for response
+// metadata gRPC can't carry.
+const detailsInvalidMetadata = "Invalid metadata"
+
 // SendHeader sends initial metadata. Invalid metadata ends the call with
-// INTERNAL, which is what the client would see from grpcio too.
-func (f *Front) SendHeader(id uint64, md metadata.MD, block bool) Result {
-	if err := validateResponseMetadata(md); err != nil {
-		return f.post(id, op{kind: opFinish, code: codes.Internal, details: err.Error()}, block)
+// INTERNAL "Invalid metadata", as with grpcio, and is reported as err.
+func (f *Front) SendHeader(id uint64, md metadata.MD, block bool) (Result, error) {
+	if _, err := responseMetadata(md); err != nil {
+		return f.post(id, op{kind: opFinish, code: codes.Internal, details: detailsInvalidMetadata}, block), err
 	}
-	return f.post(id, op{kind: opHeader, md: md}, block)
+	return f.post(id, op{kind: opHeader, md: md}, block), nil
 }
 
 // Finish ends a call: an optional last message (sent only with code OK),
-// trailing metadata, and the status.
-func (f *Front) Finish(id uint64, code codes.Code, details string, md metadata.MD, payload []byte, hasPayload, block bool) Result {
-	if err := validateResponseMetadata(md); err != nil {
-		code, details, md, hasPayload = codes.Internal, err.Error(), nil, false
+// trailing metadata, and the status. Invalid metadata ends the call as in
+// SendHeader.
+func (f *Front) Finish(id uint64, code codes.Code, details string, md metadata.MD, payload []byte, hasPayload, block bool) (Result, error) {
+	rich, err := responseMetadata(md)
+	if err != nil {
+		return f.post(id, op{kind: opFinish, code: codes.Internal, details: detailsInvalidMetadata}, block), err
 	}
-	return f.post(id, op{kind: opFinish, code: code, details: details, md: md, payload: payload, hasPayload: hasPayload}, block)
+	return f.post(id, op{kind: opFinish, code: code, details: details, md: md, payload: payload, hasPayload: hasPayload, rich: rich}, block), nil
 }
 
 func (f *Front) closeFallback() {

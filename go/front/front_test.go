@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	spb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -17,6 +18,8 @@ import (
 	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
 )
 
 const (
@@ -280,11 +283,13 @@ func TestOrderedKeepsArrivalOrder(t *testing.T) {
 func TestReservedResponseMetadataEndsWithInternal(t *testing.T) {
 	_, cc := startFront(t, "", func(f *Front, e Event) {
 		if e.Kind == EventCall {
-			f.Finish(e.CallID, codes.OK, "", metadata.Pairs("grpc-mine", "x"), []byte("m"), true, true)
+			if _, err := f.Finish(e.CallID, codes.OK, "", metadata.Pairs("grpc-mine", "x"), []byte("m"), true, true); err == nil {
+				panic("reserved key accepted")
+			}
 		}
 	})
 	_, err := say(context.Background(), cc, "x")
-	wantStatus(t, err, codes.Internal, `metadata key "grpc-mine" is reserved by gRPC`)
+	wantStatus(t, err, codes.Internal, "Invalid metadata")
 }
 
 func TestStatusDetailsAreUnicode(t *testing.T) {
@@ -457,5 +462,45 @@ func TestAddMethodRefusesKindChange(t *testing.T) {
 	}
 	if _, err := f.AddMethod("bad", false); err == nil {
 		t.Fatal("a bad path must fail")
+	}
+}
+
+func TestRichStatusDetailsTravelInTheStatus(t *testing.T) {
+	rich := &spb.Status{Code: 3, Message: "bad", Details: []*anypb.Any{{TypeUrl: "type.googleapis.com/x.Y", Value: []byte{1}}}}
+	raw, _ := proto.Marshal(rich)
+	_, cc := startFront(t, "", func(f *Front, e Event) {
+		if e.Kind == EventCall {
+			f.Finish(e.CallID, codes.InvalidArgument, "bad", metadata.Pairs("grpc-status-details-bin", string(raw)), nil, false, true)
+		}
+	})
+	_, err := say(context.Background(), cc, "x")
+	st := status.Convert(err)
+	if st.Code() != codes.InvalidArgument || len(st.Proto().Details) != 1 || st.Proto().Details[0].TypeUrl != "type.googleapis.com/x.Y" {
+		t.Fatalf("got %v", st.Proto())
+	}
+}
+
+func TestWatchedCallsReportTheirEndOnTheirOwnQueue(t *testing.T) {
+	calls := make(chan Event, 1)
+	f, cc := startFront(t, "", func(f *Front, e Event) {
+		if e.Kind == EventCall {
+			if r := f.Watch(e.CallID); r != ResultOK {
+				panic(r)
+			}
+			calls <- e
+		} else {
+			panic("a watched call's cancel reached the main queue")
+		}
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	go say(ctx, cc, "x")
+	e := <-calls
+	cancel()
+	batch, _ := f.RecvWatched(1, 5*time.Second)
+	if len(batch) != 1 || batch[0].CallID != e.CallID || batch[0].Kind != EventCancel {
+		t.Fatalf("watched queue: %v", batch)
+	}
+	if r := f.Watch(e.CallID); r != ResultEnded {
+		t.Fatalf("watching an ended call: %v", r)
 	}
 }

@@ -179,14 +179,16 @@ func (f *Front) deliver(c *call, ev Event) error {
 	return nil
 }
 
-// end forgets a call. Ops that Python sends afterwards report ResultEnded.
-func (f *Front) end(c *call) {
+// end forgets a call and reports whether Python watches it. Ops that
+// Python sends afterwards report ResultEnded.
+func (f *Front) end(c *call) (watched bool) {
 	if c.stop != nil {
 		c.stop()
 	}
-	f.calls.remove(c.id)
+	watched = f.calls.remove(c)
 	close(c.ended)
 	f.m.callsActive.Add(-1)
+	return watched
 }
 
 // serve applies Python's ops to the call until Python finishes it or the
@@ -230,18 +232,15 @@ func (f *Front) apply(c *call, o op, out grpc.ServerStream) (err error, done boo
 	case opCancel:
 		f.end(c)
 		f.m.callsCancelled.Add(1)
-		return status.Error(codes.Canceled, "Cancelled"), true
+		return status.Error(codes.Canceled, "CANCELLED"), true
 	}
 	// opFinish
 	if o.code == codes.OK {
 		msg, has := o.payload, o.hasPayload
 		if c.unary && !has {
-			// A unary call always answers with a message: the one held,
-			// or an empty one.
-			msg, has = c.held, true
-			if msg == nil {
-				msg = []byte{}
-			}
+			// The message sent earlier, if any. Without one the call ends
+			// OK with no message, as grpcio's does.
+			msg, has = c.held, c.holdsReply
 		} else if c.unary && c.holdsReply {
 			return f.failed(c, status.Error(codes.Internal, detailsSecondMessage)), true
 		}
@@ -256,10 +255,14 @@ func (f *Front) apply(c *call, o op, out grpc.ServerStream) (err error, done boo
 	}
 	f.end(c)
 	f.m.callsCompleted.Add(1)
-	if o.code != codes.OK {
-		return status.Error(o.code, o.details), true
+	switch {
+	case o.code == codes.OK:
+		return nil, true
+	case o.rich != nil:
+		o.rich.Code, o.rich.Message = int32(o.code), o.details
+		return status.FromProto(o.rich).Err(), true
 	}
-	return nil, true
+	return status.Error(o.code, o.details), true
 }
 
 // send writes one message, enforcing grpc.max_send_message_length with
@@ -283,9 +286,10 @@ func (f *Front) failed(c *call, err error) error {
 	return f.abandon(c, err)
 }
 
-// abandon ends a call Python did not finish and tells Python so.
+// abandon ends a call Python did not finish and tells Python so, on the
+// watched queue if Python watches the call.
 func (f *Front) abandon(c *call, cause error) error {
-	f.end(c)
+	watched := f.end(c)
 	code := codes.Canceled
 	if deadlinePassed(c.ctx, cause) {
 		code = codes.DeadlineExceeded
@@ -293,9 +297,11 @@ func (f *Front) abandon(c *call, cause error) error {
 	} else {
 		f.m.callsCancelled.Add(1)
 	}
-	t := ticketFrom(c.ctx)
-	if t == nil || !t.withdraw() {
-		f.queue.push(Event{Kind: EventCancel, CallID: c.id, MethodID: c.methodID, ClientKey: c.clientKey})
+	ev := Event{Kind: EventCancel, CallID: c.id, MethodID: c.methodID, ClientKey: c.clientKey}
+	if t := ticketFrom(c.ctx); watched {
+		f.watchedQueue.push(ev)
+	} else if t == nil || !t.withdraw() {
+		f.queue.push(ev)
 	}
 	if code == codes.DeadlineExceeded {
 		return status.Error(code, "Deadline Exceeded")

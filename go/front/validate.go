@@ -4,9 +4,11 @@ import (
 	"fmt"
 	"strings"
 
+	spb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 )
 
 // checkMetadataSize refuses request metadata over limit, counted as HTTP/2
@@ -28,12 +30,29 @@ func checkMetadataSize(md metadata.MD, limit uint32) error {
 	return nil
 }
 
-// validateResponseMetadata checks metadata Python wants to send. Keys must
-// be valid lowercase HTTP/2 header names, the grpc- prefix belongs to gRPC
+// statusDetailsKey carries rich error details (google.rpc.Status), as
+// grpcio-status sends them through trailing metadata.
+const statusDetailsKey = "grpc-status-details-bin"
+
+// responseMetadata checks metadata Python wants to send and takes out rich
+// error details, which grpc-go sends from the status itself. Keys must be
+// valid lowercase HTTP/2 header names, the grpc- prefix belongs to gRPC
 // itself (README: known differences), and values of keys without -bin must
 // be printable ASCII, as grpcio requires (grpc-go would drop such initial
 // metadata silently).
-func validateResponseMetadata(md metadata.MD) error {
+func responseMetadata(md metadata.MD) (*spb.Status, error) {
+	var rich *spb.Status
+	if vs, ok := md[statusDetailsKey]; ok {
+		rich = &spb.Status{}
+		if len(vs) != 1 || proto.Unmarshal([]byte(vs[0]), rich) != nil {
+			return nil, fmt.Errorf("%s must be one serialized google.rpc.Status", statusDetailsKey)
+		}
+		delete(md, statusDetailsKey)
+	}
+	return rich, validateMetadata(md)
+}
+
+func validateMetadata(md metadata.MD) error {
 	for k, vs := range md {
 		if !strings.HasSuffix(k, "-bin") {
 			for _, v := range vs {

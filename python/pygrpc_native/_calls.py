@@ -101,9 +101,9 @@ def _fail(server: "_Server", ctx: ServicerContext, exc: BaseException, template:
         _end(server, ctx, _UNKNOWN, b"RPC Aborted")
         return
     if exc in ctx.rpc_errors:
-        # The call was already gone when the handler tried to use it.
+        # The call was already gone when the handler tried to use it; its
+        # callbacks ran when it ended.
         ctx.finished = True
-        server.run_callbacks(ctx)
         return
     try:
         details = template.format(exc)

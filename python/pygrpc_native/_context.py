@@ -100,10 +100,11 @@ class ServicerContext(grpc.ServicerContext):
         self._server.run_callbacks(self)
 
     def add_callback(self, callback: Callable[[], None]) -> bool:
-        if self.callbacks is None or not self.is_active():
+        if self.callbacks is None or self.finished:
             return False
+        if not self.callbacks and not self._server.watch(self):
+            return False  # the call has already ended
         self.callbacks.append(callback)
-        self._server.watch(self)
         return True
 
     # -- what the handler sends ----------------------------------------------

@@ -99,6 +99,19 @@ static PyObject *result_to_py(int r, uint64_t id) {
     }
 }
 
+/* metadata_result_to_py is result_to_py for operations that carry metadata:
+ * metadata gRPC can't carry has already ended the call with INTERNAL, and is
+ * reported as ValueError with Go's reason. */
+static PyObject *metadata_result_to_py(int r, uint64_t id, char *err) {
+    if (r == PGN_INVALID_METADATA) {
+        PyErr_Format(PyExc_ValueError, "%s (the call was ended with INTERNAL)", err ? err : "invalid metadata");
+        free(err);
+        return NULL;
+    }
+    free(err);
+    return result_to_py(r, id);
+}
+
 /* ---- argument conversion ------------------------------------------------ */
 
 static int get_call_id(PyObject *o, uint64_t *id) {
@@ -582,14 +595,18 @@ static PyObject *Front_stop(PyObject *self, PyObject *args, PyObject *kwds) {
     Py_RETURN_NONE;
 }
 
-/* recv_batch(max_events, timeout=None); keywords allowed. Parsed by hand
- * because it runs once per batch on the hot path. */
-static PyObject *Front_recv_batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+typedef int (*recv_fn)(int64_t, int, int64_t, char **, size_t *);
+
+/* recv_events implements recv_batch and recv_watched: (max_events,
+ * timeout=None), keywords allowed, parsed by hand because it runs once per
+ * batch on the hot path. */
+static PyObject *recv_events(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+                             recv_fn recv) {
     PyObject *max_obj = nargs > 0 ? args[0] : NULL;
     PyObject *timeout_obj = nargs > 1 ? args[1] : NULL;
     Py_ssize_t nkw = kwnames ? PyTuple_Size(kwnames) : 0;
     if (nargs > 2) {
-        PyErr_SetString(PyExc_TypeError, "recv_batch(max_events, timeout=None) takes at most 2 arguments");
+        PyErr_SetString(PyExc_TypeError, "expected (max_events, timeout=None): at most 2 arguments");
         return NULL;
     }
     for (Py_ssize_t i = 0; i < nkw; i++) {
@@ -600,15 +617,15 @@ static PyObject *Front_recv_batch(PyObject *self, PyObject *const *args, Py_ssiz
         } else if (PyUnicode_CompareWithASCIIString(name, "timeout") == 0) {
             slot = &timeout_obj;
         } else {
-            return PyErr_Format(PyExc_TypeError, "recv_batch() got an unexpected keyword argument %R", name);
+            return PyErr_Format(PyExc_TypeError, "got an unexpected keyword argument %R", name);
         }
         if (*slot != NULL) {
-            return PyErr_Format(PyExc_TypeError, "recv_batch() got multiple values for argument %R", name);
+            return PyErr_Format(PyExc_TypeError, "got multiple values for argument %R", name);
         }
         *slot = args[nargs + i];
     }
     if (max_obj == NULL) {
-        PyErr_SetString(PyExc_TypeError, "recv_batch() missing required argument 'max_events'");
+        PyErr_SetString(PyExc_TypeError, "missing required argument 'max_events'");
         return NULL;
     }
     nargs = timeout_obj != NULL ? 2 : 1;
@@ -638,7 +655,7 @@ static PyObject *Front_recv_batch(PyObject *self, PyObject *const *args, Py_ssiz
         size_t len = 0;
         int rc;
         Py_BEGIN_ALLOW_THREADS
-        rc = pgn_recv(h, (int)max_events, slice, &buf, &len);
+        rc = recv(h, (int)max_events, slice, &buf, &len);
         Py_END_ALLOW_THREADS
         switch (rc) {
         case PGN_RECV_BATCH:
@@ -659,6 +676,14 @@ static PyObject *Front_recv_batch(PyObject *self, PyObject *const *args, Py_ssiz
             }
         }
     }
+}
+
+static PyObject *Front_recv_batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+    return recv_events(self, args, nargs, kwnames, pgn_recv);
+}
+
+static PyObject *Front_recv_watched(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+    return recv_events(self, args, nargs, kwnames, pgn_recv_watched);
 }
 
 /* Runs a Go call that may report PGN_WOULD_BLOCK first without releasing the
@@ -722,9 +747,10 @@ static PyObject *Front_send_initial_metadata(PyObject *self, PyObject *args) {
         return NULL;
     }
     int rc;
-    CALL_MAYBE_BLOCKING(rc, pgn_send_header(h, id, b.p, b.len, block));
+    char *err = NULL;
+    CALL_MAYBE_BLOCKING(rc, pgn_send_header(h, id, b.p, b.len, block, &err));
     free(b.p);
-    return result_to_py(rc, id);
+    return metadata_result_to_py(rc, id, err);
 }
 
 static PyObject *Front_finish(PyObject *self, PyObject *args, PyObject *kwds) {
@@ -779,11 +805,12 @@ static PyObject *Front_finish(PyObject *self, PyObject *args, PyObject *kwds) {
         return NULL;
     }
     int rc;
+    char *err = NULL;
     CALL_MAYBE_BLOCKING(rc, pgn_finish(h, id, (int)code, (char *)details, (size_t)details_len, b.p, b.len, p,
-                                       (size_t)n, block));
+                                       (size_t)n, block, &err));
     free(b.p);
     Py_XDECREF(payload);
-    return result_to_py(rc, id);
+    return metadata_result_to_py(rc, id, err);
 }
 
 static PyObject *Front_cancel(PyObject *self, PyObject *id_obj) {
@@ -797,6 +824,15 @@ static PyObject *Front_cancel(PyObject *self, PyObject *id_obj) {
     rc = pgn_cancel(h, id);
     Py_END_ALLOW_THREADS
     return result_to_py(rc, id);
+}
+
+static PyObject *Front_watch(PyObject *self, PyObject *id_obj) {
+    int64_t h = front_handle(self);
+    uint64_t id;
+    if (h == 0 || get_call_id(id_obj, &id) < 0) {
+        return NULL;
+    }
+    return result_to_py(pgn_watch(h, id), id);
 }
 
 static PyObject *Front_is_active(PyObject *self, PyObject *id_obj) {
@@ -896,6 +932,12 @@ static PyMethodDef Front_methods[] = {
     {"finish", (PyCFunction)(void (*)(void))Front_finish, METH_VARARGS | METH_KEYWORDS,
      "finish($self, /, call_id, code=0, details=None, trailing_metadata=None, payload=None)\n--\n\n"
      "End a call with a status, trailing metadata and an optional last message."},
+    {"watch", (PyCFunction)Front_watch, METH_O,
+     "watch($self, call_id, /)\n--\n\nSend the call's EVENT_CANCEL, if it ends without being finished, to "
+     "recv_watched() instead of recv_batch(). False if the call has already ended."},
+    {"recv_watched", (PyCFunction)(void (*)(void))Front_recv_watched, METH_FASTCALL | METH_KEYWORDS,
+     "recv_watched($self, /, max_events, timeout=None)\n--\n\nrecv_batch() for the EVENT_CANCEL events of "
+     "watched calls."},
     {"cancel", (PyCFunction)Front_cancel, METH_O, "cancel($self, call_id, /)\n--\n\nEnd a call with CANCELLED."},
     {"is_active", (PyCFunction)Front_is_active, METH_O,
      "is_active($self, call_id, /)\n--\n\nWhether the call is still live."},

@@ -10,8 +10,13 @@ Threads, and why:
   thread hop at all; after ``_IDLE`` without calls it returns its thread to
   the pool.
 * One dispatcher thread takes events only while no drain task runs, so an
-  idle server holds no pool thread. It runs no user code except
-  cancellation callbacks, which grpcio also runs on its polling thread.
+  idle server holds no pool thread. It runs no user code.
+* Calls with callbacks (add_callback) are watched: if one ends without its
+  handler finishing it (client cancel, deadline), Go reports it on a queue
+  of its own, which a callback thread started on first use drains, so
+  callbacks run at once even while every pool thread is busy. Callbacks of
+  calls the handler finished run in the pool. Either way, as in grpcio,
+  not in the handler's thread.
 * Lookups of methods only generic handlers know run in the pool, since they
   call user code (``service()``).
 
@@ -39,7 +44,7 @@ import grpc
 
 from ._calls import HandlerCallDetails, Method, reject, run_call
 from ._context import Metadatum, ServicerContext
-from ._front import EVENT_CALL, EVENT_CANCEL, FALLBACK, NativeGrpcFront
+from ._front import EVENT_CALL, EVENT_LOOKUP, FALLBACK, NativeGrpcFront
 
 _LOGGER = logging.getLogger("pygrpc_native")
 
@@ -97,6 +102,7 @@ class _Server(grpc.Server):
         self._registered: Dict[str, grpc.RpcMethodHandler] = {}
         self._methods: Dict[int, Method] = {}
         self._watched: Dict[int, ServicerContext] = {}
+        self._callback_thread: Optional[threading.Thread] = None
         self._pending: collections.deque = collections.deque()
         self._drain_lock = threading.Lock()
         self._drainers_done = threading.Condition(self._drain_lock)
@@ -278,12 +284,10 @@ class _Server(grpc.Server):
         for kind, call_id, method_id, payload, _client in events:
             if kind == EVENT_CALL:
                 pending.append((methods[method_id], call_id, payload))
-            elif kind == EVENT_CANCEL:
-                ctx = self._watched.pop(call_id, None)
-                if ctx is not None:
-                    self._run_callbacks(ctx)
-            else:
+            elif kind == EVENT_LOOKUP:
                 self._submit(self._lookup, call_id, payload.decode("utf-8", "replace"))
+            # EVENT_CANCEL: only watched calls have callbacks to run, and
+            # their cancellations come through _watch_calls.
         if pending:
             with self._drain_lock:
                 want = min(len(pending), self._max_drainers) - self._drainers
@@ -354,15 +358,35 @@ class _Server(grpc.Server):
 
     # -- callbacks -----------------------------------------------------------
 
-    def watch(self, ctx: ServicerContext) -> None:
-        """Makes a cancellation of ctx's call run its callbacks."""
-        self._watched[ctx._call_id] = ctx
-        if not self.front.is_active(ctx._call_id):
-            self.run_callbacks(ctx)
+    def watch(self, ctx: ServicerContext) -> bool:
+        """Makes ctx's callbacks run if its call ends without its handler
+        finishing it; False if the call has already ended."""
+        call_id = ctx._call_id
+        self._watched[call_id] = ctx
+        if not self.front.watch(call_id):
+            self._watched.pop(call_id, None)
+            return False
+        if self._callback_thread is None:
+            with self._lock:
+                if self._callback_thread is None:
+                    self._callback_thread = threading.Thread(
+                        target=self._watch_calls, name="pygrpc_native-callbacks", daemon=True
+                    )
+                    self._callback_thread.start()
+        return True
+
+    def _watch_calls(self) -> None:
+        while (events := self.front.recv_watched(64)) is not None:
+            for _kind, call_id, _method_id, _payload, _client in events:
+                ctx = self._watched.pop(call_id, None)
+                if ctx is not None:
+                    self._run_callbacks(ctx)
 
     def run_callbacks(self, ctx: ServicerContext) -> None:
-        self._watched.pop(ctx._call_id, None)
-        self._run_callbacks(ctx)
+        """Runs the callbacks of a call that ended in its handler's thread,
+        from the pool."""
+        if self._watched.pop(ctx._call_id, None) is not None:
+            self._submit(self._run_callbacks, ctx)
 
     @staticmethod
     def _run_callbacks(ctx: ServicerContext) -> None:
@@ -372,7 +396,6 @@ class _Server(grpc.Server):
                 callback()
             except Exception:  # noqa: BLE001 - as grpcio
                 _LOGGER.exception("Exception calling callback!")
-
 
 
 def server(
