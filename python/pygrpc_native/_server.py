@@ -31,20 +31,17 @@ from __future__ import annotations
 
 import collections
 import logging
-import os
-import shutil
-import tempfile
 import threading
 import time
-import weakref
 from concurrent import futures
-from typing import Any, Dict, Iterable, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
 import grpc
 
-from ._calls import HandlerCallDetails, Method, reject, run_call
-from ._context import Metadatum, ServicerContext
-from ._front import EVENT_CALL, EVENT_LOOKUP, FALLBACK, NativeGrpcFront
+from ._calls import run_call
+from ._context import ServicerContext
+from ._core import NEW, STARTED, STOPPED, ServerCore
+from ._front import EVENT_CALL, EVENT_LOOKUP
 
 _LOGGER = logging.getLogger("pygrpc_native")
 
@@ -60,11 +57,9 @@ _IDLE = 0.02
 # How often wait_for_termination() lets Python run signal handlers.
 _WAIT_SLICE = 0.1
 
-_NEW, _STARTED, _STOPPED = "new", "started", "stopped"
 
 
-
-class _Server(grpc.Server):
+class _Server(ServerCore, grpc.Server):
     def __init__(
         self,
         thread_pool: futures.Executor,
@@ -75,22 +70,8 @@ class _Server(grpc.Server):
     ) -> None:
         if thread_pool is None:
             raise ValueError("server() needs a thread pool, e.g. concurrent.futures.ThreadPoolExecutor(16)")
-        # The fallback's socket lives in a directory only this user can
-        # enter (mkdtemp makes it 0700), removed on stop or at exit.
-        self._fallback_dir = tempfile.mkdtemp(prefix="pygrpc-native-")
-        self._cleanup = weakref.finalize(self, shutil.rmtree, self._fallback_dir, True)
-        self._fallback_socket = os.path.join(self._fallback_dir, "fallback.sock")
-        # Created now, so that options this server refuses fail here; it is
-        # bound by add_insecure_port.
-        self.front = NativeGrpcFront(
-            "[::]:0",
-            [],
-            options=options,
-            resolve_unknown=True,
-            maximum_concurrent_rpcs=maximum_concurrent_rpcs,
-            fallback="unix://" + self._fallback_socket,
-        )
-        self._fallback = grpc.server(
+        self._init_core(options, maximum_concurrent_rpcs)
+        self.fallback = grpc.server(
             thread_pool,
             interceptors=interceptors,
             options=options,
@@ -98,9 +79,6 @@ class _Server(grpc.Server):
         )
         self.interceptors = tuple(interceptors or ())
         self._pool = thread_pool
-        self._generic: List[grpc.GenericRpcHandler] = []
-        self._registered: Dict[str, grpc.RpcMethodHandler] = {}
-        self._methods: Dict[int, Method] = {}
         self._watched: Dict[int, ServicerContext] = {}
         self._callback_thread: Optional[threading.Thread] = None
         self._pending: collections.deque = collections.deque()
@@ -109,112 +87,40 @@ class _Server(grpc.Server):
         self._drainers = 0
         self._closed = False  # Go's queue reported its end
         self._max_drainers = getattr(thread_pool, "_max_workers", None) or _DEFAULT_DRAINERS
-        self._lock = threading.RLock()
-        self._stage = _NEW
-        self._bound = False
         self._dispatcher: Optional[threading.Thread] = None
         self._termination = threading.Event()
         self._shutdown_events: List[threading.Event] = []
         if handlers:
             self.add_generic_rpc_handlers(handlers)
 
-    # -- handlers ------------------------------------------------------------
-
-    def add_generic_rpc_handlers(self, generic_rpc_handlers: Iterable[grpc.GenericRpcHandler]) -> None:
-        handlers = list(generic_rpc_handlers)
-        for handler in handlers:
-            if getattr(handler, "service", None) is None:
-                raise AttributeError(
-                    f'"{handler}" must conform to grpc.GenericRpcHandler type but does not have "service" method!'
-                )
-        with self._lock:
-            self._generic.extend(handlers)
-            self._fallback.add_generic_rpc_handlers(handlers)
-
-    def add_registered_method_handlers(
-        self, service_name: str, method_handlers: Dict[str, grpc.RpcMethodHandler]
-    ) -> None:
-        with self._lock:
-            if self._stage is not _NEW:
-                _LOGGER.warning("Cannot register method handlers once server has started")
-                return
-            for name, handler in method_handlers.items():
-                self._registered[f"/{service_name}/{name}"] = handler
-            self._fallback.add_registered_method_handlers(service_name, method_handlers)
-
-    def _find_handler(self, path: str, metadata: Any) -> Optional[grpc.RpcMethodHandler]:
-        handler = self._registered.get(path)
-        if handler is not None:
-            return handler
-        details = HandlerCallDetails(path, metadata)
-        for generic in list(self._generic):
-            handler = generic.service(details)
-            if handler is not None:
-                return handler
-        return None
-
-    def _add_method(self, path: str, handler: grpc.RpcMethodHandler) -> int:
-        """Serves a method natively, or through the fallback if it streams
-        requests; returns its method id (FALLBACK for the latter)."""
-        if handler.request_streaming:
-            self.front.add_fallback_method(path)
-            return FALLBACK
-        method_id = self.front.add_method(path, handler.response_streaming)
-        self._methods[method_id] = Method(path, handler)
-        return method_id
-
-    # -- ports ---------------------------------------------------------------
-
-    def add_insecure_port(self, address: str) -> int:
-        with self._lock:
-            if self._bound:
-                raise RuntimeError(
-                    f"cannot add {address!r}: pygrpc_native serves one port per server, and one is already bound"
-                )
-            if self._stage is not _NEW:
-                raise RuntimeError("ports must be added before the server starts")
-            try:
-                port = self.front.bind(address)
-            except (OSError, ValueError) as err:
-                raise RuntimeError(f"Failed to bind to address {address}: {err}") from err
-            self._bound = True
-            return port
-
-    def add_secure_port(self, address: str, server_credentials: grpc.ServerCredentials) -> int:
-        raise NotImplementedError(
-            "pygrpc_native.server() does not serve TLS yet; use add_insecure_port() "
-            "(TLS comes with pygrpc_native.ssl_server_credentials())"
-        )
-
     # -- lifecycle -----------------------------------------------------------
 
     def start(self) -> None:
-        with self._lock:
-            if self._stage is not _NEW:
+        with self.lock:
+            if self.stage is not NEW:
                 raise ValueError("Cannot start already-started server!")
-            for path, handler in self._registered.items():
-                self._add_method(path, handler)
-            if self._bound:
-                self._fallback.add_insecure_port("unix:" + self._fallback_socket)
-                self._fallback.start()
+            self.add_registered_methods()
+            if self.bound:
+                self.fallback.add_insecure_port(self.fallback_address)
+                self.fallback.start()
                 self.front.start()
                 self._dispatcher = threading.Thread(
                     target=self._dispatch, name="pygrpc_native-dispatcher", daemon=True
                 )
                 self._dispatcher.start()
-            self._stage = _STARTED
+            self.stage = STARTED
 
     def stop(self, grace: Optional[float]) -> threading.Event:
-        with self._lock:
+        with self.lock:
             event = threading.Event()
-            if self._stage is _NEW or self._termination.is_set():
-                self._stage = _STOPPED
+            if self.stage is NEW or self._termination.is_set():
+                self.stage = STOPPED
                 self._termination.set()
                 event.set()
                 return event
             self._shutdown_events.append(event)
-            if self._stage is _STARTED:
-                self._stage = _STOPPED
+            if self.stage is STARTED:
+                self.stage = STOPPED
                 threading.Thread(target=self._shutdown, args=(grace,), name="pygrpc_native-stop", daemon=True).start()
         if grace is None:
             event.wait()
@@ -222,15 +128,15 @@ class _Server(grpc.Server):
 
     def _shutdown(self, grace: Optional[float]) -> None:
         """Stops both servers; the dispatcher then drains and signals the end."""
-        fallback_stopped = self._fallback.stop(grace)
+        fallback_stopped = self.fallback.stop(grace)
         self.front.stop(grace)
         fallback_stopped.wait()
-        self._cleanup()
+        self.cleanup()
         if self._dispatcher is None:
             self._terminated()
 
     def _terminated(self) -> None:
-        with self._lock:
+        with self.lock:
             self._termination.set()
             for event in self._shutdown_events:
                 event.set()
@@ -279,13 +185,13 @@ class _Server(grpc.Server):
     def _take(self, events: List[Any]) -> None:
         """Sorts a batch: calls to the deque (waking drain tasks as needed),
         cancellations to their callbacks, lookups to the pool."""
-        methods = self._methods
+        methods = self.methods
         pending = self._pending
         for kind, call_id, method_id, payload, _client in events:
             if kind == EVENT_CALL:
                 pending.append((methods[method_id], call_id, payload))
             elif kind == EVENT_LOOKUP:
-                self._submit(self._lookup, call_id, payload.decode("utf-8", "replace"))
+                self._submit(self.lookup, call_id, payload.decode("utf-8", "replace"))
             # EVENT_CANCEL: only watched calls have callbacks to run, and
             # their cancellations come through _watch_calls.
         if pending:
@@ -332,29 +238,9 @@ class _Server(grpc.Server):
             while self._pending:
                 _, call_id, _ = self._pending.popleft()
                 self.front.finish(call_id, _UNAVAILABLE, "Server thread pool is shut down")
-            if fn is self._lookup:
+            if fn == self.lookup:
                 self.front.finish(args[0], _UNAVAILABLE, "Server thread pool is shut down")
             return False
-
-    def _lookup(self, call_id: int, path: str) -> None:
-        """Finds the handler of a path Go doesn't know yet (EVENT_LOOKUP).
-
-        A path no handler knows goes to the fallback, whose grpcio server
-        answers it as grpcio would (interceptors included); it is looked up
-        again on its next call, since a generic handler may learn it later.
-        """
-        try:
-            metadata = tuple(Metadatum(k, v) for k, v in self.front.call_details(call_id)["invocation_metadata"])
-        except LookupError:
-            return  # the call ended while it waited
-        try:
-            handler = self._find_handler(path, metadata)
-        except Exception:  # noqa: BLE001
-            _LOGGER.exception("Exception servicing handler")
-            reject(self, call_id, _UNKNOWN, "Error in service handler!")
-            return
-        method_id = FALLBACK if handler is None else self._add_method(path, handler)
-        self.front.route(call_id, method_id)
 
     # -- callbacks -----------------------------------------------------------
 
@@ -367,7 +253,7 @@ class _Server(grpc.Server):
             self._watched.pop(call_id, None)
             return False
         if self._callback_thread is None:
-            with self._lock:
+            with self.lock:
                 if self._callback_thread is None:
                     self._callback_thread = threading.Thread(
                         target=self._watch_calls, name="pygrpc_native-callbacks", daemon=True

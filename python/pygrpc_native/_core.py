@@ -1,0 +1,162 @@
+"""What server() and aio.server() share: the front, the handlers, routing.
+
+Both servers keep the user's handlers, serve unary-request methods natively
+and everything else through a grpcio server of their own kind (grpc.server
+or grpc.aio.server) on a Unix socket, the *fallback*. The routing rules live
+here, once:
+
+* methods of registered handlers (grpcio-tools' generated code) are added
+  to Go when the server starts;
+* a path Go doesn't know arrives as EVENT_LOOKUP; the generic handlers are
+  asked (their ``service()`` runs once more for that call) and the method is
+  added to Go, so later calls go straight through;
+* methods that stream requests, and paths no handler knows, go to the
+  fallback (unknown paths are looked up again on every call, since a
+  generic handler may learn them later).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import tempfile
+import threading
+import weakref
+from typing import Any, Dict, Iterable, List, Optional, Sequence
+
+import grpc
+
+from ._calls import HandlerCallDetails, Method
+from ._context import Metadatum
+from ._front import FALLBACK, NativeGrpcFront
+
+_LOGGER = logging.getLogger("pygrpc_native")
+
+_UNKNOWN = grpc.StatusCode.UNKNOWN.value[0]
+
+NEW, STARTED, STOPPED = "new", "started", "stopped"
+
+
+class ServerCore:
+    """The routing half of a server; subclasses add dispatch and lifecycle.
+
+    Subclasses call ``_init_core`` and create ``fallback``, the grpcio server
+    behind this one, before registering any handler.
+    """
+
+    fallback: Any  # grpc.Server or grpc.aio.Server
+
+    def _init_core(self, options: Optional[Sequence[Any]], maximum_concurrent_rpcs: Optional[int]) -> None:
+        # The fallback's socket lives in a directory only this user can
+        # enter (mkdtemp makes it 0700), removed on stop or at exit.
+        self._fallback_dir = tempfile.mkdtemp(prefix="pygrpc-native-")
+        self.cleanup = weakref.finalize(self, shutil.rmtree, self._fallback_dir, True)
+        socket_path = os.path.join(self._fallback_dir, "fallback.sock")
+        self.fallback_address = "unix:" + socket_path  # for the grpcio server
+        # Created now, so that options this server refuses fail here; it is
+        # bound by add_insecure_port.
+        self.front = NativeGrpcFront(
+            "[::]:0",
+            [],
+            options=options,
+            resolve_unknown=True,
+            maximum_concurrent_rpcs=maximum_concurrent_rpcs,
+            fallback="unix://" + socket_path,  # for grpc-go's client
+        )
+        self.methods: Dict[int, Method] = {}
+        self._generic: List[grpc.GenericRpcHandler] = []
+        self._registered: Dict[str, grpc.RpcMethodHandler] = {}
+        self.lock = threading.RLock()
+        self.stage = NEW
+        self.bound = False
+
+    # -- handlers ------------------------------------------------------------
+
+    def add_generic_rpc_handlers(self, generic_rpc_handlers: Iterable[grpc.GenericRpcHandler]) -> None:
+        handlers = list(generic_rpc_handlers)
+        for handler in handlers:
+            if getattr(handler, "service", None) is None:
+                raise AttributeError(
+                    f'"{handler}" must conform to grpc.GenericRpcHandler type but does not have "service" method!'
+                )
+        with self.lock:
+            self._generic.extend(handlers)
+            self.fallback.add_generic_rpc_handlers(handlers)
+
+    def add_registered_method_handlers(
+        self, service_name: str, method_handlers: Dict[str, grpc.RpcMethodHandler]
+    ) -> None:
+        with self.lock:
+            if self.stage is not NEW:
+                _LOGGER.warning("Cannot register method handlers once server has started")
+                return
+            for name, handler in method_handlers.items():
+                self._registered[f"/{service_name}/{name}"] = handler
+            self.fallback.add_registered_method_handlers(service_name, method_handlers)
+
+    def _find_handler(self, path: str, metadata: Any) -> Optional[grpc.RpcMethodHandler]:
+        handler = self._registered.get(path)
+        if handler is not None:
+            return handler
+        details = HandlerCallDetails(path, metadata)
+        for generic in list(self._generic):
+            handler = generic.service(details)
+            if handler is not None:
+                return handler
+        return None
+
+    def _add_method(self, path: str, handler: grpc.RpcMethodHandler) -> int:
+        """Serves a method natively, or through the fallback if it streams
+        requests; returns its method id (FALLBACK for the latter)."""
+        if handler.request_streaming:
+            self.front.add_fallback_method(path)
+            return FALLBACK
+        method_id = self.front.add_method(path, handler.response_streaming)
+        self.methods[method_id] = Method(path, handler)
+        return method_id
+
+    def add_registered_methods(self) -> None:
+        """Adds the registered handlers' methods to Go; called at start."""
+        for path, handler in self._registered.items():
+            self._add_method(path, handler)
+
+    def lookup(self, call_id: int, path: str) -> None:
+        """Finds the handler of a path Go doesn't know yet (EVENT_LOOKUP)
+        and routes the call: natively, or to the fallback."""
+        try:
+            details = self.front.call_details(call_id)
+        except LookupError:
+            return  # the call ended while it waited
+        metadata = tuple(Metadatum(k, v) for k, v in details["invocation_metadata"])
+        try:
+            handler = self._find_handler(path, metadata)
+        except Exception:  # noqa: BLE001
+            _LOGGER.exception("Exception servicing handler")
+            self.front.finish(call_id, _UNKNOWN, "Error in service handler!")
+            return
+        method_id = FALLBACK if handler is None else self._add_method(path, handler)
+        self.front.route(call_id, method_id)
+
+    # -- ports ---------------------------------------------------------------
+
+    def add_insecure_port(self, address: str) -> int:
+        with self.lock:
+            if self.bound:
+                raise RuntimeError(
+                    f"cannot add {address!r}: pygrpc_native serves one port per server, and one is already bound"
+                )
+            if self.stage is not NEW:
+                raise RuntimeError("ports must be added before the server starts")
+            try:
+                port = self.front.bind(address)
+            except (OSError, ValueError) as err:
+                raise RuntimeError(f"Failed to bind to address {address}: {err}") from err
+            self.bound = True
+            return port
+
+    def add_secure_port(self, address: str, server_credentials: grpc.ServerCredentials) -> int:
+        raise NotImplementedError(
+            "pygrpc_native does not serve TLS yet; use add_insecure_port() "
+            "(TLS comes with pygrpc_native.ssl_server_credentials())"
+        )
