@@ -26,10 +26,31 @@ Metadatum = collections.namedtuple("Metadatum", ("key", "value"))
 # grpcio reports a call without a deadline as ending at 2**63 seconds.
 _NO_DEADLINE = float(2**63)
 
-_INSECURE_AUTH_CONTEXT: Mapping[str, Sequence[bytes]] = {
+INSECURE_AUTH_CONTEXT: Mapping[str, Sequence[bytes]] = {
     "transport_security_type": [b"insecure"],
     "security_level": [b"TSI_SECURITY_NONE"],
 }
+
+
+def auth_context_of(details: Mapping[str, Any]) -> Dict[str, List[bytes]]:
+    """auth_context() from a call's call_details(): grpcio's keys for TLS
+    connections, the insecure values otherwise (and once the call ended)."""
+    auth = details.get("auth_context") or INSECURE_AUTH_CONTEXT
+    return {k: list(v) for k, v in auth.items()}
+
+
+def peer_identity_key_of(details: Mapping[str, Any]) -> Optional[str]:
+    """peer_identity_key() from call_details(): None without a client
+    certificate."""
+    return details.get("peer_identity_key")
+
+
+def peer_identities_of(details: Mapping[str, Any]) -> Optional[List[bytes]]:
+    """peer_identities() from call_details(): the values of the identity key."""
+    key = details.get("peer_identity_key")
+    if key is None:
+        return None
+    return list(details["auth_context"][key])
 
 
 class AbortError(Exception):
@@ -78,13 +99,13 @@ class ServicerContext(grpc.ServicerContext):
         return self._call_details()["peer"]
 
     def peer_identities(self) -> Optional[Sequence[bytes]]:
-        return None
+        return peer_identities_of(self._call_details())
 
     def peer_identity_key(self) -> Optional[str]:
-        return None
+        return peer_identity_key_of(self._call_details())
 
     def auth_context(self) -> Mapping[str, Sequence[bytes]]:
-        return {k: list(v) for k, v in _INSECURE_AUTH_CONTEXT.items()}
+        return auth_context_of(self._call_details())
 
     def is_active(self) -> bool:
         return not self.finished and self._server.front.is_active(self._call_id)

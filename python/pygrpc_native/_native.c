@@ -49,6 +49,7 @@ static int check_not_forked(void) {
 typedef struct {
     PyObject_HEAD
     int64_t handle; /* 0 until __init__ succeeds */
+    int blocking;   /* sends wait for room in a full call buffer (default) */
 } FrontObject;
 
 static int64_t front_handle(PyObject *self) {
@@ -85,6 +86,8 @@ static PyObject *result_to_py(int r, uint64_t id) {
     switch (r) {
     case PGN_OK:
         Py_RETURN_TRUE;
+    case PGN_WOULD_BLOCK:
+        Py_RETURN_NONE; /* only for a front with blocking = False */
     case PGN_ENDED:
         Py_RETURN_FALSE;
     case PGN_UNKNOWN:
@@ -428,6 +431,7 @@ static int Front_init(PyObject *self, PyObject *args, PyObject *kwds) {
         return -1;
     }
     f->handle = h;
+    f->blocking = 1;
     return 0;
 }
 
@@ -687,17 +691,18 @@ static PyObject *Front_recv_watched(PyObject *self, PyObject *const *args, Py_ss
 }
 
 /* Runs a Go call that may report PGN_WOULD_BLOCK first without releasing the
- * GIL (the common case: room in the call's buffer), then again, blocking,
- * with the GIL released. */
-#define CALL_MAYBE_BLOCKING(rc, expr_with_block)          \
-    do {                                                  \
-        int block = 0;                                    \
-        rc = (expr_with_block);                           \
-        if (rc == PGN_WOULD_BLOCK) {                      \
-            block = 1;                                    \
-            Py_BEGIN_ALLOW_THREADS rc = (expr_with_block); \
-            Py_END_ALLOW_THREADS                          \
-        }                                                 \
+ * GIL (the common case: room in the call's buffer), then, if the front
+ * blocks, again with the GIL released, waiting for room. A front that
+ * doesn't block (an event loop's) gets PGN_WOULD_BLOCK back: None. */
+#define CALL_MAYBE_BLOCKING(rc, expr_with_block)                              \
+    do {                                                                      \
+        int block = 0;                                                        \
+        rc = (expr_with_block);                                               \
+        if (rc == PGN_WOULD_BLOCK && ((FrontObject *)self)->blocking) {       \
+            block = 1;                                                        \
+            Py_BEGIN_ALLOW_THREADS rc = (expr_with_block);                    \
+            Py_END_ALLOW_THREADS                                              \
+        }                                                                     \
     } while (0)
 
 /* payload_call implements respond and send_message, the per-message path. */
@@ -889,6 +894,29 @@ static PyObject *Front_call_details(PyObject *self, PyObject *id_obj) {
     return decode_and_free(buf, len);
 }
 
+/* _set_tls(tls_json) replaces the TLS credentials before start(): the JSON
+ * of pygrpc_native's ServerCredentials, or "null" for plaintext. Used by
+ * server().add_secure_port(); the low-level API takes `credentials=` at
+ * creation. */
+static PyObject *Front_set_tls(PyObject *self, PyObject *arg) {
+    int64_t h = front_handle(self);
+    if (h == 0) {
+        return NULL;
+    }
+    Py_ssize_t len;
+    const char *doc = PyUnicode_AsUTF8AndSize(arg, &len);
+    if (doc == NULL) {
+        return NULL;
+    }
+    char *err = NULL;
+    int rc = pgn_set_tls(h, (char *)doc, (size_t)len, &err);
+    if (rc != 0) {
+        raise_go_error(rc, err);
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
 static PyObject *Front_metrics(PyObject *self, PyObject *unused) {
     int64_t h = front_handle(self);
     if (h == 0) {
@@ -946,11 +974,30 @@ static PyMethodDef Front_methods[] = {
     {"call_details", (PyCFunction)Front_call_details, METH_O,
      "call_details($self, call_id, /)\n--\n\nA dict describing a live call."},
     {"metrics", (PyCFunction)Front_metrics, METH_NOARGS, "metrics($self, /)\n--\n\nThe front's counters."},
+    {"_set_tls", (PyCFunction)Front_set_tls, METH_O,
+     "_set_tls($self, tls_json, /)\n--\n\nReplace the TLS credentials before start() (internal)."},
     {NULL, NULL, 0, NULL},
 };
 
+static PyObject *Front_get_blocking(PyObject *self, void *closure) {
+    return PyBool_FromLong(((FrontObject *)self)->blocking);
+}
+
+static int Front_set_blocking(PyObject *self, PyObject *value, void *closure) {
+    if (value == NULL || !PyBool_Check(value)) {
+        PyErr_SetString(PyExc_TypeError, "blocking must be True or False");
+        return -1;
+    }
+    ((FrontObject *)self)->blocking = value == Py_True;
+    return 0;
+}
+
 static PyGetSetDef Front_getset[] = {
     {"port", Front_get_port, NULL, "The bound TCP port; 0 before start().", NULL},
+    {"blocking", Front_get_blocking, Front_set_blocking,
+     "Whether respond/send_message/send_initial_metadata/finish wait (GIL released) when a call's buffer is "
+     "full. When False they return None instead, for callers that must not block (an event loop).",
+     NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -972,12 +1019,38 @@ static PyType_Spec Front_spec = {
     Front_slots,
 };
 
+/* check_tls(tls_json) checks TLS credentials in Go (the PEM parses, the key
+ * matches the certificate): ValueError with Go's reason if not. */
+static PyObject *native_check_tls(PyObject *module, PyObject *arg) {
+    if (check_not_forked() < 0) {
+        return NULL;
+    }
+    Py_ssize_t len;
+    const char *doc = PyUnicode_AsUTF8AndSize(arg, &len);
+    if (doc == NULL) {
+        return NULL;
+    }
+    char *err = NULL;
+    int rc = pgn_check_tls((char *)doc, (size_t)len, &err);
+    if (rc != 0) {
+        raise_go_error(rc, err);
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef native_functions[] = {
+    {"check_tls", (PyCFunction)native_check_tls, METH_O,
+     "check_tls(tls_json, /)\n--\n\nCheck TLS credentials; ValueError if they can't be served."},
+    {NULL, NULL, 0, NULL},
+};
+
 static struct PyModuleDef native_module = {
     PyModuleDef_HEAD_INIT,
     "pygrpc_native._native",
     "The compiled core of pygrpc_native (Go gRPC server + CPython glue).",
     -1,
-    NULL,
+    native_functions,
 };
 
 PyMODINIT_FUNC PyInit__native(void) {

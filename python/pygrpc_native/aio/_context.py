@@ -1,0 +1,163 @@
+"""grpc.aio.ServicerContext for calls served by pygrpc_native.aio.server().
+
+The call's outcome is sent as soon as it is known (``abort`` sends it at
+once, as grpc.aio does); everything about the call itself is asked of the Go
+core on demand, like the sync context.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import TYPE_CHECKING, Any, Callable, List, Mapping, NoReturn, Optional, Sequence, Tuple
+
+import grpc
+import grpc.aio
+
+from .._context import INSECURE_AUTH_CONTEXT, Metadatum, encode_details
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ._server import _AioServer
+
+_CODE_VALUES = {code: code.value[0] for code in grpc.StatusCode}
+_UNKNOWN = grpc.StatusCode.UNKNOWN
+
+
+class ServicerContext(grpc.aio.ServicerContext):
+    """The context coroutine handlers of pygrpc_native.aio.server() get."""
+
+    def __init__(self, server: "_AioServer", call_id: int, method: str) -> None:
+        self._server = server
+        self._front = server.front
+        self._call_id = call_id
+        self._method = method
+        self._details_cache: Optional[dict] = None
+        self.code_: Optional[grpc.StatusCode] = None
+        self.details_: str = ""
+        self.trailing_metadata_: Any = ()
+        self.initial_metadata_sent = False
+        self.status_sent = False
+        self.cancelled_ = False
+        self.done_callbacks: List[Callable[[Any], None]] = []
+        self.serializer: Optional[Callable[[Any], bytes]] = None
+
+    # -- sending ---------------------------------------------------------------
+
+    async def _post(self, send: Callable[..., Optional[bool]], *args: Any) -> bool:
+        """Hands an op to Go without blocking the loop: a full call buffer
+        (a slow client) is waited out here, not in Go."""
+        delay = 0.0005
+        while (ok := send(self._call_id, *args)) is None:
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 0.02)
+        return ok
+
+    async def finish(self, code: Any, details: str, payload: Optional[bytes] = None) -> None:
+        """Sends the status (once). ``code`` is an int or grpc.StatusCode."""
+        if self.status_sent:
+            return
+        self.status_sent = True
+        value = code if isinstance(code, int) else _CODE_VALUES.get(code, 2)
+        try:
+            await self._post(self._front.finish, value, details, self.trailing_metadata_ or None, payload)
+        except (TypeError, ValueError):
+            # Metadata gRPC can't carry: Go has already ended the call.
+            self._server.log_error("Cannot send trailing metadata %r", self.trailing_metadata_)
+
+    async def write(self, message: Any) -> None:
+        if self.status_sent:
+            raise grpc.aio.UsageError("RPC already finished.")
+        body = self._server.serialize(self, message)
+        self.initial_metadata_sent = True
+        if not await self._post(self._front.send_message, body):
+            raise asyncio.CancelledError()
+
+    async def read(self) -> NoReturn:
+        raise grpc.aio.UsageError("read() is only for request-streaming methods, which the grpcio fallback serves")
+
+    async def send_initial_metadata(self, initial_metadata: Any) -> None:
+        if self.status_sent:
+            raise grpc.aio.UsageError("Send initial metadata failed: RPC already finished")
+        if self.initial_metadata_sent:
+            raise grpc.aio.UsageError("Send initial metadata failed: already sent")
+        self.initial_metadata_sent = True
+        await self._post(self._front.send_initial_metadata, tuple(initial_metadata or ()))
+
+    async def abort(self, code: grpc.StatusCode, details: str = "", trailing_metadata: Any = ()) -> NoReturn:
+        if self.status_sent:
+            raise grpc.aio.UsageError("Abort already called!")
+        if trailing_metadata:
+            self.trailing_metadata_ = trailing_metadata
+        if code == grpc.StatusCode.OK:
+            # grpc.aio leaves such a call unanswered until its deadline; the
+            # sync server's answer is the useful one (README: differences).
+            self._server.log_error("abort() called with StatusCode.OK; returning UNKNOWN")
+            code, details = _UNKNOWN, ""
+        await self.finish(code, details)
+        raise grpc.aio.AbortError()
+
+    async def abort_with_status(self, status: grpc.Status) -> NoReturn:
+        await self.abort(status.code, status.details, status.trailing_metadata)
+
+    def set_trailing_metadata(self, trailing_metadata: Any) -> None:
+        self.trailing_metadata_ = trailing_metadata
+
+    def trailing_metadata(self) -> Any:
+        return self.trailing_metadata_
+
+    def set_code(self, code: grpc.StatusCode) -> None:
+        self.code_ = code
+
+    def code(self) -> Optional[grpc.StatusCode]:
+        return self.code_
+
+    def set_details(self, details: str) -> None:
+        self.details_ = details
+
+    def details(self) -> str:
+        return self.details_
+
+    def set_compression(self, compression: grpc.Compression) -> None:
+        pass  # responses are sent uncompressed (README: server options)
+
+    def disable_next_message_compression(self) -> None:
+        pass
+
+    # -- the call --------------------------------------------------------------
+
+    def _call_details(self) -> dict:
+        if self._details_cache is None:
+            try:
+                self._details_cache = self._front.call_details(self._call_id)
+            except LookupError:
+                self._details_cache = {"invocation_metadata": (), "peer": ""}
+        return self._details_cache
+
+    def invocation_metadata(self) -> Tuple[Metadatum, ...]:
+        return tuple(Metadatum(k, v) for k, v in self._call_details()["invocation_metadata"])
+
+    def peer(self) -> str:
+        return self._call_details()["peer"]
+
+    def peer_identities(self) -> Optional[Sequence[bytes]]:
+        return None
+
+    def peer_identity_key(self) -> Optional[str]:
+        return None
+
+    def auth_context(self) -> Mapping[str, Sequence[bytes]]:
+        return {k: list(v) for k, v in INSECURE_AUTH_CONTEXT.items()}
+
+    def time_remaining(self) -> Optional[float]:
+        if self.status_sent or self.cancelled_:
+            return 0.0
+        return self._front.time_remaining(self._call_id)
+
+    def cancelled(self) -> bool:
+        return self.cancelled_
+
+    def done(self) -> bool:
+        return self.status_sent or self.cancelled_
+
+    def add_done_callback(self, callback: Callable[[Any], None]) -> None:
+        self.done_callbacks.append(callback)
