@@ -8,11 +8,13 @@ past its limit. Nothing can hang forever.
 """
 
 import faulthandler
+import os
 import sys
 
 import pytest
 
-_WATCHDOG_MARGIN = 60
+# Seconds past a test's pytest-timeout limit before the watchdog ends the run.
+_WATCHDOG_MARGIN = float(os.environ.get("PYGRPC_NATIVE_TEST_WATCHDOG_MARGIN", "60"))
 
 
 def _timeout_of(item):
@@ -32,9 +34,26 @@ def _timeout_of(item):
         return 120.0
 
 
+def _real_stderr(config):
+    """Where the watchdog writes: the terminal's stderr, not pytest's capture
+    (whose temporary file dies with the process). pytest keeps a copy of the
+    original file descriptor while it captures; use it when it's there."""
+    capman = config.pluginmanager.getplugin("capturemanager")
+    try:
+        fd = capman._global_capturing.err.targetfd_save
+    except AttributeError:
+        fd = None
+    return fd if isinstance(fd, int) else sys.stderr
+
+
 @pytest.fixture(autouse=True)
 def _watchdog(request):
-    faulthandler.dump_traceback_later(_timeout_of(request.node) + _WATCHDOG_MARGIN, exit=True, file=sys.stderr)
+    limit = _timeout_of(request.node) + _WATCHDOG_MARGIN
+    out = _real_stderr(request.config)
+    try:
+        faulthandler.dump_traceback_later(limit, exit=True, file=out)
+    except (OSError, ValueError):
+        faulthandler.dump_traceback_later(limit, exit=True, file=sys.stderr)
     try:
         yield
     finally:

@@ -114,3 +114,46 @@ def test_recv_batch_from_many_threads_delivers_each_event_once():
         futures = [say(ch).future(b"%d" % i, timeout=60) for i in range(2000)]
         assert [f.result(timeout=60) for f in futures] == [b"%d" % i for i in range(2000)]
     assert len(seen) == 2000 and len(set(seen)) == 2000
+
+
+def test_answers_racing_client_cancels_keep_the_books_straight():
+    """Python answers while clients cancel at random moments: every call
+    ends exactly once, as an answer or a cancel, and metrics agree."""
+    import random
+
+    rng = random.Random(1234)
+    outcomes = {"answered": 0, "cancelled": 0}
+
+    def handler(front, event):
+        if event[0] == EVENT_CALL:
+            time.sleep(rng.random() * 0.002)
+            front.respond(event[1], event[3])
+
+    n = 1500
+    with serving(handler, threads=4) as s, s.channel() as ch:
+        futures = [say(ch).future(b"%d" % i, timeout=60) for i in range(n)]
+        for i, f in enumerate(futures):
+            if i % 3 == 0:
+                time.sleep(rng.random() * 0.001)
+                f.cancel()
+        for i, f in enumerate(futures):
+            try:
+                assert f.result(timeout=60) == b"%d" % i
+                outcomes["answered"] += 1
+            except grpc.FutureCancelledError:
+                outcomes["cancelled"] += 1
+            except grpc.RpcError as e:
+                assert e.code() == grpc.StatusCode.CANCELLED, e
+                outcomes["cancelled"] += 1
+        m = wait_until(
+            lambda: (x := s.front.metrics())["calls_active"] == 0 and x["events_queued"] == 0 and x,
+            what="all calls ended",
+        )
+        assert outcomes["answered"] + outcomes["cancelled"] == n
+        assert m["calls_completed"] + m["calls_cancelled"] == m["calls_started"], m
+        assert m["calls_completed"] >= outcomes["answered"]
+    started = {e[1] for e in s.log.calls()}
+    cancelled = [e[1] for e in s.log.cancels()]
+    assert len(cancelled) == len(set(cancelled)), "a call got two EVENT_CANCELs"
+    assert set(cancelled) <= started
+    assert len(started) == m["calls_started"]

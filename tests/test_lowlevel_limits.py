@@ -125,3 +125,32 @@ def test_max_concurrent_streams_limits_calls_per_connection():
         s.front.respond(first_two[1][1], b"done")
         s.front.respond(third[1], b"done")
         assert [f.result(timeout=WAIT) for f in futures] == [b"done"] * 3
+
+
+def test_oversized_request_metadata_refuses_only_that_call():
+    """The README: "A call whose request metadata is over the limit ... is
+    refused." A grpcio server answers that call RESOURCE_EXHAUSTED and
+    leaves the other calls on the connection alone (measured with grpcio
+    1.85); closing the whole connection fails every call in flight on it."""
+    import threading
+
+    def respond(front, call_id, payload):
+        try:
+            front.respond(call_id, payload)
+        except RuntimeError:
+            pass  # the test failed and the front already stopped
+
+    def handler(front, event):
+        if event[0] == EVENT_CALL:
+            delay = 1.0 if event[3] == b"in flight" else 0
+            threading.Timer(delay, respond, (front, event[1], event[3])).start()
+
+    big = (("x-big", "v" * (20 * 1024)),)
+    with serving(handler) as s, s.channel() as ch:
+        assert say(ch)(b"warm-up", timeout=WAIT) == b"warm-up"
+        in_flight = say(ch).future(b"in flight", timeout=WAIT)
+        s.log.wait_call(b"in flight")
+        with pytest.raises(grpc.RpcError) as info:
+            say(ch)(b"big md", metadata=big, timeout=WAIT)
+        assert info.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, (info.value.code(), info.value.details())
+        assert in_flight.result(timeout=WAIT) == b"in flight"

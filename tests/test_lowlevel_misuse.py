@@ -181,6 +181,8 @@ def test_recv_batch_argument_types():
         for bad in (0, -1):
             with pytest.raises(ValueError):
                 front.recv_batch(bad, 0.1)
+        with pytest.raises(ValueError):
+            front.recv_batch(1, -1)
         assert front.recv_batch(10, 0) == []
         assert front.recv_batch(10, 0.05) == []
         assert front.recv_batch(10, 0.05) == []
