@@ -1,0 +1,23 @@
+"""Generates the example's gRPC code from proto/echo.proto at run time, so
+that no generated code is committed. Needs grpcio-tools."""
+
+import importlib
+import pathlib
+import sys
+import tempfile
+
+_PROTO_DIR = pathlib.Path(__file__).resolve().parent.parent / "proto"
+
+
+def load_echo():
+    """Returns the (echo_pb2, echo_pb2_grpc) modules."""
+    from grpc_tools import protoc
+
+    out = tempfile.mkdtemp(prefix="pygrpc-native-example-")
+    status = protoc.main(
+        ["protoc", f"-I{_PROTO_DIR}", f"--python_out={out}", f"--grpc_python_out={out}", str(_PROTO_DIR / "echo.proto")]
+    )
+    if status != 0:
+        raise RuntimeError("grpc_tools.protoc failed on proto/echo.proto")
+    sys.path.insert(0, out)
+    return importlib.import_module("echo_pb2"), importlib.import_module("echo_pb2_grpc")
