@@ -38,7 +38,7 @@ def main(argv=None) -> int:
     p.add_argument(
         "--servers",
         default="grpcio_sync,native_sync,lowlevel",
-        help="comma-separated, from: grpcio_sync, native_sync, lowlevel, grpcgo (a plain grpc-go echo server, the ceiling "
+        help="comma-separated, from: grpcio_sync, native_sync, grpcio_aio, native_aio, native_aio_uvloop, lowlevel, grpcgo (a plain grpc-go echo server, the ceiling "
         "for this machine; not run by default)",
     )
     p.add_argument("--clients", default="grpcio_1thread,loadgen", help="comma-separated subset of: grpcio_1thread,loadgen")
@@ -57,7 +57,7 @@ def main(argv=None) -> int:
     server_keys = [k.strip() for k in args.servers.split(",")]
     client_keys = [c.strip() for c in args.clients.split(",")]
     for k in server_keys:
-        if k not in ("grpcio_sync", "native_sync", "lowlevel", "grpcgo"):
+        if k not in ("grpcio_sync", "native_sync", "grpcio_aio", "native_aio", "native_aio_uvloop", "lowlevel", "grpcgo"):
             p.error(f"unknown server {k!r}")
     for k in client_keys:
         if k not in ("grpcio_1thread", "loadgen"):
@@ -89,6 +89,23 @@ def main(argv=None) -> int:
                 "native_sync",
                 "pygrpc_native.server()",
                 (sys.executable, "-m", "bench.servers.grpcio_sync", "--impl", "native", "--workers", str(args.grpcio_workers)),
+                requires="pygrpc_native",
+            ),
+            "grpcio_aio": ServerKind(
+                "grpcio_aio",
+                "grpc.aio.server()",
+                (sys.executable, "-m", "bench.servers.aio_echo", "--impl", "grpcio"),
+            ),
+            "native_aio": ServerKind(
+                "native_aio",
+                "pygrpc_native.aio.server()",
+                (sys.executable, "-m", "bench.servers.aio_echo", "--impl", "native"),
+                requires="pygrpc_native",
+            ),
+            "native_aio_uvloop": ServerKind(
+                "native_aio_uvloop",
+                "pygrpc_native.aio.server() + uvloop",
+                (sys.executable, "-m", "bench.servers.aio_echo", "--impl", "native", "--uvloop"),
                 requires="pygrpc_native",
             ),
             "lowlevel": ServerKind(

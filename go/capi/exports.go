@@ -112,12 +112,30 @@ func pgn_stop(h C.int64_t, graceNs C.int64_t) C.int {
 	return C.PGN_OK
 }
 
+// pgn_event_fd returns the front's event descriptor (Front.EventFD), or -1
+// with *errOut set.
+//
+//export pgn_event_fd
+func pgn_event_fd(h C.int64_t, errOut **C.char) C.int {
+	f := getHandle(int64(h))
+	if f == nil {
+		setError(errors.New("the front is closed"), errOut)
+		return -1
+	}
+	fd, err := f.EventFD()
+	if err != nil {
+		setError(err, errOut)
+		return -1
+	}
+	return C.int(fd)
+}
+
 // pgn_release stops the front at once and forgets the handle.
 //
 //export pgn_release
 func pgn_release(h C.int64_t) {
 	if f := removeHandle(int64(h)); f != nil {
-		f.Stop(-1)
+		f.Close()
 	}
 }
 
@@ -331,7 +349,8 @@ func pgn_time_remaining(h C.int64_t, id C.uint64_t, ns *C.int64_t) C.int {
 
 // pgn_call_details returns a dict: method, invocation_metadata (list of
 // (key, value) tuples; bytes values for -bin keys), peer, authority,
-// client_key, time_remaining (float seconds or None).
+// client_key, time_remaining (float seconds or None), auth_context (dict of
+// str to list of bytes, grpcio's keys) and peer_identity_key (str or None).
 //
 //export pgn_call_details
 func pgn_call_details(h C.int64_t, id C.uint64_t, out **C.char, outLen *C.size_t) C.int {
@@ -341,7 +360,7 @@ func pgn_call_details(h C.int64_t, id C.uint64_t, out **C.char, outLen *C.size_t
 			return r
 		}
 		e := getEncoder()
-		e.dict(6)
+		e.dict(8)
 		e.str("method")
 		e.str(d.Method)
 		e.str("invocation_metadata")
@@ -367,9 +386,55 @@ func pgn_call_details(h C.int64_t, id C.uint64_t, out **C.char, outLen *C.size_t
 		} else {
 			e.none()
 		}
+		e.str("auth_context")
+		e.dict(len(d.Auth.Entries))
+		for _, entry := range d.Auth.Entries {
+			e.str(entry.Name)
+			e.list(len(entry.Values))
+			for _, v := range entry.Values {
+				e.bytes(v)
+			}
+		}
+		e.str("peer_identity_key")
+		if d.Auth.PeerIdentityKey != "" {
+			e.str(d.Auth.PeerIdentityKey)
+		} else {
+			e.none()
+		}
 		e.finish(out, outLen)
 		return front.ResultOK
 	})
+}
+
+// pgn_check_tls checks TLS credentials (front.ParseTLS): 0, or an error
+// kind with *errOut set. It needs no front: ssl_server_credentials() calls
+// it to refuse bad PEM when the credentials are made.
+//
+//export pgn_check_tls
+func pgn_check_tls(doc *C.char, docLen C.size_t, errOut **C.char) C.int {
+	if _, err := front.ParseTLS(goBytes(doc, docLen)); err != nil {
+		return setError(err, errOut)
+	}
+	return 0
+}
+
+// pgn_set_tls replaces the front's TLS credentials (JSON null: plaintext)
+// before it starts: 0, or an error kind with *errOut set.
+//
+//export pgn_set_tls
+func pgn_set_tls(h C.int64_t, doc *C.char, docLen C.size_t, errOut **C.char) C.int {
+	f := getHandle(int64(h))
+	if f == nil {
+		return setError(errors.New("the front is closed"), errOut)
+	}
+	cfg, err := front.ParseTLS(goBytes(doc, docLen))
+	if err != nil {
+		return setError(err, errOut)
+	}
+	if err := f.SetTLS(cfg); err != nil {
+		return setError(err, errOut)
+	}
+	return 0
 }
 
 //export pgn_metrics

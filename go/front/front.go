@@ -2,6 +2,7 @@ package front
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"math"
 	"net"
@@ -13,6 +14,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	_ "google.golang.org/grpc/encoding/gzip" // accept gzip-compressed requests, as grpcio does
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
@@ -37,7 +39,10 @@ func (e *LifecycleError) Error() string { return e.msg }
 
 // Front is one native gRPC server and its event queue.
 type Front struct {
-	cfg   *Config
+	cfg *Config
+	// opts build srv at Start, with the TLS credentials of that moment.
+	opts  []grpc.ServerOption
+	tls   *tls.Config // nil: plaintext
 	srv   *grpc.Server
 	queue *eventQueue
 	// watchedQueue gets the EventCancel of watched calls (Watch), so that
@@ -58,7 +63,7 @@ type Front struct {
 
 // New builds a front from cfg. Nothing is bound until Start.
 func New(cfg *Config) (*Front, error) {
-	f := &Front{cfg: cfg, queue: newEventQueue(), watchedQueue: newEventQueue(), methods: newMethodTable(cfg.Methods)}
+	f := &Front{cfg: cfg, tls: cfg.TLS, queue: newEventQueue(), watchedQueue: newEventQueue(), methods: newMethodTable(cfg.Methods)}
 	l := cfg.Limits
 	opts := []grpc.ServerOption{
 		grpc.ForceServerCodecV2(rawCodec{}),
@@ -79,8 +84,7 @@ func New(cfg *Config) (*Front, error) {
 		// so the queue can be closed behind them.
 		grpc.WaitForHandlers(true),
 	}
-	opts = append(opts, grpc.InTapHandle(f.tap))
-	f.srv = grpc.NewServer(opts...)
+	f.opts = append(opts, grpc.InTapHandle(f.tap))
 	if cfg.Fallback != "" {
 		conn, err := dialFallback(cfg.Fallback)
 		if err != nil {
@@ -191,6 +195,13 @@ func (f *Front) Start() error {
 		}
 	}
 	lis := f.lis
+	opts := f.opts
+	if f.tls != nil {
+		// grpc-go's TLS credentials add ALPN h2 and refuse clients without
+		// ALPN, as grpcio does.
+		opts = append(opts[:len(opts):len(opts)], grpc.Creds(credentials.NewTLS(f.tls)))
+	}
+	f.srv = grpc.NewServer(opts...)
 	f.serveDone = make(chan struct{})
 	f.state.Store(stateServing)
 	go func() {
@@ -258,6 +269,30 @@ func (f *Front) Recv(max int, timeout time.Duration) (batch []Event, closed bool
 		f.m.eventsDelivered.Add(uint64(len(batch)))
 	}
 	return batch, closed
+}
+
+// Close stops the front at once and releases what it holds beyond the
+// server (the EventFD pipe). The front is unusable afterwards.
+func (f *Front) Close() {
+	f.Stop(-1)
+	f.queue.mu.Lock()
+	if n := f.queue.notify; n != nil {
+		f.queue.notify = nil
+		n.close()
+	}
+	f.queue.mu.Unlock()
+}
+
+// EventFD returns a file descriptor that is readable exactly while events
+// wait for Recv (or the front has stopped), for event loops: watch it, and
+// when it is readable, take events with a zero timeout. It stays open as
+// long as the front.
+func (f *Front) EventFD() (int, error) {
+	n, err := f.queue.notifier()
+	if err != nil {
+		return -1, err
+	}
+	return n.r, nil
 }
 
 // RecvWatched is Recv for the EventCancel events of watched calls.
@@ -448,6 +483,8 @@ type CallDetails struct {
 	ClientKey     string
 	HasDeadline   bool
 	TimeRemaining time.Duration
+	// Auth is the connection's identity in grpcio's auth_context() terms.
+	Auth *Auth
 }
 
 // Details describes a live call.
@@ -460,6 +497,8 @@ func (f *Front) Details(id uint64) (CallDetails, Result) {
 	if c.conn != nil {
 		d.Peer = c.conn.peer
 	}
+	p, _ := peer.FromContext(c.ctx)
+	d.Auth = connAuth(p, c.conn)
 	md, _ := metadata.FromIncomingContext(c.ctx)
 	if a := md.Get(":authority"); len(a) > 0 {
 		d.Authority = a[0]

@@ -49,6 +49,9 @@ type eventQueue struct {
 	// ready holds a token while items may be non-empty or the queue is
 	// closed; it wakes one waiting consumer, which passes it on.
 	ready chan struct{}
+	// notify, when set, is readable exactly while the queue is non-empty
+	// or closed (see notifier).
+	notify *notifier
 }
 
 func newEventQueue() *eventQueue {
@@ -69,10 +72,36 @@ func (q *eventQueue) push(e Event) bool {
 		q.mu.Unlock()
 		return false
 	}
+	q.raiseIfEmpty()
 	q.items = append(q.items, e)
 	q.mu.Unlock()
 	q.signal()
 	return true
+}
+
+// raiseIfEmpty raises the notifier before the first item goes in. Called
+// with q.mu held.
+func (q *eventQueue) raiseIfEmpty() {
+	if q.notify != nil && q.head == len(q.items) {
+		q.notify.raise()
+	}
+}
+
+// notifier returns the queue's notifier, creating it on first use.
+func (q *eventQueue) notifier() (*notifier, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.notify == nil {
+		n, err := newNotifier()
+		if err != nil {
+			return nil, err
+		}
+		q.notify = n
+		if q.head < len(q.items) || q.closed {
+			n.raise()
+		}
+	}
+	return q.notify, nil
 }
 
 // pushAll appends events in order, atomically with respect to other pushes.
@@ -81,6 +110,9 @@ func (q *eventQueue) pushAll(es []Event) bool {
 	if q.closed {
 		q.mu.Unlock()
 		return false
+	}
+	if len(es) > 0 {
+		q.raiseIfEmpty()
 	}
 	q.items = append(q.items, es...)
 	q.mu.Unlock()
@@ -97,6 +129,9 @@ func (q *eventQueue) len() int {
 // close ends the queue: consumers drain what is left, then get closed=true.
 func (q *eventQueue) close() {
 	q.mu.Lock()
+	if !q.closed {
+		q.raiseIfEmpty() // a closed queue reads as ready
+	}
 	q.closed = true
 	q.mu.Unlock()
 	q.signal()
@@ -116,6 +151,9 @@ func (q *eventQueue) take(max int) (batch []Event, closed bool) {
 		q.head += n
 		if q.head == len(q.items) {
 			q.items, q.head = q.items[:0], 0
+			if q.notify != nil && !q.closed {
+				q.notify.lower()
+			}
 		} else if q.head > 1024 && q.head > len(q.items)/2 {
 			q.items = append(q.items[:0], q.items[q.head:]...)
 			q.head = 0

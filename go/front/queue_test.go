@@ -4,6 +4,8 @@ import (
 	"net"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestQueueRecvTimeoutAndClose(t *testing.T) {
@@ -62,5 +64,38 @@ func TestFormatPeer(t *testing.T) {
 		if got := formatPeer(addr); got != want {
 			t.Errorf("%v: %q, want %q", addr, got, want)
 		}
+	}
+}
+
+func TestNotifierIsReadableExactlyWhileEventsWait(t *testing.T) {
+	q := newEventQueue()
+	n, err := q.notifier()
+	if err != nil {
+		t.Fatal(err)
+	}
+	readable := func() bool {
+		fds := []unix.PollFd{{Fd: int32(n.r), Events: unix.POLLIN}}
+		c, _ := unix.Poll(fds, 0)
+		return c == 1
+	}
+	if readable() {
+		t.Fatal("readable while empty")
+	}
+	q.push(Event{})
+	q.push(Event{})
+	if !readable() {
+		t.Fatal("not readable with events")
+	}
+	q.take(1)
+	if !readable() {
+		t.Fatal("not readable with one event left")
+	}
+	q.take(1)
+	if readable() {
+		t.Fatal("readable once drained")
+	}
+	q.close()
+	if !readable() {
+		t.Fatal("a closed queue must read as ready")
 	}
 }

@@ -831,6 +831,20 @@ static PyObject *Front_cancel(PyObject *self, PyObject *id_obj) {
     return result_to_py(rc, id);
 }
 
+static PyObject *Front_event_fd(PyObject *self, PyObject *unused) {
+    int64_t h = front_handle(self);
+    if (h == 0) {
+        return NULL;
+    }
+    char *err = NULL;
+    int fd = pgn_event_fd(h, &err);
+    if (fd < 0) {
+        raise_go_error(PGN_ERR_OS, err);
+        return NULL;
+    }
+    return PyLong_FromLong(fd);
+}
+
 static PyObject *Front_watch(PyObject *self, PyObject *id_obj) {
     int64_t h = front_handle(self);
     uint64_t id;
@@ -960,6 +974,10 @@ static PyMethodDef Front_methods[] = {
     {"finish", (PyCFunction)(void (*)(void))Front_finish, METH_VARARGS | METH_KEYWORDS,
      "finish($self, /, call_id, code=0, details=None, trailing_metadata=None, payload=None)\n--\n\n"
      "End a call with a status, trailing metadata and an optional last message."},
+    {"event_fd", (PyCFunction)Front_event_fd, METH_NOARGS,
+     "event_fd($self, /)\n--\n\nA file descriptor that is readable exactly while recv_batch() has events to "
+     "return (or the front has stopped): for event loops, which then call recv_batch(n, 0). Owned by the "
+     "front; don't close it."},
     {"watch", (PyCFunction)Front_watch, METH_O,
      "watch($self, call_id, /)\n--\n\nSend the call's EVENT_CANCEL, if it ends without being finished, to "
      "recv_watched() instead of recv_batch(). False if the call has already ended."},

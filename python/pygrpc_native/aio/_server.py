@@ -1,10 +1,11 @@
 """pygrpc_native.aio.server(): grpc.aio.Server on top of the native front.
 
 Handlers run on the event loop that called ``start()`` (uvloop included).
-One thread waits for events in Go and hands each batch to the loop with one
-``call_soon_threadsafe``: one loop wake-up per batch, no thread hop per call.
-Each call then runs as a task, as in grpc.aio, so that a client cancel or a
-passed deadline (EVENT_CANCEL) can cancel it.
+The loop watches the front's event descriptor, which is readable exactly
+while events wait, and takes them itself in batches: one loop wake-up per
+batch, no thread of ours in between. Each call then runs as a task, as in
+grpc.aio, so that a client cancel or a passed deadline (EVENT_CANCEL) can
+cancel it.
 
 Sends never block the loop: the front is non-blocking, and a full call
 buffer (a slow client) is waited out with ``asyncio.sleep``.
@@ -20,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-import threading
 import time
 from concurrent import futures
 from typing import Any, Dict, Optional, Sequence, Tuple
@@ -114,7 +114,7 @@ class _AioServer(ServerCore, grpc.aio.Server):
         self._loop: Optional[asyncio.AbstractEventLoop] = None
         self._calls: Dict[int, Tuple[asyncio.Task, ServicerContext]] = {}
         self._kinds: Dict[Any, str] = {}
-        self._pump: Optional[threading.Thread] = None
+        self._event_fd: Optional[int] = None
         self._terminated = asyncio.Event()
         if handlers:
             self.add_generic_rpc_handlers(handlers)
@@ -132,13 +132,13 @@ class _AioServer(ServerCore, grpc.aio.Server):
             self.fallback.add_insecure_port(self.fallback_address)
             await self.fallback.start()
             self.front.start()
-            self._pump = threading.Thread(target=self._pump_events, name="pygrpc_native-aio-pump", daemon=True)
-            self._pump.start()
+            self._event_fd = self.front.event_fd()
+            self._loop.add_reader(self._event_fd, self._on_events)
 
     async def stop(self, grace: Optional[float]) -> None:
         with self.lock:
             stage, self.stage = self.stage, STOPPED
-        if stage is NEW or self._pump is None:
+        if stage is NEW or self._event_fd is None:
             self._terminated.set()
             self.cleanup()
             return
@@ -162,22 +162,15 @@ class _AioServer(ServerCore, grpc.aio.Server):
 
     # -- events --------------------------------------------------------------
 
-    def _pump_events(self) -> None:
-        loop = self._loop
-        assert loop is not None
-        try:
-            while (events := self.front.recv_batch(_BATCH)) is not None:
-                loop.call_soon_threadsafe(self._take, events)
-        except RuntimeError:
-            # The loop was closed under a running server: nothing can serve
-            # the calls any more.
-            _LOGGER.error("pygrpc_native.aio: the event loop closed while the server ran; stopping it")
-            self.front.stop(None)
-            return
-        try:
-            loop.call_soon_threadsafe(self._terminated.set)
-        except RuntimeError:
-            pass
+    def _on_events(self) -> None:
+        """The event descriptor is readable: take one batch (the loop calls
+        back while more wait, between other work)."""
+        events = self.front.recv_batch(_BATCH, 0)
+        if events is None:
+            self._loop.remove_reader(self._event_fd)  # type: ignore[union-attr]
+            self._terminated.set()
+        elif events:
+            self._take(events)
 
     def _take(self, events: Any) -> None:
         """Starts a task per call, cancels the tasks of calls that ended,
