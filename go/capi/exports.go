@@ -100,15 +100,20 @@ func pgn_port(h C.int64_t) C.int {
 	return 0
 }
 
-// pgn_stop blocks until the front has stopped; graceNs < 0 means no grace.
+// pgn_stop stops the front (graceNs < 0: no grace). With wait it returns
+// once the front has stopped; without, once new calls are refused.
 //
 //export pgn_stop
-func pgn_stop(h C.int64_t, graceNs C.int64_t) C.int {
+func pgn_stop(h C.int64_t, graceNs C.int64_t, wait C.int) C.int {
 	f := getHandle(int64(h))
 	if f == nil {
 		return C.PGN_BAD_HANDLE
 	}
-	f.Stop(time.Duration(graceNs))
+	if wait != 0 {
+		f.Stop(time.Duration(graceNs))
+	} else {
+		f.BeginStop(time.Duration(graceNs))
+	}
 	return C.PGN_OK
 }
 

@@ -1,6 +1,7 @@
 package front
 
 import (
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -38,6 +39,8 @@ type Config struct {
 	// with RESOURCE_EXHAUSTED; 0 means no limit.
 	MaxConcurrentRPCs int
 	Limits            Limits
+	// TLS serves TLS with these credentials (ParseTLS); nil: plaintext.
+	TLS *tls.Config
 }
 
 // Limits are the protocol settings that grpcio channel options control.
@@ -98,6 +101,7 @@ type configJSON struct {
 	ResolveUnknown    bool              `json:"resolve_unknown"`
 	Fallback          string            `json:"fallback"`
 	MaxConcurrentRPCs int               `json:"maximum_concurrent_rpcs"`
+	TLS               json.RawMessage   `json:"tls"`
 }
 
 // ParseConfig reads the JSON document the Python layer builds:
@@ -105,7 +109,9 @@ type configJSON struct {
 //	{"address": "[::]:0", "methods": [["/pkg.Svc/M", false], ...],
 //	 "options": [["grpc.max_receive_message_length", 1024], ...],
 //	 "bearer_tokens": {"token": "client key"}, "ordered": false,
-//	 "maximum_concurrent_rpcs": 0}
+//	 "maximum_concurrent_rpcs": 0, "tls": null}
+//
+// "tls" holds TLS credentials as ParseTLS reads them.
 //
 // Option values that are not integers are ignored, as grpcio ignores them.
 func ParseConfig(doc []byte) (*Config, error) {
@@ -126,6 +132,13 @@ func ParseConfig(doc []byte) (*Config, error) {
 		Fallback:          raw.Fallback,
 		MaxConcurrentRPCs: raw.MaxConcurrentRPCs,
 		Limits:            defaultLimits(),
+	}
+	if len(raw.TLS) > 0 {
+		t, err := ParseTLS(raw.TLS)
+		if err != nil {
+			return nil, err
+		}
+		cfg.TLS = t
 	}
 	if cfg.MaxConcurrentRPCs < 0 {
 		return nil, configErrorf("maximum_concurrent_rpcs must be positive, got %d", cfg.MaxConcurrentRPCs)

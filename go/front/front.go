@@ -59,11 +59,19 @@ type Front struct {
 	port      atomic.Int32 // bound port, readable while Stop holds mu
 	lis       *listener
 	serveDone chan struct{}
+	stopped   chan struct{} // closed once the front has stopped
 }
 
 // New builds a front from cfg. Nothing is bound until Start.
 func New(cfg *Config) (*Front, error) {
-	f := &Front{cfg: cfg, tls: cfg.TLS, queue: newEventQueue(), watchedQueue: newEventQueue(), methods: newMethodTable(cfg.Methods)}
+	f := &Front{
+		cfg:          cfg,
+		tls:          cfg.TLS,
+		queue:        newEventQueue(),
+		watchedQueue: newEventQueue(),
+		methods:      newMethodTable(cfg.Methods),
+		stopped:      make(chan struct{}),
+	}
 	l := cfg.Limits
 	opts := []grpc.ServerOption{
 		grpc.ForceServerCodecV2(rawCodec{}),
@@ -214,11 +222,12 @@ func (f *Front) Start() error {
 // Port is the bound TCP port, or 0 before Start.
 func (f *Front) Port() int { return int(f.port.Load()) }
 
-// Stop refuses new calls, gives calls in flight up to grace to finish
-// (grace < 0: none), then cancels the rest. It returns once every handler
-// has ended; the queue is then closed, so Recv drains it and reports closed.
-// Stopping a stopped front does nothing.
-func (f *Front) Stop(grace time.Duration) {
+// BeginStop refuses new calls before it returns (the listener is closed,
+// and connections get GOAWAY), gives calls in flight up to grace to finish
+// (grace < 0: none), then cancels the rest, in the background. When every
+// handler has ended the queues are closed, so Recv drains them and reports
+// closed, and Stopped is closed. Stopping a stopped front does nothing.
+func (f *Front) BeginStop(grace time.Duration) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	switch f.state.Load() {
@@ -228,35 +237,46 @@ func (f *Front) Stop(grace time.Duration) {
 		if f.lis != nil {
 			f.lis.Close()
 		}
-		f.closeFallback()
-		f.state.Store(stateStopped)
-		f.queue.close()
-		f.watchedQueue.close()
+		f.finishStop()
 		return
 	}
 	f.state.Store(stateStopping)
+	f.lis.Close()
 	drained := make(chan struct{})
 	go func() {
 		f.srv.GracefulStop()
 		close(drained)
 	}()
-	if grace < 0 {
-		f.srv.Stop()
-	} else {
-		t := time.NewTimer(grace)
-		select {
-		case <-drained:
-		case <-t.C:
+	go func() {
+		if grace < 0 {
 			f.srv.Stop()
+		} else {
+			t := time.NewTimer(grace)
+			select {
+			case <-drained:
+			case <-t.C:
+				f.srv.Stop()
+			}
+			t.Stop()
 		}
-		t.Stop()
-	}
-	<-drained
-	<-f.serveDone
+		<-drained
+		<-f.serveDone
+		f.finishStop()
+	}()
+}
+
+func (f *Front) finishStop() {
 	f.closeFallback()
 	f.state.Store(stateStopped)
 	f.queue.close()
 	f.watchedQueue.close()
+	close(f.stopped)
+}
+
+// Stop is BeginStop, then waits until the front has stopped.
+func (f *Front) Stop(grace time.Duration) {
+	f.BeginStop(grace)
+	<-f.stopped
 }
 
 // Recv waits up to timeout (negative: forever) for events and returns up

@@ -207,7 +207,7 @@ func TestMessageSizeLimits(t *testing.T) {
 	_, err := say(context.Background(), cc, strings.Repeat("x", 11))
 	wantStatus(t, err, codes.ResourceExhausted, "grpc: received message larger than max (11 vs. 10)")
 	_, err = say(context.Background(), cc, strings.Repeat("x", 6))
-	wantStatus(t, err, codes.ResourceExhausted, "Sent message larger than max (6 vs. 5)")
+	wantStatus(t, err, codes.ResourceExhausted, "SERVER: Sent message larger than max (6 vs. 5)")
 	if got, err := say(context.Background(), cc, "12345"); err != nil || got != "12345" {
 		t.Fatalf("within limits: %q %v", got, err)
 	}

@@ -28,7 +28,7 @@ const (
 // moment the deadline passes, and a reset that beats the client's own timer
 // reaches the client as CANCELLED; ending the call a little earlier, with
 // status DEADLINE_EXCEEDED, gives the client what grpcio's server gives.
-const deadlineMargin = 5 * time.Millisecond
+const deadlineMargin = 20 * time.Millisecond
 
 // dispatch is grpc-go's handler for every call (grpc.UnknownServiceHandler):
 // it routes the call by path through the method table. Every method takes
@@ -266,10 +266,10 @@ func (f *Front) apply(c *call, o op, out grpc.ServerStream) (err error, done boo
 }
 
 // send writes one message, enforcing grpc.max_send_message_length with
-// grpcio's wording.
+// grpcio's wording (the prefix included).
 func (f *Front) send(out grpc.ServerStream, b []byte) error {
 	if limit := f.cfg.Limits.MaxSendMsgSize; len(b) > limit {
-		return status.Error(codes.ResourceExhausted, fmt.Sprintf("Sent message larger than max (%d vs. %d)", len(b), limit))
+		return status.Error(codes.ResourceExhausted, fmt.Sprintf("SERVER: Sent message larger than max (%d vs. %d)", len(b), limit))
 	}
 	return out.SendMsg(b)
 }

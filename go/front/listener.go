@@ -109,6 +109,7 @@ type connAddr struct {
 	// peer is the address as grpcio's context.peer() formats it.
 	peer  string
 	order orderState
+	authCache
 }
 
 func newConnAddr(a net.Addr) *connAddr {

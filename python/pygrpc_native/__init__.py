@@ -4,8 +4,19 @@
 is :class:`NativeGrpcFront` (docs/low-level-api.md).
 """
 
+from ._credentials import ServerCredentials, ssl_server_credentials
 from ._front import EVENT_CALL, EVENT_CANCEL, EVENT_LOOKUP, FALLBACK, Event, NativeGrpcFront
 from ._server import server
 
-__all__ = ["EVENT_CALL", "EVENT_CANCEL", "EVENT_LOOKUP", "FALLBACK", "Event", "NativeGrpcFront", "server"]
+__all__ = [
+    "EVENT_CALL",
+    "EVENT_CANCEL",
+    "EVENT_LOOKUP",
+    "FALLBACK",
+    "Event",
+    "NativeGrpcFront",
+    "ServerCredentials",
+    "server",
+    "ssl_server_credentials",
+]
 __version__ = "0.1.0"

@@ -87,9 +87,10 @@ def _end(server: "_Server", ctx: ServicerContext, code: int, details: Any, paylo
         else:
             front.finish(ctx._call_id, code, details, ctx.trailing_metadata_, payload)
     except (TypeError, ValueError) as err:
-        # Metadata Go can't carry: the call still has to end.
+        # Metadata Go can't carry: Go has ended the call with INTERNAL.
         _LOGGER.error("Cannot send trailing metadata %r: %s", ctx.trailing_metadata_, err)
-        front.finish(ctx._call_id, _INTERNAL, f"Invalid trailing metadata: {err}")
+    except RuntimeError:
+        pass  # the server has stopped: the call has ended
     ctx.finished = True
     if ctx.callbacks:
         server.run_callbacks(ctx)
@@ -115,7 +116,10 @@ def _fail(server: "_Server", ctx: ServicerContext, exc: BaseException, template:
 
 def reject(server: "_Server", call_id: int, code: int, details: str) -> None:
     """Ends a call before any handler ran."""
-    server.front.finish(call_id, code, details)
+    try:
+        server.front.finish(call_id, code, details)
+    except RuntimeError:
+        pass  # the server has stopped
 
 
 def run_call(server: "_Server", method: Method, call_id: int, payload: bytes) -> None:
@@ -178,7 +182,11 @@ def run_call(server: "_Server", method: Method, call_id: int, payload: bytes) ->
             _end(server, ctx, _INTERNAL, b"Failed to serialize response!")
             return
         ctx.initial_metadata_allowed = False
-        if not send(call_id, body):
+        try:
+            sent = send(call_id, body)
+        except RuntimeError:
+            sent = False  # the server has stopped
+        if not sent:
             # The call ended (client cancel, deadline): stop iterating.
             ctx.finished = True
             return

@@ -87,7 +87,7 @@ class ServicerContext(grpc.ServicerContext):
         if self._details_cache is None:
             try:
                 self._details_cache = self._server.front.call_details(self._call_id)
-            except LookupError:
+            except (LookupError, RuntimeError):
                 # The call has ended; what grpcio would still report.
                 self._details_cache = {"invocation_metadata": (), "peer": ""}
         return self._details_cache
@@ -107,17 +107,29 @@ class ServicerContext(grpc.ServicerContext):
     def auth_context(self) -> Mapping[str, Sequence[bytes]]:
         return auth_context_of(self._call_details())
 
+    # Once the server has stopped, the front raises RuntimeError for every
+    # call; for a handler that is just a call that has ended.
+
     def is_active(self) -> bool:
-        return not self.finished and self._server.front.is_active(self._call_id)
+        try:
+            return not self.finished and self._server.front.is_active(self._call_id)
+        except RuntimeError:
+            return False
 
     def time_remaining(self) -> float:
-        left = self._server.front.time_remaining(self._call_id)
+        try:
+            left = self._server.front.time_remaining(self._call_id)
+        except RuntimeError:
+            return 0.0
         if left is None:
             return max(_NO_DEADLINE - time.time(), 0)
         return left
 
     def cancel(self) -> None:
-        self._server.front.cancel(self._call_id)
+        try:
+            self._server.front.cancel(self._call_id)
+        except RuntimeError:
+            pass
         self._server.run_callbacks(self)
 
     def add_callback(self, callback: Callable[[], None]) -> bool:

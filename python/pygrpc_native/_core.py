@@ -29,6 +29,7 @@ import grpc
 
 from ._calls import HandlerCallDetails, Method
 from ._context import Metadatum
+from ._credentials import set_front_tls, tls_config
 from ._front import FALLBACK, NativeGrpcFront
 
 _LOGGER = logging.getLogger("pygrpc_native")
@@ -156,7 +157,16 @@ class ServerCore:
             return port
 
     def add_secure_port(self, address: str, server_credentials: grpc.ServerCredentials) -> int:
-        raise NotImplementedError(
-            "pygrpc_native does not serve TLS yet; use add_insecure_port() "
-            "(TLS comes with pygrpc_native.ssl_server_credentials())"
-        )
+        """add_insecure_port with TLS, which ends at the native server:
+        fallback calls reach the grpcio server behind it in plaintext, over
+        its private Unix socket (docs/tls.md)."""
+        tls_config(server_credentials, "add_secure_port()")  # TypeError for grpcio's credentials
+        with self.lock:
+            if self.bound or self.stage is not NEW:
+                return self.add_insecure_port(address)  # raises, as it does
+            set_front_tls(self.front, server_credentials)
+            try:
+                return self.add_insecure_port(address)
+            except BaseException:
+                set_front_tls(self.front, None)
+                raise

@@ -12,6 +12,7 @@ import json
 from typing import Any, Iterable, Mapping, Optional, Sequence, Tuple
 
 from . import _native
+from ._credentials import tls_config
 
 EVENT_CALL: int = _native.EVENT_CALL
 EVENT_CANCEL: int = _native.EVENT_CANCEL
@@ -41,6 +42,7 @@ def _config_json(
     resolve_unknown: bool,
     maximum_concurrent_rpcs: Optional[int],
     fallback: Optional[str],
+    credentials: Any = None,
 ) -> str:
     if not isinstance(address, str):
         raise TypeError(f"address must be a str, not {type(address).__name__}")
@@ -75,6 +77,7 @@ def _config_json(
         not isinstance(maximum_concurrent_rpcs, int) or maximum_concurrent_rpcs < 1
     ):
         raise ValueError(f"maximum_concurrent_rpcs must be a positive int, got {maximum_concurrent_rpcs!r}")
+    tls = tls_config(credentials, "NativeGrpcFront(credentials=...)")
     return json.dumps(
         {
             "address": address,
@@ -85,6 +88,7 @@ def _config_json(
             "resolve_unknown": bool(resolve_unknown),
             "maximum_concurrent_rpcs": maximum_concurrent_rpcs or 0,
             "fallback": fallback or "",
+            "tls": tls,
         }
     )
 
@@ -102,7 +106,8 @@ class NativeGrpcFront(_native.Front):
     ``"unix:///path/to/sock"``) of a server that gets, relayed by Go, the
     calls Python routes to ``FALLBACK``, the methods added with
     ``add_fallback_method``, and (without ``resolve_unknown``) every unknown
-    path.
+    path. ``credentials`` (from ``pygrpc_native.ssl_server_credentials()``)
+    serves TLS; ``call_details()`` then reports the client's identity.
     """
 
     def __init__(
@@ -115,10 +120,19 @@ class NativeGrpcFront(_native.Front):
         resolve_unknown: bool = False,
         maximum_concurrent_rpcs: Optional[int] = None,
         fallback: Optional[str] = None,
+        credentials: Optional[Any] = None,
     ) -> None:
         super().__init__(
             _config_json(
-                address, methods, options, bearer_tokens, ordered, resolve_unknown, maximum_concurrent_rpcs, fallback
+                address,
+                methods,
+                options,
+                bearer_tokens,
+                ordered,
+                resolve_unknown,
+                maximum_concurrent_rpcs,
+                fallback,
+                credentials,
             )
         )
         self.address = address

@@ -583,9 +583,10 @@ static int seconds_to_ns(PyObject *o, const char *what, long long none_value, lo
 }
 
 static PyObject *Front_stop(PyObject *self, PyObject *args, PyObject *kwds) {
-    static char *kwlist[] = {"grace", NULL};
+    static char *kwlist[] = {"grace", "wait", NULL};
     PyObject *grace = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|O", kwlist, &grace)) {
+    int wait = 1;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|Op", kwlist, &grace, &wait)) {
         return NULL;
     }
     int64_t h = front_handle(self);
@@ -594,7 +595,7 @@ static PyObject *Front_stop(PyObject *self, PyObject *args, PyObject *kwds) {
         return NULL;
     }
     Py_BEGIN_ALLOW_THREADS
-    pgn_stop(h, ns);
+    pgn_stop(h, ns, wait);
     Py_END_ALLOW_THREADS
     Py_RETURN_NONE;
 }
@@ -948,8 +949,9 @@ static PyObject *Front_metrics(PyObject *self, PyObject *unused) {
 static PyMethodDef Front_methods[] = {
     {"start", (PyCFunction)Front_start, METH_NOARGS, "start($self, /)\n--\n\nBind the address and start serving."},
     {"stop", (PyCFunction)(void (*)(void))Front_stop, METH_VARARGS | METH_KEYWORDS,
-     "stop($self, /, grace=None)\n--\n\nRefuse new calls, give calls in flight `grace` seconds, cancel the rest; "
-     "returns once stopped."},
+     "stop($self, /, grace=None, wait=True)\n--\n\nRefuse new calls, give calls in flight `grace` seconds, "
+     "cancel the rest. Returns once stopped, or with wait=False once new calls are refused (recv_batch() "
+     "returns None when the stop is complete)."},
     {"bind", (PyCFunction)(void (*)(void))Front_bind, METH_VARARGS | METH_KEYWORDS,
      "bind($self, /, address=None)\n--\n\nListen on address (default: the one the front was created with) "
      "without serving yet; return the bound port."},

@@ -111,25 +111,34 @@ class _Server(ServerCore, grpc.Server):
             self.stage = STARTED
 
     def stop(self, grace: Optional[float]) -> threading.Event:
+        """grpcio's stop(): new calls are refused when it returns; calls in
+        flight get ``grace`` seconds, then are cancelled; the returned event
+        is set when the server has stopped (stop(None) waits for that)."""
         with self.lock:
             event = threading.Event()
             if self.stage is NEW or self._termination.is_set():
                 self.stage = STOPPED
+                self.front.stop(None)  # releases a bound port
+                self.cleanup()
                 self._termination.set()
                 event.set()
                 return event
             self._shutdown_events.append(event)
             if self.stage is STARTED:
                 self.stage = STOPPED
-                threading.Thread(target=self._shutdown, args=(grace,), name="pygrpc_native-stop", daemon=True).start()
+                self.front.stop(grace, wait=False)
+                fallback_stopped = self.fallback.stop(grace)
+                threading.Thread(
+                    target=self._finish_stop, args=(fallback_stopped,), name="pygrpc_native-stop", daemon=True
+                ).start()
         if grace is None:
             event.wait()
         return event
 
-    def _shutdown(self, grace: Optional[float]) -> None:
-        """Stops both servers; the dispatcher then drains and signals the end."""
-        fallback_stopped = self.fallback.stop(grace)
-        self.front.stop(grace)
+    def _finish_stop(self, fallback_stopped: threading.Event) -> None:
+        """Waits for both servers; the dispatcher signals the end once Go's
+        queue is drained."""
+        self.front.stop(None)  # returns when the stop begun above is complete
         fallback_stopped.wait()
         self.cleanup()
         if self._dispatcher is None:
@@ -203,6 +212,27 @@ class _Server(ServerCore, grpc.Server):
                         self._drainers -= 1
 
     def _drain(self) -> None:
+        left = False
+        try:
+            left = self._drain_calls()
+        finally:
+            if not left:  # an unexpected error: still give the slot back
+                self._leave()
+
+    def _leave(self) -> None:
+        with self._drain_lock:
+            self._release_slot()
+
+    def _release_slot(self) -> None:
+        """Gives a drain task's slot back; called with _drain_lock held."""
+        self._drainers -= 1
+        if not self._drainers:
+            self._drainers_done.notify_all()
+
+    def _drain_calls(self) -> bool:
+        """Runs calls until none wait; returns True once it has given its
+        slot back, which it does under the same lock as its last look at
+        the deque, so that _take never counts on a task that is leaving."""
         pending = self._pending
         front = self.front
         while True:
@@ -216,17 +246,18 @@ class _Server(ServerCore, grpc.Server):
                 if events is None:
                     self._close()
                 with self._drain_lock:
-                    if pending:
-                        continue
-                    self._drainers -= 1
-                    if not self._drainers:
-                        self._drainers_done.notify_all()
-                    return
+                    if not pending:
+                        self._release_slot()
+                        return True
+                continue
             try:
                 run_call(self, method, call_id, payload)
             except Exception:  # noqa: BLE001 - never lose the drain task
                 _LOGGER.exception("pygrpc_native: unexpected error serving %s", method.path)
-                front.finish(call_id, _UNKNOWN, "Unexpected server error")
+                try:
+                    front.finish(call_id, _UNKNOWN, "Unexpected server error")
+                except RuntimeError:
+                    pass  # the server has stopped
 
     def _submit(self, fn: Any, *args: Any) -> bool:
         try:
@@ -249,7 +280,11 @@ class _Server(ServerCore, grpc.Server):
         finishing it; False if the call has already ended."""
         call_id = ctx._call_id
         self._watched[call_id] = ctx
-        if not self.front.watch(call_id):
+        try:
+            watching = self.front.watch(call_id)
+        except RuntimeError:
+            watching = False  # the server has stopped
+        if not watching:
             self._watched.pop(call_id, None)
             return False
         if self._callback_thread is None:

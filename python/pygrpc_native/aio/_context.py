@@ -14,7 +14,13 @@ from typing import TYPE_CHECKING, Any, Callable, List, Mapping, NoReturn, Option
 import grpc
 import grpc.aio
 
-from .._context import INSECURE_AUTH_CONTEXT, Metadatum, encode_details
+from .._context import (
+    Metadatum,
+    auth_context_of,
+    encode_details,
+    peer_identities_of,
+    peer_identity_key_of,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from ._server import _AioServer
@@ -47,9 +53,12 @@ class ServicerContext(grpc.aio.ServicerContext):
         """Hands an op to Go without blocking the loop: a full call buffer
         (a slow client) is waited out here, not in Go."""
         delay = 0.0005
-        while (ok := send(self._call_id, *args)) is None:
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 0.02)
+        try:
+            while (ok := send(self._call_id, *args)) is None:
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 0.02)
+        except RuntimeError:
+            return False  # the server has stopped: the call has ended
         return ok
 
     async def finish(self, code: Any, details: str, payload: Optional[bytes] = None) -> None:
@@ -129,7 +138,7 @@ class ServicerContext(grpc.aio.ServicerContext):
         if self._details_cache is None:
             try:
                 self._details_cache = self._front.call_details(self._call_id)
-            except LookupError:
+            except (LookupError, RuntimeError):
                 self._details_cache = {"invocation_metadata": (), "peer": ""}
         return self._details_cache
 
@@ -140,18 +149,21 @@ class ServicerContext(grpc.aio.ServicerContext):
         return self._call_details()["peer"]
 
     def peer_identities(self) -> Optional[Sequence[bytes]]:
-        return None
+        return peer_identities_of(self._call_details())
 
     def peer_identity_key(self) -> Optional[str]:
-        return None
+        return peer_identity_key_of(self._call_details())
 
     def auth_context(self) -> Mapping[str, Sequence[bytes]]:
-        return {k: list(v) for k, v in INSECURE_AUTH_CONTEXT.items()}
+        return auth_context_of(self._call_details())
 
     def time_remaining(self) -> Optional[float]:
         if self.status_sent or self.cancelled_:
             return 0.0
-        return self._front.time_remaining(self._call_id)
+        try:
+            return self._front.time_remaining(self._call_id)
+        except RuntimeError:
+            return 0.0
 
     def cancelled(self) -> bool:
         return self.cancelled_

@@ -139,15 +139,17 @@ class _AioServer(ServerCore, grpc.aio.Server):
         with self.lock:
             stage, self.stage = self.stage, STOPPED
         if stage is NEW or self._event_fd is None:
+            self.front.stop(None)  # releases a bound port
             self._terminated.set()
             self.cleanup()
             return
         if stage is STARTED:
             loop = asyncio.get_running_loop()
+            self.front.stop(grace, wait=False)  # new calls are refused from here
             fallback_stopped = asyncio.ensure_future(self.fallback.stop(grace))
-            # front.stop() blocks (GIL released) until every call has ended;
-            # the loop keeps running the calls meanwhile.
-            await loop.run_in_executor(None, self.front.stop, grace)
+            # Waiting for the end blocks (GIL released) until every call has
+            # ended; the loop keeps running the calls meanwhile.
+            await loop.run_in_executor(None, self.front.stop, None)
             await fallback_stopped
             self.cleanup()
         await self._terminated.wait()

@@ -1,0 +1,269 @@
+"""Run the same scenario against grpc.aio.server() and pygrpc_native.aio.server().
+
+The asyncio counterpart of tests/diff/harness.py (whose State, Outcome and
+call helpers it reuses). Each server is created, set up, started and stopped
+on its own event loop, which runs in a background thread (plain asyncio or
+uvloop: ``loop=``); the scenario itself is plain synchronous code that calls
+the server with a grpcio channel, exactly as in the sync suite, and can run
+coroutines on the server's loop with ``run.on_loop(coro)``.
+
+Handlers are coroutines (or async generators) unless a test says otherwise;
+they record what they saw into ``run.state`` (thread-safe: the test thread
+reads it). Handlers that must wait for the test use ``wait_event`` /
+``wait_until_async`` below, which poll without blocking the loop. Every
+blocking step has a time limit: nothing here waits forever.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import threading
+import time
+from concurrent import futures
+from typing import Any, Awaitable, Callable, Optional, Sequence, Tuple
+
+import grpc
+import grpc.aio
+
+import pygrpc_native.aio
+from diff import harness as _sync
+from diff.harness import (  # noqa: F401 - re-exported for the aio tests
+    CALL_TIMEOUT,
+    SERVICE,
+    WAIT,
+    Outcome,
+    State,
+    method,
+    peer_shape,
+    setup_handlers,
+    stream,
+    unary,
+    wait_until,
+)
+
+KINDS = ("grpcio", "native")
+LOOPS = ("asyncio", "uvloop")
+
+logging.getLogger("grpc._cython.cygrpc").setLevel(logging.CRITICAL)
+logging.getLogger("grpc.aio").setLevel(logging.CRITICAL)
+logging.getLogger("grpc._server").setLevel(logging.CRITICAL)
+logging.getLogger("pygrpc_native").setLevel(logging.CRITICAL)
+logging.getLogger("asyncio").setLevel(logging.CRITICAL)
+
+
+# -- what the client sees ----------------------------------------------------------
+#
+# Response metadata is compared grouped by key: the order of values under one
+# key is kept (gRPC guarantees it), the order across different keys is not
+# (grpc-go keeps metadata in a map; tests named test_known_difference_*_order
+# show that difference explicitly with the raw_* helpers).
+
+
+def by_key(metadata: Any) -> Tuple[Tuple[str, Any], ...]:
+    """Metadata pairs sorted by key only (a stable sort: the values of one
+    key stay in the order they came)."""
+    return tuple(sorted(((m[0], m[1]) for m in (metadata or ())), key=lambda kv: kv[0]))
+
+
+def normalized(outcome: Outcome) -> Outcome:
+    return dataclasses.replace(
+        outcome, initial_metadata=by_key(outcome.initial_metadata), trailing_metadata=by_key(outcome.trailing_metadata)
+    )
+
+
+def call_unary(*args: Any, **kwargs: Any) -> Outcome:
+    """harness.call_unary with response metadata grouped by key."""
+    return normalized(_sync.call_unary(*args, **kwargs))
+
+
+def call_stream(*args: Any, **kwargs: Any) -> Outcome:
+    """harness.call_stream with response metadata grouped by key."""
+    return normalized(_sync.call_stream(*args, **kwargs))
+
+
+def outcome_of(err_or_call: Any, responses: Sequence[bytes] = ()) -> Outcome:
+    return normalized(_sync.outcome_of(err_or_call, responses))
+
+
+raw_call_unary = _sync.call_unary
+raw_call_stream = _sync.call_stream
+
+
+def factory(kind: str) -> Callable[..., grpc.aio.Server]:
+    if kind == "grpcio":
+        return grpc.aio.server
+    if kind == "native":
+        return pygrpc_native.aio.server
+    raise ValueError(kind)
+
+
+def new_loop(loop_kind: str) -> asyncio.AbstractEventLoop:
+    if loop_kind == "asyncio":
+        return asyncio.new_event_loop()
+    if loop_kind == "uvloop":
+        import uvloop
+
+        return uvloop.new_event_loop()
+    raise ValueError(loop_kind)
+
+
+class LoopThread:
+    """An event loop running in a daemon thread."""
+
+    def __init__(self, loop_kind: str = "asyncio") -> None:
+        self.kind = loop_kind
+        self.loop = new_loop(loop_kind)
+        self._thread = threading.Thread(target=self._main, name=f"aio-diff-{loop_kind}", daemon=True)
+        self._thread.start()
+
+    def _main(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.run_forever()
+
+    def run(self, coro: Awaitable[Any], timeout: float = WAIT) -> Any:
+        """Runs coro on the loop; its result, waiting at most timeout."""
+        future = asyncio.run_coroutine_threadsafe(coro, self.loop)  # type: ignore[arg-type]
+        try:
+            return future.result(timeout)
+        except futures.TimeoutError:
+            future.cancel()
+            raise
+
+    def bounded(self, coro: Awaitable[Any], timeout: float = WAIT) -> Any:
+        """Like run(), but a coroutine still running after timeout gives the
+        string "hung" instead of an exception (compared like any outcome)."""
+        try:
+            return self.run(coro, timeout)
+        except futures.TimeoutError:
+            return "hung"
+
+    def close(self) -> None:
+        async def cancel_rest() -> None:
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in tasks:
+                task.cancel()
+            if tasks:
+                await asyncio.wait(tasks, timeout=1)
+
+        with contextlib.suppress(Exception):
+            self.run(cancel_rest(), 2)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(WAIT)
+        if not self._thread.is_alive():
+            with contextlib.suppress(Exception):
+                self.loop.close()
+
+
+@dataclasses.dataclass
+class Run:
+    kind: str
+    loop_kind: str
+    server: grpc.aio.Server
+    port: int
+    channel: grpc.Channel
+    state: State
+    target: str
+    loop: LoopThread
+
+    def on_loop(self, coro: Awaitable[Any], timeout: float = WAIT) -> Any:
+        return self.loop.run(coro, timeout)
+
+
+async def wait_event(event: threading.Event, timeout: float = WAIT) -> bool:
+    """Waits (without blocking the loop) for a threading.Event set by the test."""
+    deadline = time.monotonic() + timeout
+    while not event.is_set():
+        if time.monotonic() >= deadline:
+            return False
+        await asyncio.sleep(0.005)
+    return True
+
+
+async def wait_until_async(predicate: Callable[[], bool], timeout: float = WAIT) -> bool:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() >= deadline:
+            return False
+        await asyncio.sleep(0.005)
+    return True
+
+
+@contextlib.contextmanager
+def running(
+    kind: str,
+    setup: Callable[[grpc.aio.Server, State], None],
+    *,
+    loop: str = "asyncio",
+    address: str = "[::]:0",
+    host: str = "127.0.0.1",
+    workers: int = 4,
+    channel_options: Optional[Sequence[Tuple[str, Any]]] = None,
+    stop_grace: Optional[float] = 0,
+    **server_kwargs: Any,
+):
+    """A started aio server of one kind on its own loop thread, with a sync
+    grpcio channel to it; stopped at the end."""
+    loop_thread = LoopThread(loop)
+    pool = futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"aio-diff-{kind}")
+    state = State()
+    server = None
+    channel = None
+
+    async def create_and_start() -> Tuple[grpc.aio.Server, int]:
+        nonlocal server
+        server = factory(kind)(pool, **server_kwargs)
+        setup(server, state)
+        port = server.add_insecure_port(address)
+        await server.start()
+        return server, port
+
+    try:
+        server, port = loop_thread.run(create_and_start())
+        target = f"{host}:{port}" if ":" not in host else f"[{host}]:{port}"
+        channel = grpc.insecure_channel(target, options=channel_options)
+        grpc.channel_ready_future(channel).result(timeout=WAIT)
+        yield Run(kind, loop, server, port, channel, state, target, loop_thread)
+    finally:
+        if server is not None:
+            loop_thread.bounded(server.stop(stop_grace), WAIT)
+        if channel is not None:
+            channel.close()
+        loop_thread.close()
+        pool.shutdown(wait=False, cancel_futures=True)
+
+
+def both(setup, scenario: Callable[[Run], Any], **kwargs: Any) -> Tuple[Any, Any]:
+    """Runs scenario against a fresh grpc.aio server and a fresh native aio server."""
+    results = []
+    for kind in KINDS:
+        with running(kind, setup, **kwargs) as run:
+            results.append(scenario(run))
+    return results[0], results[1]
+
+
+def same(setup, scenario: Callable[[Run], Any], **kwargs: Any) -> Any:
+    """Runs scenario against both servers, asserts identical results, and
+    returns grpc.aio's (so a test can also pin what grpc.aio does)."""
+    ref, ours = both(setup, scenario, **kwargs)
+    assert ours == ref, f"\n  grpc.aio.server():          {ref!r}\n  pygrpc_native.aio.server(): {ours!r}"
+    return ref
+
+
+def for_both(fn: Callable[[str], Any]) -> Any:
+    """fn(kind) for each kind (fn drives the server itself); asserts the
+    results are equal and returns grpc.aio's."""
+    results = {kind: fn(kind) for kind in KINDS}
+    assert results["native"] == results["grpcio"], (
+        f"\n  grpc.aio.server():          {results['grpcio']!r}\n"
+        f"  pygrpc_native.aio.server(): {results['native']!r}"
+    )
+    return results["grpcio"]
+
+
+def describe(exc: BaseException) -> str:
+    """'Module.Class: message' for an exception a handler saw."""
+    cls = type(exc)
+    return f"{cls.__module__}.{cls.__qualname__}: {exc}"

@@ -1,0 +1,276 @@
+"""Run the same scenario against grpc.server() and pygrpc_native.server().
+
+A *scenario* is a function ``scenario(run) -> value`` where ``run`` is a
+``Run``: a started server of one kind (``run.kind`` is ``"grpcio"`` or
+``"native"``) with a grpcio channel to it, plus a ``run.state`` the servicer
+can record into. ``both(setup, scenario, ...)`` builds a fresh server of each
+kind with ``setup(server, state)``, runs the scenario on each and returns the
+two values; ``same(...)`` also asserts they are equal.
+
+Calls go through real grpcio clients. Messages are raw bytes (no
+serializer) unless a test uses generated code. Every blocking step has a time
+limit: nothing here waits forever.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import re
+import threading
+import time
+from concurrent import futures
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+import grpc
+
+import pygrpc_native
+
+KINDS = ("grpcio", "native")
+SERVICE = "diff.Diff"
+
+# How long a call may take unless a test says otherwise.
+CALL_TIMEOUT = 5.0
+# How long a test waits for something on the server side that should happen at once.
+WAIT = 5.0
+
+# Handler exceptions are logged by both servers; keep the test output readable.
+logging.getLogger("grpc._server").setLevel(logging.CRITICAL)
+logging.getLogger("pygrpc_native").setLevel(logging.CRITICAL)
+
+
+def method(name: str, service: str = SERVICE) -> str:
+    return f"/{service}/{name}"
+
+
+def factory(kind: str) -> Callable[..., grpc.Server]:
+    if kind == "grpcio":
+        return grpc.server
+    if kind == "native":
+        return pygrpc_native.server
+    raise ValueError(kind)
+
+
+class State:
+    """What the servicer saw, shared between the handler threads and the test."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self.records: Dict[str, Any] = {}
+        self.events: Dict[str, threading.Event] = {}
+
+    def record(self, key: str, value: Any) -> None:
+        with self._cond:
+            self.records[key] = value
+            self._cond.notify_all()
+
+    def append(self, key: str, value: Any) -> None:
+        with self._cond:
+            self.records.setdefault(key, []).append(value)
+            self._cond.notify_all()
+
+    def wait_for(self, key: str, timeout: float = WAIT) -> Any:
+        """The value recorded under key, waiting up to timeout for it; a
+        missing value comes back as the string '<missing>' (compared, so a
+        side that never records it differs visibly instead of hanging)."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while key not in self.records:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return "<missing>"
+                self._cond.wait(left)
+            return self.records[key]
+
+    def event(self, name: str) -> threading.Event:
+        with self._cond:
+            return self.events.setdefault(name, threading.Event())
+
+
+@dataclasses.dataclass
+class Run:
+    kind: str
+    server: grpc.Server
+    port: int
+    channel: grpc.Channel
+    state: State
+    target: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Outcome:
+    """What a grpcio client observes of one call."""
+
+    code: grpc.StatusCode
+    details: Optional[str]
+    initial_metadata: Tuple[Tuple[str, Any], ...]
+    trailing_metadata: Tuple[Tuple[str, Any], ...]
+    responses: Tuple[bytes, ...]
+
+    def brief(self) -> Tuple[Any, ...]:
+        return (self.code, self.details)
+
+
+def _md(metadata: Any) -> Tuple[Tuple[str, Any], ...]:
+    return tuple((m[0], m[1]) for m in (metadata or ()))
+
+
+def setup_handlers(handlers: Dict[str, grpc.RpcMethodHandler], service: str = SERVICE):
+    """A setup function registering handlers for service, the way
+    grpc.method_handlers_generic_handler users do."""
+
+    def setup(server: grpc.Server, state: State) -> None:
+        server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service, handlers),))
+
+    return setup
+
+
+def unary(fn: Callable, **kwargs: Any) -> grpc.RpcMethodHandler:
+    return grpc.unary_unary_rpc_method_handler(fn, **kwargs)
+
+
+def stream(fn: Callable, **kwargs: Any) -> grpc.RpcMethodHandler:
+    return grpc.unary_stream_rpc_method_handler(fn, **kwargs)
+
+
+@contextlib.contextmanager
+def running(
+    kind: str,
+    setup: Callable[[grpc.Server, State], None],
+    *,
+    address: str = "[::]:0",
+    host: str = "127.0.0.1",
+    workers: int = 8,
+    channel_options: Optional[Sequence[Tuple[str, Any]]] = None,
+    stop_grace: Optional[float] = 0,
+    **server_kwargs: Any,
+):
+    """A started server of one kind, with a channel to it; stopped at the end."""
+    pool = futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"diff-{kind}")
+    state = State()
+    server = factory(kind)(pool, **server_kwargs)
+    channel = None
+    try:
+        setup(server, state)
+        port = server.add_insecure_port(address)
+        server.start()
+        target = f"{host}:{port}" if ":" not in host else f"[{host}]:{port}"
+        channel = grpc.insecure_channel(target, options=channel_options)
+        grpc.channel_ready_future(channel).result(timeout=WAIT)
+        yield Run(kind, server, port, channel, state, target)
+    finally:
+        # The server first: a channel closed while its connection is up
+        # takes 200 ms to close.
+        done = server.stop(stop_grace)
+        done.wait(WAIT)
+        if channel is not None:
+            channel.close()
+        pool.shutdown(wait=False, cancel_futures=True)
+
+
+def both(setup, scenario: Callable[[Run], Any], **kwargs: Any) -> Tuple[Any, Any]:
+    """Runs scenario against a fresh grpcio server and a fresh native server."""
+    results = []
+    for kind in KINDS:
+        with running(kind, setup, **kwargs) as run:
+            results.append(scenario(run))
+    return results[0], results[1]
+
+
+def metadata_in_key_order(metadata: Tuple[Tuple[str, Any], ...]) -> Tuple[Tuple[str, Any], ...]:
+    """Metadata grouped by key, values of a key in their order. Response
+    metadata order across different keys is a documented known difference
+    (grpc-go keeps metadata in a map), so outcomes are compared this way."""
+    return tuple(sorted(metadata, key=lambda kv: kv[0]))
+
+
+def comparable(value: Any) -> Any:
+    """value with every Outcome's metadata in key order (see above)."""
+    if isinstance(value, Outcome):
+        return dataclasses.replace(
+            value,
+            initial_metadata=metadata_in_key_order(value.initial_metadata),
+            trailing_metadata=metadata_in_key_order(value.trailing_metadata),
+        )
+    if type(value) in (list, tuple):  # not named tuples such as _Metadatum
+        return type(value)(comparable(v) for v in value)
+    return value
+
+
+def same(setup, scenario: Callable[[Run], Any], **kwargs: Any) -> Any:
+    """Runs scenario against both servers, asserts identical results (up to
+    the documented metadata order), and returns grpcio's, as observed (so a
+    test can also pin what grpcio does)."""
+    ref, ours = both(setup, scenario, **kwargs)
+    assert comparable(ours) == comparable(ref), f"\n  grpc.server():          {ref!r}\n  pygrpc_native.server(): {ours!r}"
+    return ref
+
+
+# -- calls --------------------------------------------------------------------
+
+
+def call_unary(
+    channel: grpc.Channel,
+    path: str,
+    request: bytes = b"",
+    *,
+    metadata: Optional[Sequence[Tuple[str, Any]]] = None,
+    timeout: Optional[float] = CALL_TIMEOUT,
+) -> Outcome:
+    callable_ = channel.unary_unary(path)
+    try:
+        response, call = callable_.with_call(request, metadata=metadata, timeout=timeout)
+    except grpc.RpcError as err:
+        return Outcome(err.code(), err.details(), _md(err.initial_metadata()), _md(err.trailing_metadata()), ())
+    return Outcome(call.code(), call.details(), _md(call.initial_metadata()), _md(call.trailing_metadata()), (response,))
+
+
+def call_stream(
+    channel: grpc.Channel,
+    path: str,
+    request: bytes = b"",
+    *,
+    metadata: Optional[Sequence[Tuple[str, Any]]] = None,
+    timeout: Optional[float] = CALL_TIMEOUT,
+) -> Outcome:
+    call = channel.unary_stream(path)(request, metadata=metadata, timeout=timeout)
+    responses: List[bytes] = []
+    try:
+        for response in call:
+            responses.append(response)
+    except grpc.RpcError:
+        pass
+    return Outcome(call.code(), call.details(), _md(call.initial_metadata()), _md(call.trailing_metadata()), tuple(responses))
+
+
+def outcome_of(err_or_call: Any, responses: Sequence[bytes] = ()) -> Outcome:
+    return Outcome(
+        err_or_call.code(),
+        err_or_call.details(),
+        _md(err_or_call.initial_metadata()),
+        _md(err_or_call.trailing_metadata()),
+        tuple(responses),
+    )
+
+
+# grpcio 1.85 writes IPv6 peers with URL-escaped brackets: "ipv6:%5B::1%5D:port".
+_PEER = re.compile(r"^(ipv4:[0-9.]+|ipv6:(?:\[|%5B)[0-9a-fA-F:.]+(?:\]|%5D)):(\d+)$")
+
+
+def peer_shape(peer: str) -> str:
+    """'ipv4:127.0.0.1:54321' -> 'ipv4:127.0.0.1:<port>' (ports differ run to
+    run); anything else comes back marked unrecognised."""
+    m = _PEER.match(peer)
+    if not m:
+        return f"<unrecognised peer {peer!r}>"
+    return f"{m.group(1)}:<port>"
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float = WAIT, interval: float = 0.005) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(interval)
+    return predicate()

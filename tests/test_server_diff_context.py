@@ -1,0 +1,379 @@
+"""Differential tests: grpc.ServicerContext (peer, auth, deadlines,
+is_active, callbacks, cancellation) on grpc.server() and
+pygrpc_native.server().
+
+What the handler sees is recorded on the server side (run.state) and
+compared along with what the client saw. Waits are bounded everywhere.
+"""
+
+import threading
+import time
+
+import grpc
+import pytest
+
+from diff.harness import (
+    WAIT,
+    call_stream,
+    call_unary,
+    method,
+    outcome_of,
+    peer_shape,
+    same,
+    setup_handlers,
+    stream,
+    unary,
+    wait_until,
+)
+
+pytestmark = pytest.mark.timeout(60)
+
+SC = grpc.StatusCode
+
+
+def _unary_case(fn, request=b"req", **call_kwargs):
+    setup = setup_handlers({"M": unary(fn)})
+    return same(setup, lambda run: call_unary(run.channel, method("M"), request, **call_kwargs))
+
+
+# -- peer and auth ---------------------------------------------------------------
+
+
+def _peer_handler(req, ctx):
+    return peer_shape(ctx.peer()).encode()
+
+
+@pytest.mark.parametrize(
+    "address,host,expected",
+    [
+        ("[::]:0", "127.0.0.1", "ipv4:127.0.0.1:<port>"),
+        ("[::]:0", "::1", "ipv6:%5B::1%5D:<port>"),
+        ("127.0.0.1:0", "127.0.0.1", "ipv4:127.0.0.1:<port>"),
+        ("[::1]:0", "::1", "ipv6:%5B::1%5D:<port>"),
+    ],
+    ids=["dual-stack-v4-client", "dual-stack-v6-client", "v4-only", "v6-only"],
+)
+def test_peer_format(address, host, expected):
+    setup = setup_handlers({"M": unary(_peer_handler)})
+    ref = same(setup, lambda run: call_unary(run.channel, method("M"), b""), address=address, host=host)
+    assert ref.responses == (expected.encode(),)
+
+
+def test_peer_is_stable_within_a_connection():
+    def handler(req, ctx):
+        return ctx.peer().encode()
+
+    def scenario(run):
+        a = call_unary(run.channel, method("M")).responses[0]
+        b = call_unary(run.channel, method("M")).responses[0]
+        return a == b, a.rsplit(b":", 1)[1].isdigit()
+
+    assert same(setup_handlers({"M": unary(handler)}), scenario) == (True, True)
+
+
+def test_auth_context_and_peer_identities_insecure():
+    def handler(req, ctx):
+        auth = ctx.auth_context()
+        described = sorted((k, list(v)) for k, v in auth.items())
+        return repr((described, ctx.peer_identities(), ctx.peer_identity_key())).encode()
+
+    ref = _unary_case(handler)
+    assert ref.code == SC.OK
+    assert b"insecure" in ref.responses[0]
+
+
+# -- time_remaining ---------------------------------------------------------------
+
+
+def _time_remaining_handler(req, ctx):
+    left = ctx.time_remaining()
+    if left is None:
+        return b"None"
+    if left > 10 * 365 * 24 * 3600:
+        return b"huge"
+    return b"%d" % round(left)
+
+
+def test_time_remaining_with_deadline():
+    ref = _unary_case(_time_remaining_handler, timeout=20)
+    assert ref.responses == (b"20",)
+
+
+def test_time_remaining_without_deadline():
+    ref = _unary_case(_time_remaining_handler, timeout=None)
+    assert ref.responses == (b"huge",)
+
+
+def test_time_remaining_decreases():
+    def handler(req, ctx):
+        first = ctx.time_remaining()
+        time.sleep(0.2)
+        second = ctx.time_remaining()
+        return repr(0.15 < first - second < 1.0).encode()
+
+    ref = _unary_case(handler, timeout=10)
+    assert ref.responses == (b"True",)
+
+
+def test_time_remaining_type():
+    def handler(req, ctx):
+        return type(ctx.time_remaining()).__name__.encode()
+
+    _unary_case(handler, timeout=10)
+
+
+# -- is_active and add_callback on a normal finish ---------------------------------
+
+
+def _callbacks_on_finish(run):
+    """The handler adds a callback, the call ends normally; what the handler
+    saw during the call and after it ended."""
+    state = run.state
+    out = call_unary(run.channel, method("M"), b"")
+    ran = state.event("callback").wait(WAIT)
+    ctx = state.wait_for("ctx")
+    # After the callbacks ran the call is over: add_callback refuses.
+    late = ctx.add_callback(lambda: state.record("late callback ran", True))
+    time.sleep(0.05)
+    return (
+        out,
+        state.wait_for("during"),
+        ran,
+        ctx.is_active(),
+        late,
+        state.records.get("late callback ran", False),
+    )
+
+
+def _setup_callbacks_on_finish(server, state):
+    def handler(req, ctx):
+        def callback():
+            state.record("callback in handler thread", threading.get_ident() == handler_thread)
+            state.event("callback").set()
+
+        handler_thread = threading.get_ident()
+        added = ctx.add_callback(callback)
+        state.record("during", (ctx.is_active(), added))
+        state.record("ctx", ctx)
+        return b"done"
+
+    setup_handlers({"M": unary(handler)})(server, state)
+
+
+def test_is_active_and_add_callback_on_normal_finish():
+    ref = same(_setup_callbacks_on_finish, _callbacks_on_finish)
+    out, during, ran, active_after, late, late_ran = ref
+    assert out.code == SC.OK and during == (True, True) and ran is True
+    assert active_after is False and late is False and late_ran is False
+
+
+def test_callback_runs_outside_the_handler_thread():
+    # grpcio runs callbacks on its own thread once the call is over, not on
+    # the pool thread that ran the handler.
+    def scenario(run):
+        call_unary(run.channel, method("M"), b"")
+        run.state.event("callback").wait(WAIT)
+        return run.state.wait_for("callback in handler thread")
+
+    assert same(_setup_callbacks_on_finish, scenario) is False
+
+
+def test_callbacks_run_in_order_and_survive_a_failing_one():
+    def setup(server, state):
+        def handler(req, ctx):
+            ctx.add_callback(lambda: state.append("order", 1))
+            ctx.add_callback(lambda: 1 / 0)
+            ctx.add_callback(lambda: state.append("order", 3))
+            ctx.add_callback(lambda: state.event("last").set())
+            return b""
+
+        setup_handlers({"M": unary(handler)})(server, state)
+
+    def scenario(run):
+        out = call_unary(run.channel, method("M"))
+        return out, run.state.event("last").wait(WAIT), run.state.records.get("order")
+
+    ref = same(setup, scenario)
+    assert ref[1] is True and ref[2] == [1, 3]
+
+
+def test_callbacks_run_after_handler_exception():
+    def setup(server, state):
+        def handler(req, ctx):
+            ctx.add_callback(lambda: state.event("cb").set())
+            raise ValueError("boom")
+
+        setup_handlers({"M": unary(handler)})(server, state)
+
+    ref = same(setup, lambda run: (call_unary(run.channel, method("M")).brief(), run.state.event("cb").wait(WAIT)))
+    assert ref == ((SC.UNKNOWN, "Exception calling application: boom"), True)
+
+
+# -- client cancellation ------------------------------------------------------------
+
+
+def _blocking_setup(streaming):
+    """A handler that waits (bounded) until its call is no longer active and
+    records what it saw; its callback records that it ran."""
+
+    def setup(server, state):
+        def wait_inactive(ctx):
+            ctx.add_callback(lambda: state.event("callback").set())
+            state.event("entered").set()
+            went_inactive = wait_until(lambda: not ctx.is_active(), timeout=WAIT)
+            state.record("went inactive", went_inactive)
+            # Shorter than the test's own wait, so a callback that never runs
+            # is recorded as False rather than missing.
+            state.record("callback ran by then", state.event("callback").wait(2))
+
+        def unary_handler(req, ctx):
+            wait_inactive(ctx)
+            return b"too late"
+
+        def stream_handler(req, ctx):
+            yield b"first"
+            wait_inactive(ctx)
+            yield b"too late"
+
+        handlers = {"M": unary(unary_handler)} if not streaming else {"S": stream(stream_handler)}
+        setup_handlers(handlers)(server, state)
+
+    return setup
+
+
+def test_client_cancel_unary():
+    def scenario(run):
+        future = run.channel.unary_unary(method("M")).future(b"", timeout=10)
+        assert run.state.event("entered").wait(WAIT)
+        future.cancel()
+        return (
+            future.cancelled(),
+            run.state.wait_for("went inactive"),
+            run.state.wait_for("callback ran by then", WAIT + 5),
+        )
+
+    assert same(_blocking_setup(False), scenario) == (True, True, True)
+
+
+def test_client_cancel_stream():
+    def scenario(run):
+        call = run.channel.unary_stream(method("S"))(b"", timeout=10)
+        first = next(call)
+        assert run.state.event("entered").wait(WAIT)
+        call.cancel()
+        try:
+            rest = list(call)
+        except grpc.RpcError:
+            rest = "error"
+        return (
+            first,
+            rest,
+            outcome_of(call, ()).brief(),
+            run.state.wait_for("went inactive"),
+            run.state.wait_for("callback ran by then", WAIT + 5),
+        )
+
+    ref = same(_blocking_setup(True), scenario)
+    assert ref[2][0] == SC.CANCELLED and ref[3:] == (True, True)
+
+
+def test_deadline_exceeded_while_handler_waits():
+    def scenario(run):
+        out = call_unary(run.channel, method("M"), b"", timeout=0.3)
+        return out, run.state.wait_for("went inactive"), run.state.wait_for("callback ran by then", WAIT + 5)
+
+    ref = same(_blocking_setup(False), scenario)
+    assert ref[0].brief() == (SC.DEADLINE_EXCEEDED, "Deadline Exceeded") and ref[1:] == (True, True)
+
+
+def test_deadline_exceeded_stream():
+    def scenario(run):
+        out = call_stream(run.channel, method("S"), b"", timeout=0.3)
+        return out, run.state.wait_for("went inactive"), run.state.wait_for("callback ran by then", WAIT + 5)
+
+    # grpcio's details here race between the client's timer ("Deadline
+    # Exceeded") and the server's reset ("Stream removed (Deadline
+    # Exceeded)"), so they are left out of the comparison.
+    ref = same(_blocking_setup(True), lambda run: _without_details(scenario(run)))
+    assert ref[0] == (SC.DEADLINE_EXCEEDED, (b"first",)) and ref[1:] == (True, True)
+
+
+def _without_details(result):
+    out, *rest = result
+    return ((out.code, out.responses), *rest)
+
+
+def test_deadline_exceeded_handler_sleeps_then_returns():
+    # The handler ignores the deadline, sleeps past it and answers anyway.
+    def setup(server, state):
+        def handler(req, ctx):
+            time.sleep(0.5)
+            state.record("active after sleep", ctx.is_active())
+            state.record("time remaining after sleep", ctx.time_remaining() <= 0.01)
+            return b"late"
+
+        setup_handlers({"M": unary(handler)})(server, state)
+
+    def scenario(run):
+        out = call_unary(run.channel, method("M"), b"", timeout=0.2)
+        return out, run.state.wait_for("active after sleep"), run.state.wait_for("time remaining after sleep")
+
+    ref = same(setup, scenario)
+    assert ref[0].code == SC.DEADLINE_EXCEEDED and ref[1] is False
+
+
+def test_context_cancel():
+    def setup(server, state):
+        def handler(req, ctx):
+            ctx.add_callback(lambda: state.event("cb").set())
+            ctx.cancel()
+            # Right after cancel() grpcio's is_active() may still say True
+            # (it learns of the cancellation asynchronously): wait a little.
+            state.record("inactive soon after cancel", wait_until(lambda: not ctx.is_active(), timeout=2))
+            return b"after cancel"
+
+        setup_handlers({"M": unary(handler)})(server, state)
+
+    def scenario(run):
+        out = call_unary(run.channel, method("M"))
+        return out, run.state.wait_for("inactive soon after cancel"), run.state.event("cb").wait(WAIT)
+
+    ref = same(setup, scenario)
+    assert ref[0].code == SC.CANCELLED and ref[1:] == (True, True)
+
+
+def test_context_cancel_in_stream():
+    def handler(req, ctx):
+        yield b"one"
+        ctx.cancel()
+        yield b"two"
+
+    setup = setup_handlers({"S": stream(handler)})
+    ref = same(setup, lambda run: call_stream(run.channel, method("S")))
+    assert ref.code == SC.CANCELLED
+
+
+def test_send_initial_metadata_after_client_cancel():
+    # The call is gone: grpcio raises an RpcError the handler can see.
+    def setup(server, state):
+        def handler(req, ctx):
+            state.event("entered").set()
+            wait_until(lambda: not ctx.is_active(), timeout=WAIT)
+            try:
+                ctx.send_initial_metadata((("x", "1"),))
+                seen = "no error"
+            except Exception as exc:  # noqa: BLE001
+                seen = ("RpcError" if isinstance(exc, grpc.RpcError) else type(exc).__name__, str(exc))
+            state.record("seen", seen)
+            return b""
+
+        setup_handlers({"M": unary(handler)})(server, state)
+
+    def scenario(run):
+        future = run.channel.unary_unary(method("M")).future(b"", timeout=10)
+        assert run.state.event("entered").wait(WAIT)
+        future.cancel()
+        return run.state.wait_for("seen")
+
+    ref = same(setup, scenario)
+    assert ref[0] == "RpcError"

@@ -1,0 +1,336 @@
+"""Differential tests: the grpc.Server lifecycle — add_insecure_port address
+forms, start, stop(grace) and its threading.Event, wait_for_termination —
+on grpc.server() and pygrpc_native.server()."""
+
+import threading
+import time
+from concurrent import futures
+
+import grpc
+import pytest
+
+from diff.harness import KINDS, WAIT, call_unary, factory, method, setup_handlers, unary
+
+pytestmark = pytest.mark.timeout(60)
+
+SC = grpc.StatusCode
+
+
+def _for_both(fn):
+    """fn(kind) for each kind; asserts the results are equal, returns grpcio's."""
+    results = {kind: fn(kind) for kind in KINDS}
+    assert results["native"] == results["grpcio"], (
+        f"\n  grpc.server():          {results['grpcio']!r}\n  pygrpc_native.server(): {results['native']!r}"
+    )
+    return results["grpcio"]
+
+
+class _Server:
+    """A server of one kind with a slow method and an echo, for lifecycle
+    scenarios that drive start/stop themselves."""
+
+    def __init__(self, kind, address="[::]:0", handler_seconds=0.3):
+        self.pool = futures.ThreadPoolExecutor(8)
+        self.server = factory(kind)(self.pool)
+        self.entered = threading.Event()
+        self.inactive = threading.Event()
+        self.callback = threading.Event()
+        self.handler_done = threading.Event()
+
+        self.handler_errors = []
+
+        def slow(req, ctx):
+            ctx.add_callback(self.callback.set)
+            self.entered.set()
+            deadline = time.monotonic() + handler_seconds
+            try:
+                while time.monotonic() < deadline:
+                    if not ctx.is_active():
+                        self.inactive.set()
+                        break
+                    time.sleep(0.01)
+            except Exception as exc:  # noqa: BLE001 - is_active() must not raise
+                self.handler_errors.append(f"{type(exc).__name__}: {exc}")
+            self.handler_done.set()
+            return b"slow done"
+
+        setup_handlers({"Slow": unary(slow), "Echo": unary(lambda req, ctx: req)})(self.server, None)
+        self.port = self.server.add_insecure_port(address)
+
+    def channel(self):
+        return grpc.insecure_channel(f"127.0.0.1:{self.port}")
+
+    def close(self):
+        # stop(0), not stop(None): stop(None) blocks until the server ends,
+        # and a test must not hang if it never does.
+        self.server.stop(0).wait(2)
+        self.pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _bounded(fn, timeout=WAIT):
+    """fn() in a daemon thread: its result, or "hung" if it doesn't return
+    within timeout (for calls such as stop(None) that block by design)."""
+    result = []
+    thread = threading.Thread(target=lambda: result.append(fn()), daemon=True)
+    thread.start()
+    thread.join(timeout)
+    return result[0] if result else "hung"
+
+
+# -- servers and ports -------------------------------------------------------------
+
+
+def test_isinstance_grpc_server():
+    def check(kind):
+        pool = futures.ThreadPoolExecutor(1)
+        try:
+            server = factory(kind)(pool)
+            result = isinstance(server, grpc.Server)
+            server.stop(None)
+            return result
+        finally:
+            pool.shutdown(wait=False)
+
+    assert _for_both(check) is True
+
+
+@pytest.mark.parametrize("address", ["[::]:0", "localhost:0", "0.0.0.0:0", "127.0.0.1:0"])
+def test_add_insecure_port_address_forms(address):
+    def check(kind):
+        s = _Server(kind, address=address)
+        try:
+            s.server.start()
+            port_ok = isinstance(s.port, int) and 0 < s.port < 65536
+            with s.channel() as ch:
+                out = call_unary(ch, method("Echo"), b"addr")
+            return port_ok, out.code, out.responses
+        finally:
+            s.close()
+
+    assert _for_both(check) == (True, SC.OK, (b"addr",))
+
+
+@pytest.mark.parametrize("probe_started", [True, False], ids=["probe-started", "probe-never-started"])
+def test_port_is_free_again_after_stop(probe_started):
+    # A server binds a port, (starts,) stops; a new server of the same kind
+    # can bind the same port at once.
+    def check(kind):
+        probe = _Server(kind)
+        port = probe.port
+        if probe_started:
+            probe.server.start()
+        probe.close()
+        pool = futures.ThreadPoolExecutor(2)
+        server = factory(kind)(pool)
+        try:
+            got = server.add_insecure_port(f"[::]:{port}")
+            return got == port
+        except Exception as exc:  # noqa: BLE001
+            return type(exc).__name__
+        finally:
+            server.stop(None)
+            pool.shutdown(wait=False)
+
+    assert _for_both(check) is True
+
+
+def test_start_twice_raises():
+    def check(kind):
+        s = _Server(kind)
+        try:
+            s.server.start()
+            try:
+                s.server.start()
+                return "no error"
+            except Exception as exc:  # noqa: BLE001
+                return type(exc).__name__, str(exc)
+        finally:
+            s.close()
+
+    assert _for_both(check)[0] == "ValueError"
+
+
+# -- stop(grace) ---------------------------------------------------------------------
+
+
+def test_stop_with_grace_lets_in_flight_call_finish():
+    def check(kind):
+        s = _Server(kind, handler_seconds=0.3)
+        try:
+            s.server.start()
+            with s.channel() as ch:
+                future = ch.unary_unary(method("Slow")).future(b"", timeout=10)
+                assert s.entered.wait(WAIT)
+                event = s.server.stop(3)
+                set_at_once = event.is_set()
+                result = future.result(timeout=WAIT)
+                finished = event.wait(WAIT)
+            return type(event) is threading.Event, set_at_once, result, finished, s.inactive.is_set()
+        finally:
+            s.close()
+
+    assert _for_both(check) == (True, False, b"slow done", True, False)
+
+
+def test_stop_refuses_new_calls():
+    def check(kind):
+        s = _Server(kind, handler_seconds=0.5)
+        try:
+            s.server.start()
+            with s.channel() as ch:
+                future = ch.unary_unary(method("Slow")).future(b"", timeout=10)
+                assert s.entered.wait(WAIT)
+                event = s.server.stop(3)
+                # A new channel, and a new call on the existing channel.
+                with s.channel() as fresh:
+                    new_channel = call_unary(fresh, method("Echo"), b"late", timeout=2).code
+                same_channel = call_unary(ch, method("Echo"), b"late", timeout=2).code
+                result = future.result(timeout=WAIT)
+                event.wait(WAIT)
+            return new_channel, same_channel, result
+        finally:
+            s.close()
+
+    assert _for_both(check) == (SC.UNAVAILABLE, SC.UNAVAILABLE, b"slow done")
+
+
+def test_stop_grace_expires_cancels_in_flight_call():
+    def check(kind):
+        s = _Server(kind, handler_seconds=5)
+        try:
+            s.server.start()
+            with s.channel() as ch:
+                future = ch.unary_unary(method("Slow")).future(b"", timeout=10)
+                assert s.entered.wait(WAIT)
+                started = time.monotonic()
+                event = s.server.stop(0.2)
+                try:
+                    future.result(timeout=WAIT)
+                    client = "ok"
+                except grpc.RpcError as err:
+                    client = err.code()
+                handler_saw_inactive = s.inactive.wait(2)
+                callback_ran = s.callback.wait(2)
+                finished = event.wait(2)
+                took = time.monotonic() - started
+            return client, handler_saw_inactive, s.handler_errors, callback_ran, finished, took < 3
+        finally:
+            s.close()
+
+    ref = _for_both(check)
+    assert ref[1:] == (True, [], True, True, True)
+
+
+def test_stop_none_cancels_at_once():
+    def check(kind):
+        s = _Server(kind, handler_seconds=5)
+        try:
+            s.server.start()
+            with s.channel() as ch:
+                future = ch.unary_unary(method("Slow")).future(b"", timeout=10)
+                assert s.entered.wait(WAIT)
+                event = _bounded(lambda: s.server.stop(None), timeout=3)
+                set_on_return = event.is_set() if event != "hung" else event
+                try:
+                    future.result(timeout=WAIT)
+                    client = "ok"
+                except grpc.RpcError as err:
+                    client = err.code()
+                return set_on_return, client, s.inactive.wait(3), s.handler_errors
+        finally:
+            s.close()
+
+    ref = _for_both(check)
+    assert ref[0] is True and ref[2:] == (True, [])
+
+
+def test_stop_idle_server_and_stop_twice():
+    def check(kind):
+        s = _Server(kind)
+        try:
+            s.server.start()
+            first = s.server.stop(1)
+            first_done = first.wait(WAIT)
+            second = s.server.stop(1)
+            return first_done, second.is_set(), second is first
+        finally:
+            s.close()
+
+    assert _for_both(check)[:2] == (True, True)
+
+
+def test_stop_before_start():
+    def check(kind):
+        pool = futures.ThreadPoolExecutor(1)
+        server = factory(kind)(pool)
+        server.add_insecure_port("127.0.0.1:0")
+        # stop() on a server that never started must not hang.
+        with_grace = _bounded(lambda: server.stop(1).wait(2))
+        without = _bounded(lambda: server.stop(None).is_set())
+        pool.shutdown(wait=False)
+        return with_grace, without
+
+    assert _for_both(check) == (True, True)
+
+
+# -- wait_for_termination ---------------------------------------------------------------
+
+
+def test_wait_for_termination_timeout_and_after_stop():
+    def check(kind):
+        s = _Server(kind)
+        try:
+            s.server.start()
+            started = time.monotonic()
+            timed_out = s.server.wait_for_termination(timeout=0.2)
+            waited = time.monotonic() - started
+            s.server.stop(0).wait(WAIT)
+            after_stop = s.server.wait_for_termination(timeout=1)
+            return timed_out, 0.15 < waited < 2, after_stop
+        finally:
+            s.close()
+
+    assert _for_both(check) == (True, True, False)
+
+
+def test_wait_for_termination_returns_when_stopped_from_another_thread():
+    def check(kind):
+        s = _Server(kind)
+        try:
+            s.server.start()
+            threading.Timer(0.2, lambda: s.server.stop(0)).start()
+            started = time.monotonic()
+            result = s.server.wait_for_termination(timeout=5)
+            return result, time.monotonic() - started < 3
+        finally:
+            s.close()
+
+    assert _for_both(check) == (False, True)
+
+
+# -- ports after start ---------------------------------------------------------------------
+
+
+def test_known_limitation_second_server_on_the_same_port():
+    """README "Limitations": grpcio sets SO_REUSEPORT by default, so a
+    second server can bind a port a grpcio server already uses;
+    pygrpc_native sets it only with grpc.so_reuseport=1, so binding fails."""
+    pool = futures.ThreadPoolExecutor(2)
+    first = grpc.server(pool)
+    try:
+        port = first.add_insecure_port("[::]:0")
+        first.start()
+        outcomes = {}
+        for kind in KINDS:
+            server = factory(kind)(pool)
+            try:
+                outcomes[kind] = server.add_insecure_port(f"[::]:{port}") == port
+            except Exception as exc:  # noqa: BLE001
+                outcomes[kind] = type(exc).__name__
+            finally:
+                server.stop(None)
+        assert outcomes["grpcio"] is True
+        assert outcomes["native"] == "RuntimeError"
+    finally:
+        first.stop(None)
+        pool.shutdown(wait=False)

@@ -1,0 +1,345 @@
+"""Differential tests: message sizes, server options and
+maximum_concurrent_rpcs on grpc.server() and pygrpc_native.server(), plus
+the options only pygrpc_native refuses."""
+
+import threading
+import time
+from concurrent import futures
+
+import grpc
+import pytest
+
+import pygrpc_native
+from diff.harness import WAIT, both, call_stream, call_unary, method, same, setup_handlers, stream, unary
+
+pytestmark = pytest.mark.timeout(60)
+
+SC = grpc.StatusCode
+MiB = 1024 * 1024
+
+
+def _sized(req, ctx):
+    """Answers with as many bytes as the request says (b"123" -> 123 bytes)."""
+    return b"r" * int(req)
+
+
+def _echo_setup(server, state):
+    setup_handlers(
+        {
+            "Echo": unary(lambda req, ctx: req),
+            "Sized": unary(_sized),
+            "SizedStream": stream(lambda req, ctx: iter([b"a", b"s" * int(req), b"z"])),
+        }
+    )(server, state)
+
+
+# -- large messages ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("size", [1 * MiB, int(3.9 * MiB)], ids=["1MiB", "3.9MiB"])
+def test_large_request_and_response(size):
+    payload = bytes(range(256)) * (size // 256)
+
+    def scenario(run):
+        out = call_unary(run.channel, method("Echo"), payload, timeout=20)
+        return out.code, out.details, len(out.responses[0]) if out.responses else None, out.responses == (payload,)
+
+    ref = same(_echo_setup, scenario)
+    assert ref == (SC.OK, "", len(payload), True)
+
+
+def test_large_streamed_response():
+    def scenario(run):
+        out = call_stream(run.channel, method("SizedStream"), b"%d" % int(3.9 * MiB), timeout=20)
+        return out.code, [len(r) for r in out.responses]
+
+    ref = same(_echo_setup, scenario)
+    assert ref == (SC.OK, [1, int(3.9 * MiB), 1])
+
+
+def test_request_over_default_limit_code():
+    # Compared on the code: the details are a known difference
+    # (test_known_difference_oversized_request_details).
+    def scenario(run):
+        return call_unary(run.channel, method("Echo"), b"x" * (4 * MiB + 1), timeout=20).code
+
+    assert same(_echo_setup, scenario) == SC.RESOURCE_EXHAUSTED
+
+
+def test_request_over_max_receive_message_length_code():
+    def scenario(run):
+        small = call_unary(run.channel, method("Echo"), b"x" * 1024)
+        big = call_unary(run.channel, method("Echo"), b"x" * 1025)
+        return small.code, big.code
+
+    ref = same(_echo_setup, scenario, options=[("grpc.max_receive_message_length", 1024)])
+    assert ref == (SC.OK, SC.RESOURCE_EXHAUSTED)
+
+
+def test_known_difference_oversized_request_details():
+    """Known difference: an oversized request gets grpc-go's wording,
+    "grpc: received message larger than max (N vs. M)"; grpcio says
+    "SERVER: Received message larger than max (N vs. M)". Same code."""
+    scenario = lambda run: call_unary(run.channel, method("Echo"), b"x" * 2000).brief()  # noqa: E731
+    ref, ours = both(_echo_setup, scenario, options=[("grpc.max_receive_message_length", 1024)])
+    assert ref == (SC.RESOURCE_EXHAUSTED, "SERVER: Received message larger than max (2000 vs. 1024)")
+    assert ours == (SC.RESOURCE_EXHAUSTED, "grpc: received message larger than max (2000 vs. 1024)")
+
+
+def test_response_over_max_send_message_length():
+    def scenario(run):
+        fits = call_unary(run.channel, method("Sized"), b"1024")
+        return (fits.code, [len(r) for r in fits.responses]), call_unary(run.channel, method("Sized"), b"2000")
+
+    ref = same(_echo_setup, scenario, options=[("grpc.max_send_message_length", 1024)])
+    assert ref[0] == (SC.OK, [1024]) and ref[1].code == SC.RESOURCE_EXHAUSTED
+
+
+def test_streamed_response_over_max_send_message_length():
+    ref = same(
+        _echo_setup,
+        lambda run: call_stream(run.channel, method("SizedStream"), b"2000"),
+        options=[("grpc.max_send_message_length", 1024)],
+    )
+    assert ref.code == SC.RESOURCE_EXHAUSTED and ref.responses == (b"a",)
+
+
+def test_response_over_client_receive_limit():
+    # The client's own limit: the server sends, the client refuses.
+    ref = same(_echo_setup, lambda run: call_unary(run.channel, method("Sized"), b"%d" % (5 * MiB), timeout=20))
+    assert ref.code == SC.RESOURCE_EXHAUSTED
+
+
+# -- options ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["1024", b"1024", 1024.0],
+    ids=["str", "bytes", "float"],
+)
+def test_non_integer_option_value_is_ignored(value):
+    # grpcio ignores a limit that isn't an integer: the 4 MiB default holds.
+    def scenario(run):
+        return call_unary(run.channel, method("Echo"), b"x" * 2000).code
+
+    assert same(_echo_setup, scenario, options=[("grpc.max_receive_message_length", value)]) == SC.OK
+
+
+@pytest.mark.parametrize("value", [None, object()], ids=["None", "object"])
+def test_option_value_of_unsupported_type_raises_at_creation(value):
+    def create(factory):
+        pool = futures.ThreadPoolExecutor(1)
+        try:
+            server = factory(pool, options=[("grpc.max_receive_message_length", value)])
+            server.stop(None)
+            return "created"
+        except Exception as exc:  # noqa: BLE001
+            return type(exc).__name__, str(exc)
+        finally:
+            pool.shutdown(wait=False)
+
+    ref, ours = create(grpc.server), create(pygrpc_native.server)
+    assert ours == ref
+    assert ref[0] == "TypeError"
+
+
+@pytest.mark.parametrize(
+    "value,request_size",
+    [(-1, 5 * MiB), (True, 2), (0, 1)],
+    ids=["minus-one-is-unlimited", "True-is-1", "zero"],
+)
+def test_integer_edge_values_of_max_receive_message_length(value, request_size):
+    def scenario(run):
+        return call_unary(run.channel, method("Echo"), b"x" * request_size, timeout=20).code
+
+    same(_echo_setup, scenario, options=[("grpc.max_receive_message_length", value)])
+
+
+def test_ignored_options():
+    options = [
+        ("grpc.some_option_nobody_knows", 1),
+        ("grpc.primary_user_agent", "diff-suite"),
+        ("grpc.http2.max_frame_size", 16384),
+        ("grpc.http2.min_ping_interval_without_data_ms", 1000),
+        ("grpc.http2.max_ping_strikes", 2),
+        ("grpc.enable_retries", 0),
+        ("grpc.default_compression_algorithm", 0),
+        ("grpc.optimization_target", "latency"),
+        ("grpc.so_reuseport", 0),
+        ("grpc.keepalive_time_ms", 60000),
+        ("grpc.keepalive_timeout_ms", 20000),
+        ("grpc.keepalive_permit_without_calls", 1),
+    ]
+
+    def scenario(run):
+        return call_unary(run.channel, method("Echo"), b"hello").responses
+
+    assert same(_echo_setup, scenario, options=options) == (b"hello",)
+
+
+def test_max_concurrent_streams_serialises_a_connection():
+    # With one stream per connection, calls on one channel run one at a time.
+    def setup(server, state):
+        lock = threading.Lock()
+        counts = {"now": 0, "max": 0}
+
+        def handler(req, ctx):
+            with lock:
+                counts["now"] += 1
+                counts["max"] = max(counts["max"], counts["now"])
+            time.sleep(0.1)
+            with lock:
+                counts["now"] -= 1
+            return b"ok"
+
+        state.record("counts", counts)
+        setup_handlers({"M": unary(handler)})(server, state)
+
+    def scenario(run):
+        calls = [run.channel.unary_unary(method("M")).future(b"", timeout=10) for _ in range(3)]
+        results = [c.result() for c in calls]
+        return results, run.state.wait_for("counts")["max"]
+
+    ref = same(setup, scenario, options=[("grpc.max_concurrent_streams", 1)])
+    assert ref == ([b"ok"] * 3, 1)
+
+
+def test_request_metadata_over_absolute_limit():
+    """Same code and wording; the sizes in the details differ slightly
+    (README, known differences): grpcio also counts pseudo-headers that
+    grpc-go doesn't expose, and lists the fields in wire order."""
+    md = (("x-big", "v" * 4000),)
+    prefix = "received metadata size exceeds hard limit ("
+
+    def scenario(run):
+        code, details = call_unary(run.channel, method("Echo"), b"x", metadata=md).brief()
+        return code, details.startswith(prefix), "x-big:4037B" in details
+
+    ref = same(_echo_setup, scenario, options=[("grpc.absolute_max_metadata_size", 2048)])
+    assert ref == (SC.RESOURCE_EXHAUSTED, True, True)
+
+
+def test_request_metadata_over_default_limit():
+    def scenario(run):
+        big = call_unary(run.channel, method("Echo"), b"x", metadata=(("x-big", "v" * 20000),))
+        # The channel still works for the next call.
+        after = call_unary(run.channel, method("Echo"), b"after")
+        return big.brief(), after.brief(), after.responses
+
+    ref = same(_echo_setup, scenario)
+    assert ref[0][0] == SC.RESOURCE_EXHAUSTED and ref[2] == (b"after",)
+
+
+# -- maximum_concurrent_rpcs --------------------------------------------------------
+
+
+def _blocking_setup(server, state):
+    def handler(req, ctx):
+        state.event("entered").set()
+        state.event("release").wait(WAIT)
+        return b"released"
+
+    setup_handlers({"Block": unary(handler), "Echo": unary(lambda req, ctx: req)})(server, state)
+
+
+def test_maximum_concurrent_rpcs():
+    def scenario(run):
+        first = run.channel.unary_unary(method("Block")).future(b"", timeout=10)
+        assert run.state.event("entered").wait(WAIT)
+        refused = call_unary(run.channel, method("Echo"), b"x")
+        run.state.event("release").set()
+        first_result = first.result(timeout=WAIT)
+        time.sleep(0.2)  # grpcio counts the call done a moment after it ends
+        after = call_unary(run.channel, method("Echo"), b"y")
+        return first_result, refused, after
+
+    ref = same(_blocking_setup, scenario, maximum_concurrent_rpcs=1)
+    assert ref[0] == b"released"
+    assert ref[1].brief() == (SC.RESOURCE_EXHAUSTED, "Concurrent RPC limit exceeded!")
+    assert ref[2].responses == (b"y",)
+
+
+def test_maximum_concurrent_rpcs_counts_streams():
+    def setup(server, state):
+        def handler(req, ctx):
+            yield b"first"
+            state.event("entered").set()
+            state.event("release").wait(WAIT)
+            yield b"second"
+
+        setup_handlers({"S": stream(handler), "Echo": unary(lambda req, ctx: req)})(server, state)
+
+    def scenario(run):
+        call = run.channel.unary_stream(method("S"))(b"", timeout=10)
+        first = next(call)
+        assert run.state.event("entered").wait(WAIT)
+        refused = call_stream(run.channel, method("S"), b"")
+        run.state.event("release").set()
+        rest = list(call)
+        return first, rest, refused
+
+    ref = same(setup, scenario, maximum_concurrent_rpcs=1)
+    assert ref[2].brief() == (SC.RESOURCE_EXHAUSTED, "Concurrent RPC limit exceeded!")
+
+
+def test_maximum_concurrent_rpcs_not_reached():
+    def scenario(run):
+        calls = [run.channel.unary_unary(method("Echo")).future(b"%d" % i, timeout=10) for i in range(4)]
+        return [c.result() for c in calls]
+
+    assert same(_blocking_setup, scenario, maximum_concurrent_rpcs=4) == [b"0", b"1", b"2", b"3"]
+
+
+# -- what only pygrpc_native refuses (README "Server options") -------------------------
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "grpc.max_connection_age_ms",
+        "grpc.max_connection_age_grace_ms",
+        "grpc.max_connection_idle_ms",
+        "grpc.max_allowed_incoming_connections",
+    ],
+)
+def test_ours_only_refused_option(name):
+    pool = futures.ThreadPoolExecutor(1)
+    try:
+        # grpcio accepts it...
+        grpc.server(pool, options=[(name, 1000)]).stop(None)
+        # ...pygrpc_native refuses it at creation, naming it.
+        with pytest.raises(ValueError, match=name.replace(".", r"\.")):
+            pygrpc_native.server(pool, options=[(name, 1000)])
+    finally:
+        pool.shutdown(wait=False)
+
+
+def test_ours_only_refused_compression():
+    pool = futures.ThreadPoolExecutor(1)
+    try:
+        with pytest.raises(ValueError, match="compression"):
+            pygrpc_native.server(pool, compression=grpc.Compression.Gzip)
+        with pytest.raises(ValueError, match="compression"):
+            pygrpc_native.server(pool, compression=grpc.Compression.Deflate)
+        # No compression is what the server does anyway.
+        s = pygrpc_native.server(pool, compression=grpc.Compression.NoCompression)
+        s.stop(None)
+    finally:
+        pool.shutdown(wait=False)
+
+
+def test_ours_only_refused_xds():
+    pool = futures.ThreadPoolExecutor(1)
+    try:
+        with pytest.raises(ValueError, match="xds"):
+            pygrpc_native.server(pool, xds=True)
+    finally:
+        pool.shutdown(wait=False)
+
+
+def test_server_compression_none_serves():
+    def scenario(run):
+        return call_unary(run.channel, method("Echo"), b"abc").responses
+
+    assert same(_echo_setup, scenario, compression=grpc.Compression.NoCompression) == (b"abc",)
