@@ -38,7 +38,7 @@ def main(argv=None) -> int:
     p.add_argument(
         "--servers",
         default="grpcio_sync,native_sync,lowlevel",
-        help="comma-separated, from: grpcio_sync, native_sync, grpcio_aio, native_aio, native_aio_uvloop, lowlevel, grpcgo (a plain grpc-go echo server, the ceiling "
+        help="comma-separated, from: grpcio_sync, native_sync, grpcio_aio, native_aio, native_aio_uvloop, lowlevel, grpcgo, ceiling (a plain grpc-go echo server, the ceiling "
         "for this machine; not run by default)",
     )
     p.add_argument("--clients", default="grpcio_1thread,loadgen", help="comma-separated subset of: grpcio_1thread,loadgen")
@@ -57,7 +57,7 @@ def main(argv=None) -> int:
     server_keys = [k.strip() for k in args.servers.split(",")]
     client_keys = [c.strip() for c in args.clients.split(",")]
     for k in server_keys:
-        if k not in ("grpcio_sync", "native_sync", "grpcio_aio", "native_aio", "native_aio_uvloop", "lowlevel", "grpcgo"):
+        if k not in ("grpcio_sync", "native_sync", "grpcio_aio", "native_aio", "native_aio_uvloop", "lowlevel", "grpcgo", "ceiling"):
             p.error(f"unknown server {k!r}")
     for k in client_keys:
         if k not in ("grpcio_1thread", "loadgen"):
@@ -74,10 +74,13 @@ def main(argv=None) -> int:
         if "loadgen" in client_keys and loadgen is None:
             print("building bench/loadgen ...", flush=True)
             loadgen = harness.go_build("loadgen", Path(tmp))
-        goserver = None
+        goserver = ceiling = None
         if "grpcgo" in server_keys:
             print("building bench/goserver ...", flush=True)
             goserver = harness.go_build("goserver", Path(tmp))
+        if "ceiling" in server_keys:
+            print("building bench/ceiling ...", flush=True)
+            ceiling = harness.go_build("ceiling", Path(tmp))
 
         all_servers = {
             "grpcio_sync": ServerKind(
@@ -114,7 +117,8 @@ def main(argv=None) -> int:
                 (sys.executable, "-m", "bench.servers.lowlevel", "--threads", str(args.lowlevel_threads)),
                 requires="pygrpc_native",
             ),
-            "grpcgo": ServerKind("grpcgo", "grpc-go alone (ceiling)", (str(goserver),)),
+            "grpcgo": ServerKind("grpcgo", "grpc-go alone", (str(goserver),)),
+            "ceiling": ServerKind("ceiling", "Go front answering in Go (ceiling)", (str(ceiling),)),
         }
         servers, skipped = [], {}
         for key in server_keys:
