@@ -5,6 +5,12 @@ is :class:`NativeGrpcFront` (docs/low-level-api.md).
 """
 
 from ._credentials import ServerCredentials, ssl_server_credentials
+import logging as _logging
+
+# As grpcio does for its "grpc" logger: handler errors are logged, but an
+# application that configures no logging sees nothing on stderr.
+_logging.getLogger(__name__).addHandler(_logging.NullHandler())
+
 from ._front import EVENT_CALL, EVENT_CANCEL, EVENT_LOOKUP, FALLBACK, Event, NativeGrpcFront
 from ._server import server
 

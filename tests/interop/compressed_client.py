@@ -1,0 +1,279 @@
+"""Our own client for the interop cases client_compressed_unary and
+client_compressed_streaming, which grpc-go's interop client doesn't
+implement. It is a grpcio client that sends gzip-compressed requests.
+
+    python tests/interop/compressed_client.py --server_port P --test_case client_compressed_unary \
+        [--use_tls --ca_file CA --server_host_override localhost] [--wire_check]
+
+It takes the flags of the interop clients it stands in for, prints what it
+did, and exits 0 when the case passes, 1 when it fails.
+
+What it checks (grpc's doc/interop-test-descriptions.md, as far as a grpcio
+client and these servers allow):
+
+client_compressed_unary
+  1. probe: an uncompressed UnaryCall with expect_compressed=true. A server
+     that can see how a request was encoded answers INVALID_ARGUMENT; one
+     that can't (grpcio, and pygrpc_native, which hands handlers the same
+     metadata) answers it normally. Either is accepted and reported; the
+     field is nullable for servers of the second kind.
+  2. a gzip-compressed UnaryCall with expect_compressed=true: OK, 314159
+     bytes of payload back.
+  3. an uncompressed UnaryCall with expect_compressed=false: OK, 314159
+     bytes back.
+
+client_compressed_streaming
+  1. probe: an uncompressed StreamingInputCall of one message with
+     expect_compressed=true (INVALID_ARGUMENT or OK, as above).
+  2. a gzip-compressed StreamingInputCall of two messages, 27182 bytes with
+     expect_compressed=true and 45904 bytes with expect_compressed=false:
+     OK, aggregated_payload_size 73086. The description sends the second
+     message uncompressed; grpcio's client has no per-message switch for
+     request compression, so here both are compressed.
+
+--wire_check (plaintext only) puts a relay in front of the server that reads
+the HTTP/2 DATA frames the client sends and records each gRPC message's
+compressed flag, and checks that the calls meant to be compressed were
+compressed on the wire and the others weren't. Otherwise a server that
+ignored compression would pass unnoticed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import pathlib
+import socket
+import struct
+import sys
+import threading
+from typing import Any, Dict, List, Optional, Sequence
+
+import grpc
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import protos  # noqa: E402
+
+CASES = ("client_compressed_unary", "client_compressed_streaming")
+RPC_TIMEOUT = 20.0
+LARGE_REQ, LARGE_RESP = 271828, 314159
+STREAM_SIZES = (27182, 45904)
+
+
+class Failure(Exception):
+    pass
+
+
+class WireTap:
+    """A TCP relay on 127.0.0.1 that parses the client's HTTP/2 frames and
+    records, per stream, the compressed flag of every gRPC message sent."""
+
+    PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+
+    def __init__(self, upstream_port: int) -> None:
+        self.upstream = ("127.0.0.1", upstream_port)
+        self.listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(8)
+        self.port = self.listener.getsockname()[1]
+        self.lock = threading.Lock()
+        self.streams: Dict[int, List[int]] = {}  # stream id -> flags, in order
+        self.sockets: List[socket.socket] = [self.listener]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def flags(self) -> List[List[int]]:
+        """The flags of each stream that carried messages, by stream id."""
+        with self.lock:
+            return [self.streams[k] for k in sorted(self.streams) if self.streams[k]]
+
+    def close(self) -> None:
+        for s in self.sockets:
+            try:
+                s.close()
+            except OSError:
+                pass
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            try:
+                server = socket.create_connection(self.upstream, timeout=10)
+            except OSError:
+                client.close()  # the client sees the server's refusal
+                continue
+            server.settimeout(None)
+            self.sockets += [client, server]
+            threading.Thread(target=self._pump, args=(client, server, True), daemon=True).start()
+            threading.Thread(target=self._pump, args=(server, client, False), daemon=True).start()
+
+    def _pump(self, src: socket.socket, dst: socket.socket, parse: bool) -> None:
+        buf = b""
+        preface_left = len(self.PREFACE)
+        pending: Dict[int, bytes] = {}
+        try:
+            while True:
+                data = src.recv(65536)
+                if not data:
+                    break
+                dst.sendall(data)
+                if not parse:
+                    continue
+                buf += data
+                if preface_left:
+                    cut = min(preface_left, len(buf))
+                    buf, preface_left = buf[cut:], preface_left - cut
+                while len(buf) >= 9:
+                    length = int.from_bytes(buf[:3], "big")
+                    if len(buf) < 9 + length:
+                        break
+                    ftype, fflags = buf[3], buf[4]
+                    stream = int.from_bytes(buf[5:9], "big") & 0x7FFFFFFF
+                    payload, buf = buf[9 : 9 + length], buf[9 + length :]
+                    if ftype == 0:  # DATA
+                        if fflags & 0x8:  # PADDED
+                            payload = payload[1 : len(payload) - payload[0]]
+                        self._messages(stream, pending, payload)
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def _messages(self, stream: int, pending: Dict[int, bytes], payload: bytes) -> None:
+        data = pending.get(stream, b"") + payload
+        while len(data) >= 5:
+            flag, length = data[0], struct.unpack(">I", data[1:5])[0]
+            if len(data) < 5 + length:
+                break
+            with self.lock:
+                self.streams.setdefault(stream, []).append(flag)
+            data = data[5 + length :]
+        pending[stream] = data
+
+
+def _probe_outcome(call: Any) -> str:
+    try:
+        call()
+    except grpc.RpcError as err:
+        if err.code() == grpc.StatusCode.INVALID_ARGUMENT:
+            return "INVALID_ARGUMENT (the server enforces expect_compressed)"
+        raise Failure(f"probe failed with {err.code()}: {err.details()}") from None
+    return "OK (the server can't see request encodings; expect_compressed not enforced)"
+
+
+def client_compressed_unary(stub: Any, m: Any) -> List[List[int]]:
+    def request(expect: bool) -> Any:
+        return m.SimpleRequest(
+            expect_compressed=m.BoolValue(value=expect),
+            response_type=m.COMPRESSABLE,
+            response_size=LARGE_RESP,
+            payload=m.Payload(body=bytes(LARGE_REQ)),
+        )
+
+    def check(response: Any, step: str) -> None:
+        size = len(response.payload.body)
+        if size != LARGE_RESP:
+            raise Failure(f"{step}: response payload of {size} bytes, want {LARGE_RESP}")
+
+    def probe() -> None:
+        check(stub.UnaryCall(request(True), timeout=RPC_TIMEOUT), "probe")
+
+    print("1. probe, uncompressed, expect_compressed=true:", _probe_outcome(probe))
+    try:
+        check(stub.UnaryCall(request(True), timeout=RPC_TIMEOUT, compression=grpc.Compression.Gzip), "step 2")
+    except grpc.RpcError as err:
+        raise Failure(f"step 2 (gzip, expect_compressed=true) failed: {err.code()}: {err.details()}") from None
+    print("2. gzip, expect_compressed=true: OK, 314159 bytes back")
+    try:
+        check(stub.UnaryCall(request(False), timeout=RPC_TIMEOUT), "step 3")
+    except grpc.RpcError as err:
+        raise Failure(f"step 3 (uncompressed, expect_compressed=false) failed: {err.code()}: {err.details()}") from None
+    print("3. uncompressed, expect_compressed=false: OK, 314159 bytes back")
+    return [[0], [1], [0]]
+
+
+def client_compressed_streaming(stub: Any, m: Any) -> List[List[int]]:
+    def message(size: int, expect: bool) -> Any:
+        return m.StreamingInputCallRequest(expect_compressed=m.BoolValue(value=expect), payload=m.Payload(body=bytes(size)))
+
+    def probe() -> None:
+        response = stub.StreamingInputCall(iter([message(STREAM_SIZES[0], True)]), timeout=RPC_TIMEOUT)
+        if response.aggregated_payload_size != STREAM_SIZES[0]:
+            raise Failure(f"probe: aggregated_payload_size {response.aggregated_payload_size}, want {STREAM_SIZES[0]}")
+
+    print("1. probe, uncompressed, expect_compressed=true:", _probe_outcome(probe))
+    requests = [message(STREAM_SIZES[0], True), message(STREAM_SIZES[1], False)]
+    try:
+        response = stub.StreamingInputCall(iter(requests), timeout=RPC_TIMEOUT, compression=grpc.Compression.Gzip)
+    except grpc.RpcError as err:
+        raise Failure(f"step 2 (gzip stream) failed: {err.code()}: {err.details()}") from None
+    want = sum(STREAM_SIZES)
+    if response.aggregated_payload_size != want:
+        raise Failure(f"step 2: aggregated_payload_size {response.aggregated_payload_size}, want {want}")
+    print(f"2. gzip stream of 27182 (expect_compressed=true) + 45904 (false) bytes: OK, aggregated {want}")
+    return [[0], [1, 1]]
+
+
+def run(args: argparse.Namespace) -> None:
+    pb = protos.load(pathlib.Path(args.gen) if args.gen else None)
+    port = args.server_port
+    tap: Optional[WireTap] = None
+    if args.wire_check:
+        if args.use_tls:
+            raise Failure("--wire_check reads plaintext HTTP/2; it can't be used with --use_tls")
+        tap = WireTap(port)
+        port = tap.port
+    target = f"{args.server_host}:{port}"
+    if args.use_tls:
+        roots = pathlib.Path(args.ca_file).read_bytes() if args.ca_file else None
+        options = [("grpc.ssl_target_name_override", args.server_host_override)] if args.server_host_override else []
+        channel = grpc.secure_channel(target, grpc.ssl_channel_credentials(roots), options=options)
+    else:
+        channel = grpc.insecure_channel(target)
+    try:
+        with channel:
+            stub = pb.test_pb2_grpc.TestServiceStub(channel)
+            case = {"client_compressed_unary": client_compressed_unary,
+                    "client_compressed_streaming": client_compressed_streaming}[args.test_case]
+            want = case(stub, pb.messages_pb2)
+        if tap is not None:
+            got = tap.flags()
+            if got != want:
+                raise Failure(f"wire check: compressed flags per call {got}, want {want}")
+            print(f"wire check: compressed flags per call {got}, as intended")
+    finally:
+        if tap is not None:
+            tap.close()
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--server_host", default="127.0.0.1")
+    parser.add_argument("--server_port", type=int, required=True)
+    parser.add_argument("--server_host_override", default="")
+    parser.add_argument("--test_case", choices=CASES, required=True)
+    parser.add_argument("--use_tls", action="store_true")
+    parser.add_argument("--use_test_ca", action="store_true", help="accepted for compatibility; give --ca_file")
+    parser.add_argument("--ca_file", default="")
+    parser.add_argument("--wire_check", action="store_true", help="check compressed flags on the wire (plaintext)")
+    parser.add_argument("--gen", help="directory of the generated code (reused if it's there)")
+    args = parser.parse_args(argv)
+    try:
+        run(args)
+    except Failure as err:
+        print(f"FAIL {args.test_case}: {err}")
+        return 1
+    except grpc.RpcError as err:
+        print(f"FAIL {args.test_case}: {err.code()}: {err.details()}")
+        return 1
+    print(f"PASS {args.test_case}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
