@@ -4,15 +4,15 @@
 is :class:`NativeGrpcFront` (docs/low-level-api.md).
 """
 
-from ._credentials import ServerCredentials, ssl_server_credentials
 import logging as _logging
+
+from ._credentials import ServerCredentials, ssl_server_credentials
+from ._front import EVENT_CALL, EVENT_CANCEL, EVENT_LOOKUP, FALLBACK, Event, NativeGrpcFront
+from ._server import server
 
 # As grpcio does for its "grpc" logger: handler errors are logged, but an
 # application that configures no logging sees nothing on stderr.
 _logging.getLogger(__name__).addHandler(_logging.NullHandler())
-
-from ._front import EVENT_CALL, EVENT_CANCEL, EVENT_LOOKUP, FALLBACK, Event, NativeGrpcFront
-from ._server import server
 
 __all__ = [
     "EVENT_CALL",
