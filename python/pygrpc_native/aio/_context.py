@@ -43,7 +43,7 @@ class ServicerContext(grpc.aio.ServicerContext):
         self.trailing_metadata_: Any = ()
         self.initial_metadata_sent = False
         self.status_sent = False
-        self.cancelled_ = False
+        self.aborted = False
         self.done_callbacks: List[Callable[[Any], None]] = []
         self.serializer: Optional[Callable[[Any], bytes]] = None
 
@@ -69,24 +69,34 @@ class ServicerContext(grpc.aio.ServicerContext):
         value = code if isinstance(code, int) else _CODE_VALUES.get(code, 2)
         try:
             await self._post(self._front.finish, value, details, self.trailing_metadata_ or None, payload)
-        except (TypeError, ValueError):
+        except ValueError:
             # Metadata gRPC can't carry: Go has already ended the call.
             self._server.log_error("Cannot send trailing metadata %r", self.trailing_metadata_)
+        except TypeError as err:
+            # Metadata of the wrong types: the call must end all the same.
+            self._server.log_error("Cannot send the status: %s", err)
+            await self._post(self._front.finish, _CODE_VALUES[grpc.StatusCode.UNKNOWN], f"Unexpected {type(err)}: {err}")
+
+    def _check_open(self, what: str) -> None:
+        if self.aborted:
+            raise grpc.aio.AbortError("Locally aborted.")
+        if self.status_sent:
+            raise grpc.aio.UsageError(what)
 
     async def write(self, message: Any) -> None:
-        if self.status_sent:
-            raise grpc.aio.UsageError("RPC already finished.")
+        self._check_open("RPC already finished.")
         body = self._server.serialize(self, message)
         self.initial_metadata_sent = True
         if not await self._post(self._front.send_message, body):
             raise asyncio.CancelledError()
 
-    async def read(self) -> NoReturn:
-        raise grpc.aio.UsageError("read() is only for request-streaming methods, which the grpcio fallback serves")
+    async def read(self) -> Any:
+        # Natively served methods have one request, already given to the
+        # handler; grpc.aio answers EOF for the next.
+        return grpc.aio.EOF
 
     async def send_initial_metadata(self, initial_metadata: Any) -> None:
-        if self.status_sent:
-            raise grpc.aio.UsageError("Send initial metadata failed: RPC already finished")
+        self._check_open("Send initial metadata failed: RPC already finished")
         if self.initial_metadata_sent:
             raise grpc.aio.UsageError("Send initial metadata failed: already sent")
         self.initial_metadata_sent = True
@@ -103,6 +113,7 @@ class ServicerContext(grpc.aio.ServicerContext):
             self._server.log_error("abort() called with StatusCode.OK; returning UNKNOWN")
             code, details = _UNKNOWN, ""
         await self.finish(code, details)
+        self.aborted = True
         raise grpc.aio.AbortError()
 
     async def abort_with_status(self, status: grpc.Status) -> NoReturn:
@@ -158,18 +169,22 @@ class ServicerContext(grpc.aio.ServicerContext):
         return auth_context_of(self._call_details())
 
     def time_remaining(self) -> Optional[float]:
-        if self.status_sent or self.cancelled_:
+        if self.status_sent:
             return 0.0
         try:
             return self._front.time_remaining(self._call_id)
         except RuntimeError:
             return 0.0
 
+    # As grpc.aio: cancelled() means the status is CANCELLED, done() that
+    # the status has been sent. A client cancel or a passed deadline makes
+    # neither true (the handler learns of it by CancelledError).
+
     def cancelled(self) -> bool:
-        return self.cancelled_
+        return self.code_ == grpc.StatusCode.CANCELLED
 
     def done(self) -> bool:
-        return self.status_sent or self.cancelled_
+        return self.status_sent
 
     def add_done_callback(self, callback: Callable[[Any], None]) -> None:
         self.done_callbacks.append(callback)

@@ -68,11 +68,11 @@ class _SyncContext(SyncServicerContext):
         self.finished = True
         _send_blocking(self._server.front.finish, self._call_id, self.code_.value[0], details, self.trailing_metadata_)
 
-    def add_callback(self, callback: Any) -> bool:
-        if self.callbacks is None or self.finished:
-            return False
-        self.callbacks.append(callback)
-        return True
+    def add_callback(self, callback: Any) -> None:  # type: ignore[override]
+        # grpc.aio's sync context returns None here, and runs the callbacks
+        # when the call completes (not on a client cancel).
+        if self.callbacks is not None and not self.finished:
+            self.callbacks.append(callback)
 
     def is_active(self) -> bool:
         return not self.finished and self._server.front.is_active(self._call_id)
@@ -124,7 +124,7 @@ class _AioServer(ServerCore, grpc.aio.Server):
     async def start(self) -> None:
         with self.lock:
             if self.stage is not NEW:
-                raise ValueError("Cannot start already-started server!")
+                return  # grpc.aio ignores a second start()
             self.stage = STARTED
         self._loop = asyncio.get_running_loop()
         self.add_registered_methods()
@@ -187,7 +187,6 @@ class _AioServer(ServerCore, grpc.aio.Server):
             elif kind == EVENT_CANCEL:
                 entry = self._calls.pop(call_id, None)
                 if entry is not None:
-                    entry[1].cancelled_ = True
                     entry[0].cancel()
             else:
                 self.lookup(call_id, payload.decode("utf-8", "replace"))
@@ -195,6 +194,10 @@ class _AioServer(ServerCore, grpc.aio.Server):
     # -- one call ------------------------------------------------------------
 
     def serialize(self, ctx: ServicerContext, message: Any) -> bytes:
+        # grpc.aio sends None as an empty message and str as UTF-8, the
+        # latter even before a serializer sees it.
+        if isinstance(message, str):
+            message = message.encode()
         serializer = ctx.serializer
         if serializer is None:
             return b"" if message is None else message
@@ -225,7 +228,7 @@ class _AioServer(ServerCore, grpc.aio.Server):
             else:
                 await self._serve_unary(handler.unary_unary, ctx, request)
         except asyncio.CancelledError:
-            ctx.cancelled_ = True  # the client has its status already
+            pass  # the client has its status already
         except grpc.aio.AbortError:
             pass  # abort() sent the status
         except Exception as exc:  # noqa: BLE001 - grpc.aio's outcome for any exception
@@ -233,11 +236,11 @@ class _AioServer(ServerCore, grpc.aio.Server):
             await ctx.finish(ctx.code_ or _UNKNOWN, f"Unexpected {type(exc)}: {exc}")
         finally:
             self._calls.pop(ctx._call_id, None)
-            for callback in ctx.done_callbacks:
-                try:
+            try:
+                for callback in ctx.done_callbacks:
                     callback(ctx)
-                except Exception:  # noqa: BLE001
-                    _LOGGER.exception("Exception calling done callback")
+            except Exception:  # noqa: BLE001 - as grpc.aio, the first failure ends the run
+                _LOGGER.exception("Exception calling done callback")
 
     async def _serve_unary(self, behavior: Any, ctx: ServicerContext, request: Any) -> None:
         if self._kind(behavior) is _SYNC:
@@ -289,7 +292,7 @@ class _AioServer(ServerCore, grpc.aio.Server):
                 ctx.trailing_metadata_ = sync_ctx.trailing_metadata_
             ctx.status_sent = ctx.status_sent or sync_ctx.finished
             for callback in sync_ctx.callbacks or ():
-                ctx.add_done_callback(lambda _ctx, cb=callback: cb())
+                ctx.add_done_callback(lambda done_ctx, cb=callback: cb() if done_ctx.done() else None)
 
     async def _intercept(self, method: Method, ctx: ServicerContext) -> Optional[grpc.RpcMethodHandler]:
         interceptors = self.interceptors
