@@ -64,29 +64,19 @@ def encode_details(details: Any) -> bytes:
     return str(details).encode("utf-8")
 
 
-class ServicerContext(grpc.ServicerContext):
-    """The context handlers of pygrpc_native.server() receive."""
+class CallInfo:
+    """What a handler can read about its call, asked of the Go core on
+    first use and kept: shared by the sync and aio contexts, which set
+    ``_front``, ``_call_id`` and ``_details_cache``."""
 
-    def __init__(self, server: "_Server", call_id: int, method: str) -> None:
-        self._server = server
-        self._call_id = call_id
-        self._method = method
-        self._details_cache: Optional[Dict[str, Any]] = None
-        self.code_: Optional[grpc.StatusCode] = None
-        self.details_: Optional[bytes] = None
-        self.trailing_metadata_: Any = None
-        self.aborted = False
-        self.initial_metadata_allowed = True
-        self.callbacks: Optional[List[Callable[[], None]]] = []
-        self.finished = False
-        self.rpc_errors: Tuple[grpc.RpcError, ...] = ()
-
-    # -- the call ------------------------------------------------------------
+    _front: Any
+    _call_id: int
+    _details_cache: Optional[Dict[str, Any]]
 
     def _call_details(self) -> Dict[str, Any]:
         if self._details_cache is None:
             try:
-                self._details_cache = self._server.front.call_details(self._call_id)
+                self._details_cache = self._front.call_details(self._call_id)
             except (LookupError, RuntimeError):
                 # The call has ended; what grpcio would still report.
                 self._details_cache = {"invocation_metadata": (), "peer": ""}
@@ -106,6 +96,25 @@ class ServicerContext(grpc.ServicerContext):
 
     def auth_context(self) -> Mapping[str, Sequence[bytes]]:
         return auth_context_of(self._call_details())
+
+
+class ServicerContext(CallInfo, grpc.ServicerContext):
+    """The context handlers of pygrpc_native.server() receive."""
+
+    def __init__(self, server: "_Server", call_id: int, method: str) -> None:
+        self._server = server
+        self._front = server.front
+        self._call_id = call_id
+        self._method = method
+        self._details_cache: Optional[Dict[str, Any]] = None
+        self.code_: Optional[grpc.StatusCode] = None
+        self.details_: Optional[bytes] = None
+        self.trailing_metadata_: Any = None
+        self.aborted = False
+        self.initial_metadata_allowed = True
+        self.callbacks: Optional[List[Callable[[], None]]] = []
+        self.finished = False
+        self.rpc_errors: Tuple[grpc.RpcError, ...] = ()
 
     # Once the server has stopped, the front raises RuntimeError for every
     # call; for a handler that is just a call that has ended.

@@ -8,19 +8,12 @@ core on demand, like the sync context.
 from __future__ import annotations
 
 import asyncio
-import time
-from typing import TYPE_CHECKING, Any, Callable, List, Mapping, NoReturn, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Callable, List, NoReturn, Optional
 
 import grpc
 import grpc.aio
 
-from .._context import (
-    Metadatum,
-    auth_context_of,
-    encode_details,
-    peer_identities_of,
-    peer_identity_key_of,
-)
+from .._context import CallInfo
 
 if TYPE_CHECKING:  # pragma: no cover
     from ._server import _AioServer
@@ -29,7 +22,7 @@ _CODE_VALUES = {code: code.value[0] for code in grpc.StatusCode}
 _UNKNOWN = grpc.StatusCode.UNKNOWN
 
 
-class ServicerContext(grpc.aio.ServicerContext):
+class ServicerContext(CallInfo, grpc.aio.ServicerContext):
     """The context coroutine handlers of pygrpc_native.aio.server() get."""
 
     def __init__(self, server: "_AioServer", call_id: int, method: str) -> None:
@@ -144,29 +137,6 @@ class ServicerContext(grpc.aio.ServicerContext):
         pass
 
     # -- the call --------------------------------------------------------------
-
-    def _call_details(self) -> dict:
-        if self._details_cache is None:
-            try:
-                self._details_cache = self._front.call_details(self._call_id)
-            except (LookupError, RuntimeError):
-                self._details_cache = {"invocation_metadata": (), "peer": ""}
-        return self._details_cache
-
-    def invocation_metadata(self) -> Tuple[Metadatum, ...]:
-        return tuple(Metadatum(k, v) for k, v in self._call_details()["invocation_metadata"])
-
-    def peer(self) -> str:
-        return self._call_details()["peer"]
-
-    def peer_identities(self) -> Optional[Sequence[bytes]]:
-        return peer_identities_of(self._call_details())
-
-    def peer_identity_key(self) -> Optional[str]:
-        return peer_identity_key_of(self._call_details())
-
-    def auth_context(self) -> Mapping[str, Sequence[bytes]]:
-        return auth_context_of(self._call_details())
 
     def time_remaining(self) -> Optional[float]:
         if self.status_sent:
