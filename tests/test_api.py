@@ -27,11 +27,16 @@ INIT_PARAMS = [
     ("options", None),
     ("bearer_tokens", None),
     ("ordered", False),
+    # Added after 0.1's first five, each with a default.
+    ("resolve_unknown", False),
+    ("maximum_concurrent_rpcs", None),
+    ("fallback", None),
+    ("credentials", None),
 ]
 
 METHOD_PARAMS = {
     "start": [],
-    "stop": [("grace", None)],
+    "stop": [("grace", None), ("wait", True)],
     "recv_batch": [("max_events", _EMPTY), ("timeout", None)],
     "respond": [("call_id", _EMPTY), ("payload", _EMPTY)],
     "send_message": [("call_id", _EMPTY), ("payload", _EMPTY)],
@@ -48,6 +53,13 @@ METHOD_PARAMS = {
     "time_remaining": [("call_id", _EMPTY)],
     "call_details": [("call_id", _EMPTY)],
     "metrics": [],
+    "bind": [("address", None)],
+    "add_method": [("path", _EMPTY), ("server_streaming", _EMPTY)],
+    "add_fallback_method": [("path", _EMPTY)],
+    "route": [("call_id", _EMPTY), ("method_id", _EMPTY)],
+    "watch": [("call_id", _EMPTY)],
+    "recv_watched": [("max_events", _EMPTY), ("timeout", None)],
+    "event_fd": [],
 }
 
 METRIC_KEYS = {
@@ -64,6 +76,7 @@ METRIC_KEYS = {
     "connections_total",
     "bytes_in",
     "bytes_out",
+    "calls_proxied",
 }
 
 
@@ -87,6 +100,20 @@ def _check_params(where, params, expected):
             inspect.Parameter.VAR_POSITIONAL,
             inspect.Parameter.VAR_KEYWORD,
         ), f"{where}: a new parameter {p.name} must have a default"
+
+
+def test_lookup_and_fallback_constants():
+    assert pygrpc_native.EVENT_LOOKUP == 3
+    assert pygrpc_native.FALLBACK == -1
+
+
+def test_blocking_attribute():
+    front = NativeGrpcFront("127.0.0.1:0", [])
+    assert front.blocking is True
+    front.blocking = False
+    assert front.blocking is False
+    with pytest.raises(TypeError):
+        front.blocking = 1
 
 
 def test_event_constants():

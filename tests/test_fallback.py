@@ -8,7 +8,7 @@ import time
 
 import grpc
 import pytest
-from diff.harness import SERVICE, State, both, method, running, same
+from diff.harness import SERVICE, method, running, same
 from grpc_reflection.v1alpha import reflection
 from grpc_reflection.v1alpha.proto_reflection_descriptor_database import ProtoReflectionDescriptorDatabase
 
@@ -34,12 +34,13 @@ def _setup(server, state):
         state.record("done", True)
 
     def slow_bidi(requests, context):
-        for message in requests:
-            yield message
-        deadline = time.monotonic() + 10
-        while context.is_active() and time.monotonic() < deadline:
-            time.sleep(0.01)
-        state.record("is_active_after_cancel", context.is_active())
+        try:
+            yield next(requests)
+            deadline = time.monotonic() + 10
+            while context.is_active() and time.monotonic() < deadline:
+                time.sleep(0.01)
+        finally:
+            state.record("is_active_after_cancel", context.is_active())
 
     handlers = {
         "Bidi": grpc.stream_stream_rpc_method_handler(_bidi_echo),
@@ -79,9 +80,12 @@ def test_client_streaming_and_large_streamed_messages():
 
 def test_client_cancel_mid_stream_reaches_the_backend_handler():
     def scenario(run):
-        call = run.channel.stream_stream(method("Slow"))(iter([b"one"]), timeout=30)
+        outbox: "queue.Queue[bytes | None]" = queue.Queue()
+        outbox.put(b"one")
+        call = run.channel.stream_stream(method("Slow"))(iter(outbox.get, None), timeout=30)
         assert next(call) == b"one"
         call.cancel()
+        outbox.put(None)
         return run.state.wait_for("is_active_after_cancel", 10)
 
     assert same(_setup, scenario) is False

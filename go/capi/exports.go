@@ -192,17 +192,19 @@ func pgn_add_fallback_method(h C.int64_t, path *C.char, pathLen C.size_t, errOut
 }
 
 // pgn_route continues a looked-up call as method methodID, or relays it
-// to the fallback server (methodID -1). A method id the front can't route
-// to is PGN_UNKNOWN_METHOD.
+// to the fallback server (methodID -1). A route the front can't take (an
+// unknown method id, no fallback, a call not waiting for a lookup) is
+// PGN_UNKNOWN_METHOD with *errOut set.
 //
 //export pgn_route
-func pgn_route(h C.int64_t, id C.uint64_t, methodID C.int) C.int {
+func pgn_route(h C.int64_t, id C.uint64_t, methodID C.int, errOut **C.char) C.int {
 	f := getHandle(int64(h))
 	if f == nil {
 		return C.PGN_BAD_HANDLE
 	}
 	r, err := f.Route(uint64(id), int32(methodID))
 	if err != nil {
+		*errOut = C.CString(err.Error())
 		return C.PGN_UNKNOWN_METHOD
 	}
 	return C.int(r)

@@ -3,6 +3,7 @@ package front
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 
 	spb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc/codes"
@@ -58,6 +59,9 @@ type call struct {
 	// the main one. Guarded by the call's shard lock, so that Watch and the
 	// call's end agree on where the event goes.
 	watched bool
+
+	// lookup is true while the call waits for Python to route it.
+	lookup atomic.Bool
 
 	// Owned by the handler goroutine: a unary call answers with exactly
 	// one message, held until the status goes out with it.

@@ -444,6 +444,13 @@ func (f *Front) Route(id uint64, methodID int32) (Result, error) {
 	} else if m, ok := f.methods.get(methodID); !ok || m.Fallback {
 		return ResultOK, configErrorf("unknown method id %d", methodID)
 	}
+	c, r := f.lookup(id)
+	if r != ResultOK {
+		return r, nil
+	}
+	if !c.lookup.Load() {
+		return ResultOK, configErrorf("call %d is not waiting for a lookup (EVENT_LOOKUP)", id)
+	}
 	return f.post(id, op{kind: opRoute, method: methodID}, true), nil
 }
 

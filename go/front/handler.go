@@ -59,18 +59,21 @@ func (f *Front) resolve(ss grpc.ServerStream, path string) error {
 	if err != nil {
 		return err
 	}
+	c.lookup.Store(true)
 	if err := f.deliver(c, Event{Kind: EventLookup, CallID: c.id, MethodID: -1, Payload: []byte(path), ClientKey: c.clientKey}); err != nil {
 		return err
 	}
 	for {
 		select {
 		case o := <-c.ops:
-			if o.kind == opRoute && o.method == FallbackMethodID {
-				// Not a native call after all: it ends here for Python.
-				f.end(c)
-				return f.proxy(ss, path)
-			}
 			if o.kind == opRoute {
+				c.lookup.Store(false)
+				if o.method == FallbackMethodID {
+					// Python's part ends here: the fallback serves it.
+					f.end(c)
+					f.m.callsCompleted.Add(1)
+					return f.proxy(ss, path)
+				}
 				return f.serveMethod(ss, o.method, c)
 			}
 			if err, done := f.apply(c, o, ss); done {
@@ -115,7 +118,6 @@ func (f *Front) serveMethod(ss grpc.ServerStream, methodID int32, c *call) error
 		if err := f.deliver(c, ev); err != nil {
 			return err
 		}
-		f.m.callsStarted.Add(1)
 	} else {
 		c.methodID, c.unary = methodID, !m.ServerStreaming
 		ev.CallID, ev.ClientKey = c.id, c.clientKey
@@ -123,7 +125,6 @@ func (f *Front) serveMethod(ss grpc.ServerStream, methodID int32, c *call) error
 			f.end(c)
 			return status.Error(codes.Unavailable, detailsServerStopping)
 		}
-		f.m.callsStarted.Add(1)
 	}
 	return f.serve(c, ss)
 }
@@ -160,6 +161,7 @@ func (f *Front) newCall(ctx context.Context, path string, methodID int32) (*call
 	c.clientKey = clientKeyFrom(ctx, c.conn)
 	f.calls.put(c)
 	f.m.callsActive.Add(1)
+	f.m.callsStarted.Add(1)
 	return c, nil
 }
 

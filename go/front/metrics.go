@@ -29,9 +29,9 @@ type Metric struct {
 // MetricNames lists the keys Front.Metrics returns, in order. They are a
 // public contract (docs/low-level-api.md): never rename or remove one.
 var MetricNames = []string{
-	"calls_started",           // calls that reached Python as EVENT_CALL
-	"calls_completed",         // calls Python finished (any status)
-	"calls_cancelled",         // calls the client cancelled or that died with their connection or the server
+	"calls_started",           // calls that reached Python (EVENT_CALL, or EVENT_LOOKUP for a call routed later)
+	"calls_completed",         // calls Python finished (any status) or routed to the fallback
+	"calls_cancelled",         // calls the client or Python (cancel) cancelled, or that died with their connection or the server
 	"calls_deadline_exceeded", // calls whose deadline passed before Python finished them
 	"calls_refused",           // calls refused before Python: bad token, unknown method, limits
 	"calls_active",            // calls started and not yet ended

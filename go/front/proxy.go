@@ -46,6 +46,9 @@ func (f *Front) proxy(ss grpc.ServerStream, path string) error {
 	ctx, cancel := context.WithCancel(ss.Context())
 	defer cancel()
 	f.m.callsProxied.Add(1)
+	if t := ticketFrom(ctx); t != nil {
+		t.resolve(f.queue, nil) // relayed calls keep no place in Python's order
+	}
 	md, _ := metadata.FromIncomingContext(ctx)
 	cs, err := f.fallback.NewStream(metadata.NewOutgoingContext(ctx, forwardedMetadata(md)), backendStreamDesc, path)
 	if err != nil {

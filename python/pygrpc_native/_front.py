@@ -74,7 +74,9 @@ def _config_json(
     if fallback is not None and not isinstance(fallback, str):
         raise TypeError(f"fallback must be a gRPC target str, not {type(fallback).__name__}")
     if maximum_concurrent_rpcs is not None and (
-        not isinstance(maximum_concurrent_rpcs, int) or maximum_concurrent_rpcs < 1
+        not isinstance(maximum_concurrent_rpcs, int)
+        or isinstance(maximum_concurrent_rpcs, bool)
+        or maximum_concurrent_rpcs < 1
     ):
         raise ValueError(f"maximum_concurrent_rpcs must be a positive int, got {maximum_concurrent_rpcs!r}")
     tls = tls_config(credentials, "NativeGrpcFront(credentials=...)")

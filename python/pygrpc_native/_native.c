@@ -541,14 +541,14 @@ static PyObject *Front_route(PyObject *self, PyObject *args) {
         return NULL;
     }
     int rc;
+    char *err = NULL;
     Py_BEGIN_ALLOW_THREADS
-    rc = pgn_route(h, id, method_id);
+    rc = pgn_route(h, id, method_id, &err);
     Py_END_ALLOW_THREADS
     if (rc == PGN_UNKNOWN_METHOD) {
-        return PyErr_Format(PyExc_ValueError,
-                            "cannot route to method id %d: use an id from add_method(), or FALLBACK on a front "
-                            "created with a fallback server",
-                            method_id);
+        PyErr_Format(PyExc_ValueError, "cannot route call %llu: %s", (unsigned long long)id, err ? err : "");
+        free(err);
+        return NULL;
     }
     return result_to_py(rc, id);
 }

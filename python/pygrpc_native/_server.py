@@ -136,13 +136,14 @@ class _Server(ServerCore, grpc.Server):
         return event
 
     def _finish_stop(self, fallback_stopped: threading.Event) -> None:
-        """Waits for both servers; the dispatcher signals the end once Go's
-        queue is drained."""
+        """Waits for both servers and the dispatcher (which ends once Go's
+        queue is drained), removes the fallback's socket, then signals."""
         self.front.stop(None)  # returns when the stop begun above is complete
         fallback_stopped.wait()
+        if self._dispatcher is not None:
+            self._dispatcher.join()
         self.cleanup()
-        if self._dispatcher is None:
-            self._terminated()
+        self._terminated()
 
     def _terminated(self) -> None:
         with self.lock:
@@ -183,7 +184,6 @@ class _Server(ServerCore, grpc.Server):
         except Exception:  # noqa: BLE001 - the server must not die silently
             _LOGGER.exception("pygrpc_native dispatcher failed; stopping the server")
             self.front.stop(None)
-        finally:
             self._terminated()
 
     def _close(self) -> None:
