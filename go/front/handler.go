@@ -36,6 +36,11 @@ const deadlineMargin = 20 * time.Millisecond
 // (a ServerStream) serve unary and server-streaming methods alike.
 func (f *Front) dispatch(_ any, ss grpc.ServerStream) error {
 	ctx := ss.Context()
+	if f.state.Load() != stateServing {
+		// Stopping: grpc-go's GOAWAY may not have reached this connection
+		// yet, but new calls are refused from the moment Stop began.
+		return f.refuse(ctx, status.Error(codes.Unavailable, detailsServerStopping))
+	}
 	path, _ := grpc.MethodFromServerStream(ss)
 	if id, m, ok := f.methods.lookup(path); ok {
 		if m.Fallback {
