@@ -33,10 +33,15 @@ type op struct {
 	rich       *spb.Status // opFinish: details from grpc-status-details-bin
 }
 
-// opsBuffer is how many ops Python may queue on one call before a send
-// blocks. It is what lets a server-streaming handler run ahead of HTTP/2
-// flow control by a few messages, and no further.
-const opsBuffer = 16
+// How many ops Python may queue on one call before a send blocks. For a
+// server-streaming call this is what lets the handler run ahead of HTTP/2
+// flow control by a few messages, and no further; a unary call needs room
+// for its initial metadata and its answer only, and a small buffer keeps
+// the per-call allocation small (an op is ~80 bytes).
+const (
+	streamOpsBuffer = 16
+	unaryOpsBuffer  = 4
+)
 
 // call is one live call. The handler goroutine that created it is its only
 // owner: it alone writes to the stream, so Python's threads talk to it

@@ -60,7 +60,7 @@ func (f *Front) dispatch(_ any, ss grpc.ServerStream) error {
 // resolve asks Python what an unknown path is (EventLookup) and continues
 // the call as the method Python routes it to, or ends it as Python says.
 func (f *Front) resolve(ss grpc.ServerStream, path string) error {
-	c, err := f.newCall(ss.Context(), path, -1)
+	c, err := f.newCall(ss.Context(), path, -1, streamOpsBuffer)
 	if err != nil {
 		return err
 	}
@@ -115,7 +115,11 @@ func (f *Front) serveMethod(ss grpc.ServerStream, methodID int32, c *call) error
 	m, _ := f.methods.get(methodID)
 	if c == nil {
 		var err error
-		if c, err = f.newCall(ctx, m.Path, methodID); err != nil {
+		buffer := unaryOpsBuffer
+		if m.ServerStreaming {
+			buffer = streamOpsBuffer
+		}
+		if c, err = f.newCall(ctx, m.Path, methodID, buffer); err != nil {
 			return err
 		}
 		c.unary = !m.ServerStreaming
@@ -144,7 +148,7 @@ func (f *Front) refuse(ctx context.Context, err error) error {
 }
 
 // newCall registers a call, unless the concurrency limit refuses it.
-func (f *Front) newCall(ctx context.Context, path string, methodID int32) (*call, error) {
+func (f *Front) newCall(ctx context.Context, path string, methodID int32, opsBuffer int) (*call, error) {
 	if limit := f.cfg.MaxConcurrentRPCs; limit > 0 && f.m.callsActive.Load() >= int64(limit) {
 		return nil, f.refuse(ctx, status.Error(codes.ResourceExhausted, detailsConcurrencyLimit))
 	}
