@@ -3,12 +3,17 @@
 // between this row and the Python servers is the cost of the Python
 // crossing; the gap between it and a plain grpc-go server is the front's.
 //
+// Methods: /echo.Echo/Say (unary, echoes the request) and /echo.Echo/Count
+// (server streaming: the request is N as 4 big-endian bytes then a body, and
+// the body is sent back N times), as every benchmark server serves them.
+//
 //	ceiling -host 127.0.0.1 -port 0 [-responders 1] [-cpuprofile f]
 //
 // It prints "PORT <n>" when ready and stops on SIGTERM or SIGINT.
 package main
 
 import (
+	"encoding/binary"
 	"flag"
 	"fmt"
 	"log"
@@ -25,7 +30,8 @@ func main() {
 	host := flag.String("host", "127.0.0.1", "loopback address to listen on")
 	port := flag.Int("port", 0, "port (0: pick a free one)")
 	responders := flag.Int("responders", 1, "goroutines taking events, as Python threads would")
-	method := flag.String("method", "/echo.Echo/Say", "the echo method")
+	method := flag.String("method", "/echo.Echo/Say", "the unary echo method")
+	countMethod := flag.String("count-method", "/echo.Echo/Count", "the server-streaming method")
 	profile := flag.String("cpuprofile", "", "write a CPU profile here")
 	flag.Parse()
 	if ip := net.ParseIP(*host); ip == nil || !ip.IsLoopback() {
@@ -39,8 +45,8 @@ func main() {
 		pprof.StartCPUProfile(out)
 		defer pprof.StopCPUProfile()
 	}
-	cfg, err := front.ParseConfig([]byte(fmt.Sprintf(`{"address": %q, "methods": [[%q, false]]}`,
-		net.JoinHostPort(*host, fmt.Sprint(*port)), *method)))
+	cfg, err := front.ParseConfig([]byte(fmt.Sprintf(`{"address": %q, "methods": [[%q, false], [%q, true]]}`,
+		net.JoinHostPort(*host, fmt.Sprint(*port)), *method, *countMethod)))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -55,15 +61,20 @@ func main() {
 	for i := 0; i < *responders; i++ {
 		go func() {
 			for {
-				batch, closed := f.Recv(256, -1)
+				batch, closed := f.Recv(256, -1, false)
 				if closed {
 					done <- struct{}{}
 					return
 				}
 				for _, e := range batch {
-					if e.Kind == front.EventCall {
-						f.Respond(e.CallID, e.Payload, true)
+					if e.Kind != front.EventCall {
+						continue
 					}
+					if e.MethodID == 0 {
+						f.Respond(e.CallID, e.Payload, true)
+						continue
+					}
+					count(f, e)
 				}
 			}
 		}()
@@ -75,5 +86,27 @@ func main() {
 	f.Stop(-1)
 	for i := 0; i < *responders; i++ {
 		<-done
+	}
+}
+
+// count answers a /echo.Echo/Count call as the Python servers do: the body
+// N times, the last one with the status. Sends block while the call's queue
+// is full, as send_message does in Python.
+func count(f *front.Front, e front.Event) {
+	if len(e.Payload) < 4 {
+		f.Finish(e.CallID, 3, "the request must start with a 4-byte count", nil, nil, false, true)
+		return
+	}
+	n := int(binary.BigEndian.Uint32(e.Payload))
+	body := e.Payload[4:]
+	for i := 0; i < n-1; i++ {
+		if f.Send(e.CallID, body, true) != front.ResultOK {
+			return
+		}
+	}
+	if n > 0 {
+		f.Respond(e.CallID, body, true)
+	} else {
+		f.Finish(e.CallID, 0, "", nil, nil, false, true)
 	}
 }

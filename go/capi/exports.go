@@ -213,18 +213,21 @@ func pgn_route(h C.int64_t, id C.uint64_t, methodID C.int, errOut **C.char) C.in
 // pgn_recv waits up to timeoutNs (< 0: forever) for events and returns a
 // list of event tuples (kind, call_id, method_id, payload, client_key).
 //
+// A standby receiver gets events only while no other receiver waits.
+//
 //export pgn_recv
-func pgn_recv(h C.int64_t, maxEvents C.int, timeoutNs C.int64_t, out **C.char, outLen *C.size_t) C.int {
-	return recvFrom(h, maxEvents, timeoutNs, out, outLen, (*front.Front).Recv)
+func pgn_recv(h C.int64_t, maxEvents C.int, timeoutNs C.int64_t, standby C.int, out **C.char, outLen *C.size_t) C.int {
+	return recvFrom(h, out, outLen, func(f *front.Front) ([]front.Event, bool) {
+		return f.Recv(int(maxEvents), time.Duration(timeoutNs), standby != 0)
+	})
 }
 
-func recvFrom(h C.int64_t, maxEvents C.int, timeoutNs C.int64_t, out **C.char, outLen *C.size_t,
-	recv func(*front.Front, int, time.Duration) ([]front.Event, bool)) C.int {
+func recvFrom(h C.int64_t, out **C.char, outLen *C.size_t, recv func(*front.Front) ([]front.Event, bool)) C.int {
 	f := getHandle(int64(h))
 	if f == nil {
 		return C.PGN_RECV_BAD_HANDLE
 	}
-	batch, closed := recv(f, int(maxEvents), time.Duration(timeoutNs))
+	batch, closed := recv(f)
 	if closed {
 		return C.PGN_RECV_CLOSED
 	}
@@ -324,8 +327,10 @@ func pgn_cancel(h C.int64_t, id C.uint64_t) C.int {
 // pgn_recv_watched is pgn_recv for the watched queue (pgn_watch).
 //
 //export pgn_recv_watched
-func pgn_recv_watched(h C.int64_t, maxEvents C.int, timeoutNs C.int64_t, out **C.char, outLen *C.size_t) C.int {
-	return recvFrom(h, maxEvents, timeoutNs, out, outLen, (*front.Front).RecvWatched)
+func pgn_recv_watched(h C.int64_t, maxEvents C.int, timeoutNs C.int64_t, standby C.int, out **C.char, outLen *C.size_t) C.int {
+	return recvFrom(h, out, outLen, func(f *front.Front) ([]front.Event, bool) {
+		return f.RecvWatched(int(maxEvents), time.Duration(timeoutNs))
+	})
 }
 
 //export pgn_is_active

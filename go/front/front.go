@@ -281,9 +281,10 @@ func (f *Front) Stop(grace time.Duration) {
 
 // Recv waits up to timeout (negative: forever) for events and returns up
 // to max of them; closed reports that the front stopped and the queue is
-// drained.
-func (f *Front) Recv(max int, timeout time.Duration) (batch []Event, closed bool) {
-	batch, closed = f.queue.recv(max, timeout)
+// drained. A standby receiver gets events only while no other receiver
+// waits.
+func (f *Front) Recv(max int, timeout time.Duration, standby bool) (batch []Event, closed bool) {
+	batch, closed = f.queue.recv(max, timeout, standby)
 	if len(batch) > 0 {
 		f.m.batchesDelivered.Add(1)
 		f.m.eventsDelivered.Add(uint64(len(batch)))
@@ -317,7 +318,7 @@ func (f *Front) EventFD() (int, error) {
 
 // RecvWatched is Recv for the EventCancel events of watched calls.
 func (f *Front) RecvWatched(max int, timeout time.Duration) (batch []Event, closed bool) {
-	return f.watchedQueue.recv(max, timeout)
+	return f.watchedQueue.recv(max, timeout, false)
 }
 
 // Watch sends the call's EventCancel, if it ends without Python finishing

@@ -59,7 +59,7 @@ func startFront(t *testing.T, extra string, handle func(f *Front, e Event)) (*Fr
 	go func() {
 		defer close(done)
 		for {
-			batch, closed := f.Recv(64, -1)
+			batch, closed := f.Recv(64, -1, false)
 			if closed {
 				return
 			}
@@ -378,7 +378,7 @@ func TestStopGivesGraceThenCancels(t *testing.T) {
 	if okCount != 1 {
 		t.Fatalf("%d calls succeeded, want 1", okCount)
 	}
-	if _, closed := f.Recv(1, 0); !closed {
+	if _, closed := f.Recv(1, 0, false); !closed {
 		t.Fatal("queue should be closed after stop")
 	}
 }

@@ -2,6 +2,7 @@ package front
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -49,20 +50,41 @@ type eventQueue struct {
 	// ready holds a token while items may be non-empty or the queue is
 	// closed; it wakes one waiting consumer, which passes it on.
 	ready chan struct{}
+	// standby is ready for standby consumers, which get events only while
+	// no regular consumer waits: a thread that should step in only when
+	// the others are busy (server()'s dispatcher, see recv).
+	standby chan struct{}
+	// waiting counts regular consumers that may be blocked in recv.
+	waiting atomic.Int32
 	// notify, when set, is readable exactly while the queue is non-empty
 	// or closed (see notifier).
 	notify *notifier
 }
 
 func newEventQueue() *eventQueue {
-	return &eventQueue{ready: make(chan struct{}, 1)}
+	return &eventQueue{ready: make(chan struct{}, 1), standby: make(chan struct{}, 1)}
 }
 
-func (q *eventQueue) signal() {
+func wake(ch chan struct{}) {
 	select {
-	case q.ready <- struct{}{}:
+	case ch <- struct{}{}:
 	default:
 	}
+}
+
+// signal wakes one consumer: a regular one if any waits, else a standby one.
+func (q *eventQueue) signal() {
+	if q.waiting.Load() > 0 {
+		wake(q.ready)
+	} else {
+		wake(q.standby)
+	}
+}
+
+// signalAll wakes a consumer of each kind, for the end of the queue.
+func (q *eventQueue) signalAll() {
+	wake(q.ready)
+	wake(q.standby)
 }
 
 // push appends an event. It reports false once the queue is closed.
@@ -134,7 +156,7 @@ func (q *eventQueue) close() {
 	}
 	q.closed = true
 	q.mu.Unlock()
-	q.signal()
+	q.signalAll()
 }
 
 // take removes up to max events without waiting.
@@ -163,7 +185,10 @@ func (q *eventQueue) take(max int) (batch []Event, closed bool) {
 	ended := q.closed
 	closed = ended && n == 0 && !more
 	q.mu.Unlock()
-	if more || ended {
+	switch {
+	case ended:
+		q.signalAll()
+	case more:
 		q.signal()
 	}
 	return batch, closed
@@ -171,15 +196,26 @@ func (q *eventQueue) take(max int) (batch []Event, closed bool) {
 
 // recv waits up to timeout (negative: forever) for at least one event and
 // returns up to max of them. It returns closed=true once the queue is
-// closed and empty, and (nil, false) on timeout.
-func (q *eventQueue) recv(max int, timeout time.Duration) (batch []Event, closed bool) {
+// closed and empty, and (nil, false) on timeout. A standby consumer gets
+// events only while no regular consumer is waiting.
+func (q *eventQueue) recv(max int, timeout time.Duration, standby bool) (batch []Event, closed bool) {
+	wakeup := q.ready
+	if standby {
+		wakeup = q.standby
+	}
 	var expired <-chan time.Time
 	for {
-		if batch, closed = q.take(max); batch != nil || closed {
-			return batch, closed
+		// A regular consumer counts itself before its last look, so that a
+		// push right after that look wakes it rather than a standby one.
+		if !standby {
+			q.waiting.Add(1)
 		}
-		if timeout == 0 {
-			return nil, false
+		batch, closed = q.take(max)
+		if batch != nil || closed || timeout == 0 {
+			if !standby {
+				q.waiting.Add(-1)
+			}
+			return batch, closed
 		}
 		if expired == nil && timeout > 0 {
 			t := time.NewTimer(timeout)
@@ -187,9 +223,15 @@ func (q *eventQueue) recv(max int, timeout time.Duration) (batch []Event, closed
 			expired = t.C
 		}
 		select {
-		case <-q.ready:
+		case <-wakeup:
 		case <-expired:
+			if !standby {
+				q.waiting.Add(-1)
+			}
 			return q.take(max)
+		}
+		if !standby {
+			q.waiting.Add(-1)
 		}
 	}
 }

@@ -11,7 +11,7 @@ import (
 func TestQueueRecvTimeoutAndClose(t *testing.T) {
 	q := newEventQueue()
 	start := time.Now()
-	if b, closed := q.recv(10, 20*time.Millisecond); b != nil || closed {
+	if b, closed := q.recv(10, 20*time.Millisecond, false); b != nil || closed {
 		t.Fatalf("empty queue: %v %v", b, closed)
 	}
 	if time.Since(start) < 20*time.Millisecond {
@@ -21,13 +21,13 @@ func TestQueueRecvTimeoutAndClose(t *testing.T) {
 		q.push(Event{CallID: uint64(i)})
 	}
 	q.close()
-	if b, _ := q.recv(3, -1); len(b) != 3 || b[0].CallID != 0 {
+	if b, _ := q.recv(3, -1, false); len(b) != 3 || b[0].CallID != 0 {
 		t.Fatalf("first batch %v", b)
 	}
-	if b, closed := q.recv(10, -1); len(b) != 2 || closed {
+	if b, closed := q.recv(10, -1, false); len(b) != 2 || closed {
 		t.Fatalf("second batch %v %v", b, closed)
 	}
-	if _, closed := q.recv(10, -1); !closed {
+	if _, closed := q.recv(10, -1, false); !closed {
 		t.Fatal("drained closed queue must report closed")
 	}
 	if q.push(Event{}) {
@@ -39,7 +39,7 @@ func TestQueueWakesManyConsumers(t *testing.T) {
 	q := newEventQueue()
 	got := make(chan int, 4)
 	for i := 0; i < 4; i++ {
-		go func() { b, _ := q.recv(1, -1); got <- len(b) }()
+		go func() { b, _ := q.recv(1, -1, false); got <- len(b) }()
 	}
 	time.Sleep(10 * time.Millisecond)
 	q.pushAll([]Event{{}, {}, {}, {}})

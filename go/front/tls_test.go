@@ -192,7 +192,7 @@ func startTLSFront(t *testing.T, p *testPKI, roots []byte, require bool) *Front 
 	}
 	go func() {
 		for {
-			batch, closed := f.Recv(16, -1)
+			batch, closed := f.Recv(16, -1, false)
 			if closed {
 				return
 			}

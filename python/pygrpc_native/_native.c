@@ -600,42 +600,48 @@ static PyObject *Front_stop(PyObject *self, PyObject *args, PyObject *kwds) {
     Py_RETURN_NONE;
 }
 
-typedef int (*recv_fn)(int64_t, int, int64_t, char **, size_t *);
+typedef int (*recv_fn)(int64_t, int, int64_t, int, char **, size_t *);
 
-/* recv_events implements recv_batch and recv_watched: (max_events,
- * timeout=None), keywords allowed, parsed by hand because it runs once per
- * batch on the hot path. */
+/* recv_events implements recv_batch, (max_events, timeout=None,
+ * standby=False), and recv_watched, (max_events, timeout=None). Keywords
+ * are allowed; parsed by hand because it runs once per batch on the hot
+ * path. */
 static PyObject *recv_events(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
-                             recv_fn recv) {
-    PyObject *max_obj = nargs > 0 ? args[0] : NULL;
-    PyObject *timeout_obj = nargs > 1 ? args[1] : NULL;
+                             recv_fn recv, int takes_standby) {
+    static const char *names[] = {"max_events", "timeout", "standby"};
+    Py_ssize_t nparams = takes_standby ? 3 : 2;
+    PyObject *vals[3] = {NULL, NULL, NULL};
     Py_ssize_t nkw = kwnames ? PyTuple_Size(kwnames) : 0;
-    if (nargs > 2) {
-        PyErr_SetString(PyExc_TypeError, "expected (max_events, timeout=None): at most 2 arguments");
-        return NULL;
+    if (nargs > nparams) {
+        return PyErr_Format(PyExc_TypeError, "takes at most %zd arguments (%zd given)", nparams, nargs);
+    }
+    for (Py_ssize_t i = 0; i < nargs; i++) {
+        vals[i] = args[i];
     }
     for (Py_ssize_t i = 0; i < nkw; i++) {
         PyObject *name = PyTuple_GetItem(kwnames, i);
-        PyObject **slot = NULL;
-        if (PyUnicode_CompareWithASCIIString(name, "max_events") == 0) {
-            slot = &max_obj;
-        } else if (PyUnicode_CompareWithASCIIString(name, "timeout") == 0) {
-            slot = &timeout_obj;
-        } else {
+        Py_ssize_t j = 0;
+        while (j < nparams && PyUnicode_CompareWithASCIIString(name, names[j]) != 0) {
+            j++;
+        }
+        if (j == nparams) {
             return PyErr_Format(PyExc_TypeError, "got an unexpected keyword argument %R", name);
         }
-        if (*slot != NULL) {
+        if (vals[j] != NULL) {
             return PyErr_Format(PyExc_TypeError, "got multiple values for argument %R", name);
         }
-        *slot = args[nargs + i];
+        vals[j] = args[nargs + i];
     }
-    if (max_obj == NULL) {
+    if (vals[0] == NULL) {
         PyErr_SetString(PyExc_TypeError, "missing required argument 'max_events'");
         return NULL;
     }
-    nargs = timeout_obj != NULL ? 2 : 1;
-    PyObject *targs[2] = {max_obj, timeout_obj};
-    args = targs;
+    int standby = 0;
+    if (vals[2] != NULL && (standby = PyObject_IsTrue(vals[2])) < 0) {
+        return NULL;
+    }
+    nargs = vals[1] != NULL ? 2 : 1;
+    args = vals;
     int64_t h = front_handle(self);
     if (h == 0) {
         return NULL;
@@ -660,7 +666,7 @@ static PyObject *recv_events(PyObject *self, PyObject *const *args, Py_ssize_t n
         size_t len = 0;
         int rc;
         Py_BEGIN_ALLOW_THREADS
-        rc = recv(h, (int)max_events, slice, &buf, &len);
+        rc = recv(h, (int)max_events, slice, standby, &buf, &len);
         Py_END_ALLOW_THREADS
         switch (rc) {
         case PGN_RECV_BATCH:
@@ -684,11 +690,11 @@ static PyObject *recv_events(PyObject *self, PyObject *const *args, Py_ssize_t n
 }
 
 static PyObject *Front_recv_batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
-    return recv_events(self, args, nargs, kwnames, pgn_recv);
+    return recv_events(self, args, nargs, kwnames, pgn_recv, 1);
 }
 
 static PyObject *Front_recv_watched(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
-    return recv_events(self, args, nargs, kwnames, pgn_recv_watched);
+    return recv_events(self, args, nargs, kwnames, pgn_recv_watched, 0);
 }
 
 /* Runs a Go call that may report PGN_WOULD_BLOCK first without releasing the
@@ -964,8 +970,9 @@ static PyMethodDef Front_methods[] = {
      "route($self, call_id, method_id, /)\n--\n\nContinue a call that arrived as EVENT_LOOKUP as a method "
      "added with add_method()."},
     {"recv_batch", (PyCFunction)(void (*)(void))Front_recv_batch, METH_FASTCALL | METH_KEYWORDS,
-     "recv_batch($self, /, max_events, timeout=None)\n--\n\nWait for events; return a list of up to max_events "
-     "(kind, call_id, method_id, payload, client_key) tuples, [] on timeout, None once stopped and drained."},
+     "recv_batch($self, /, max_events, timeout=None, standby=False)\n--\n\nWait for events; return a list of up "
+     "to max_events (kind, call_id, method_id, payload, client_key) tuples, [] on timeout, None once stopped and "
+     "drained. A standby caller gets events only while no other thread waits in recv_batch()."},
     {"respond", (PyCFunction)(void (*)(void))Front_respond, METH_FASTCALL,
      "respond($self, call_id, payload, /)\n--\n\nAnswer a unary call with one message and status OK. "
      "Returns False if the call had already ended."},

@@ -9,8 +9,11 @@ Threads, and why:
   Go itself, so under load a pool thread goes from call to call with no
   thread hop at all; after ``_IDLE`` without calls it returns its thread to
   the pool.
-* One dispatcher thread takes events only while no drain task runs, so an
-  idle server holds no pool thread. It runs no user code.
+* One dispatcher thread waits for events as a *standby* receiver: Go gives
+  it events only while no drain task is waiting for them, that is when the
+  server is idle (so an idle server holds no pool thread) or every drain
+  task is busy in a handler (so new calls still reach idle pool threads).
+  It runs no user code.
 * Calls with callbacks (add_callback) are watched: if one ends without its
   handler finishing it (client cancel, deadline), Go reports it on a queue
   of its own, which a callback thread started on first use drains, so
@@ -83,7 +86,6 @@ class _Server(ServerCore, grpc.Server):
         self._callback_thread: Optional[threading.Thread] = None
         self._pending: collections.deque = collections.deque()
         self._drain_lock = threading.Lock()
-        self._drainers_done = threading.Condition(self._drain_lock)
         self._drainers = 0
         self._closed = False  # Go's queue reported its end
         self._max_drainers = getattr(thread_pool, "_max_workers", None) or _DEFAULT_DRAINERS
@@ -168,32 +170,22 @@ class _Server(ServerCore, grpc.Server):
     # -- dispatch ------------------------------------------------------------
 
     def _dispatch(self) -> None:
-        """Takes events while no drain task does, until the front stops."""
+        """Takes events while no drain task waits for them, until the front
+        stops."""
         try:
-            while True:
-                with self._drain_lock:
-                    while self._drainers and not self._closed:
-                        self._drainers_done.wait()
-                    if self._closed:
-                        break
-                events = self.front.recv_batch(_BATCH)
-                if events is None:
-                    self._close()
-                    break
-                self._take(events)
+            while (events := self.front.recv_batch(_BATCH, None, True)) is not None:
+                self._take(events, draining=False)
+            self._closed = True
         except Exception:  # noqa: BLE001 - the server must not die silently
             _LOGGER.exception("pygrpc_native dispatcher failed; stopping the server")
             self.front.stop(None)
             self._terminated()
 
-    def _close(self) -> None:
-        with self._drain_lock:
-            self._closed = True
-            self._drainers_done.notify_all()
-
-    def _take(self, events: List[Any]) -> None:
-        """Sorts a batch: calls to the deque (waking drain tasks as needed),
-        cancellations to their callbacks, lookups to the pool."""
+    def _take(self, events: List[Any], draining: bool) -> None:
+        """Sorts a batch: calls to the deque, lookups to the pool. Then
+        starts drain tasks for the calls no running task will take: one per
+        call, up to the pool's size, less the caller if it is a drain task
+        (it takes one itself)."""
         methods = self.methods
         pending = self._pending
         for kind, call_id, method_id, payload, _client in events:
@@ -205,7 +197,7 @@ class _Server(ServerCore, grpc.Server):
             # their cancellations come through _watch_calls.
         if pending:
             with self._drain_lock:
-                want = min(len(pending), self._max_drainers) - self._drainers
+                want = min(len(pending) - draining, self._max_drainers - self._drainers)
                 for _ in range(want):
                     self._drainers += 1
                     if not self._submit(self._drain):
@@ -226,8 +218,6 @@ class _Server(ServerCore, grpc.Server):
     def _release_slot(self) -> None:
         """Gives a drain task's slot back; called with _drain_lock held."""
         self._drainers -= 1
-        if not self._drainers:
-            self._drainers_done.notify_all()
 
     def _drain_calls(self) -> bool:
         """Runs calls until none wait; returns True once it has given its
@@ -241,10 +231,10 @@ class _Server(ServerCore, grpc.Server):
             except IndexError:
                 events = None if self._closed else front.recv_batch(_BATCH, _IDLE)
                 if events:
-                    self._take(events)
+                    self._take(events, draining=True)
                     continue
                 if events is None:
-                    self._close()
+                    self._closed = True
                 with self._drain_lock:
                     if not pending:
                         self._release_slot()
