@@ -334,8 +334,13 @@ def _handshake(port, pki, version, alpn=("h2",)):
     ctx.minimum_version = ctx.maximum_version = version
     with socket.create_connection(("127.0.0.1", port), timeout=WAIT) as sock:
         with ctx.wrap_socket(sock, server_hostname="localhost") as tls:
-            tls.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00")
-            header = tls.recv(9)
+            try:
+                tls.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00")
+                header = tls.recv(9)
+            except ConnectionError:
+                # The server closed the connection: newer Pythons report it
+                # here instead of as an empty read. Either way, no frame.
+                header = b""
             return tls.version(), tls.selected_alpn_protocol(), header[3:4]
 
 

@@ -407,14 +407,30 @@ static PyObject *decode_and_free(char *buf, size_t len) {
     return v;
 }
 
+/* utf8_arg reads a str argument as UTF-8. The '#' formats of
+ * PyArg_ParseTuple are avoided: which symbol they bind to depends on
+ * PY_SSIZE_T_CLEAN, which CPython >= 3.13 headers no longer honour, so an
+ * abi3 build made with new headers would fail on 3.10-3.12. */
+static const char *utf8_arg(PyObject *o, const char *what, Py_ssize_t *len) {
+    if (!PyUnicode_Check(o)) {
+        PyErr_Format(PyExc_TypeError, "%s must be a str, not %S", what, (PyObject *)Py_TYPE(o));
+        return NULL;
+    }
+    return PyUnicode_AsUTF8AndSize(o, len);
+}
+
 /* ---- Front methods ------------------------------------------------------- */
 
 static int Front_init(PyObject *self, PyObject *args, PyObject *kwds) {
     static char *kwlist[] = {"config_json", NULL};
-    const char *cfg;
+    PyObject *cfg_obj;
     Py_ssize_t cfg_len;
     FrontObject *f = (FrontObject *)self;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "s#", kwlist, &cfg, &cfg_len)) {
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O", kwlist, &cfg_obj)) {
+        return -1;
+    }
+    const char *cfg = utf8_arg(cfg_obj, "config_json", &cfg_len);
+    if (cfg == NULL) {
         return -1;
     }
     if (check_not_forked() < 0) {
@@ -469,9 +485,13 @@ static PyObject *Front_start(PyObject *self, PyObject *unused) {
 
 static PyObject *Front_bind(PyObject *self, PyObject *args, PyObject *kwds) {
     static char *kwlist[] = {"address", NULL};
+    PyObject *addr_obj = Py_None;
     const char *addr = NULL;
     Py_ssize_t addr_len = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|z#:bind", kwlist, &addr, &addr_len)) {
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|O:bind", kwlist, &addr_obj)) {
+        return NULL;
+    }
+    if (addr_obj != Py_None && (addr = utf8_arg(addr_obj, "address", &addr_len)) == NULL) {
         return NULL;
     }
     int64_t h = front_handle(self);
@@ -491,10 +511,14 @@ static PyObject *Front_bind(PyObject *self, PyObject *args, PyObject *kwds) {
 }
 
 static PyObject *Front_add_method(PyObject *self, PyObject *args) {
-    const char *path;
+    PyObject *path_obj;
     Py_ssize_t path_len;
     int streaming;
-    if (!PyArg_ParseTuple(args, "s#p:add_method", &path, &path_len, &streaming)) {
+    if (!PyArg_ParseTuple(args, "Op:add_method", &path_obj, &streaming)) {
+        return NULL;
+    }
+    const char *path = utf8_arg(path_obj, "path", &path_len);
+    if (path == NULL) {
         return NULL;
     }
     int64_t h = front_handle(self);
@@ -511,9 +535,13 @@ static PyObject *Front_add_method(PyObject *self, PyObject *args) {
 }
 
 static PyObject *Front_add_fallback_method(PyObject *self, PyObject *args) {
-    const char *path;
+    PyObject *path_obj;
     Py_ssize_t path_len;
-    if (!PyArg_ParseTuple(args, "s#:add_fallback_method", &path, &path_len)) {
+    if (!PyArg_ParseTuple(args, "O:add_fallback_method", &path_obj)) {
+        return NULL;
+    }
+    const char *path = utf8_arg(path_obj, "path", &path_len);
+    if (path == NULL) {
         return NULL;
     }
     int64_t h = front_handle(self);
