@@ -1,1 +1,1 @@
-"""Benchmarks for pygrpc-native (run from the repository root, e.g. ``python -m bench.lowlevel``)."""
+"""Benchmarks for pygrpc-native (run from the repository root: ``python -m bench.compare``)."""

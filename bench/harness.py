@@ -1,19 +1,21 @@
-"""Benchmark machinery shared by the bench.* drivers.
+"""Benchmark machinery used by bench.compare.
 
-A benchmark is a table of server kinds x client kinds x workloads. Each cell is
-measured ``runs`` times; a measurement starts a fresh server process, runs one
-client process against it, and stops the server. The client prints
-MEASURE_START / MEASURE_END around its measured window (warmup excluded), and
-the driver reads the server's CPU time (utime + stime from /proc/<pid>/stat)
-when it sees each line, so CPU per call covers the same window as the calls.
+A benchmark is a list of cells, each a (server kind, client kind, workload).
+Each cell is measured ``runs`` times; a measurement starts a fresh server
+process, runs one client process against it, and stops the server. The client
+prints MEASURE_START / MEASURE_END around its measured window (warmup
+excluded), and the driver reads the server's CPU time (utime + stime from
+/proc/<pid>/stat) and the client's (its process and every descendant) when it
+sees each line, so CPU per call covers the same window as the calls. After the
+client's result it reads the server's peak RSS (VmHWM in /proc/<pid>/status).
 
 Runs are interleaved (run 1 of every cell, then run 2, ...) and the server
 order is rotated each run, so drift in a noisy machine spreads over all
 servers instead of landing on one.
 
 To add a server, client or workload, add a ServerKind / ClientKind / Workload
-and pass it to run_matrix(); servers and clients only need to follow the
-process protocols in bench/servers/__init__.py and bench/clients/__init__.py.
+to the driver's table; servers and clients only need to follow the process
+protocols in bench/servers/__init__.py and bench/clients/__init__.py.
 """
 
 from __future__ import annotations
@@ -21,7 +23,6 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import importlib.metadata
-import importlib.util
 import json
 import os
 import platform
@@ -45,7 +46,7 @@ LOOPBACK = "127.0.0.1"
 
 SERVER_START_TIMEOUT_S = 30.0
 SERVER_STOP_TIMEOUT_S = 10.0
-CLIENT_SLACK_S = 40.0  # beyond warmup + duration: connect, drain, interpreter start
+CLIENT_SLACK_S = 60.0  # beyond warmup + duration: interpreters starting, connecting, draining
 
 
 # --------------------------------------------------------------------------- kinds
@@ -56,7 +57,9 @@ class Workload:
     key: str
     name: str
     method: str = "/echo.Echo/Say"
-    payload: int = 0  # request bytes; the echo server sends them back
+    payload: int = 0  # request bytes (streaming: each message's); the server sends them back
+    stream_messages: int = 0  # 0: unary; N: server streaming of N messages
+    short: str = ""  # label for the chart
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,9 +68,15 @@ class ServerKind:
     name: str
     argv: Sequence[str]  # the whole command, e.g. (sys.executable, "-m", "bench.servers.grpcio_sync")
     requires: Optional[str] = None  # a module that must be importable, else the server is skipped
+    unavailable: Optional[str] = None  # set when the driver already knows it can't run (e.g. no Go)
+    tls: bool = False  # serves TLS: clients connect with the run's CA
+    counterpart: Optional[str] = None  # the grpcio server this one replaces ("no cell slower than")
+    short: str = ""  # label for the chart
 
     def available(self) -> Optional[str]:
         """None if the server can run here, else why not."""
+        if self.unavailable:
+            return self.unavailable
         if self.requires is None:
             return None
         probe = subprocess.run(
@@ -87,9 +96,18 @@ class ServerKind:
 class ClientKind:
     key: str
     name: str
-    # (addr, workload, duration_s, warmup_s) -> full argv; must pass the client's sync flag.
-    command: Callable[[str, Workload, float, float], list]
+    # (addr, workload, duration_s, warmup_s, tls) -> full argv; must pass the client's sync flag.
+    command: Callable[[str, Workload, float, float, bool], list]
     saturating: bool = False
+    startup_s: float = 1.0  # rough extra seconds per measurement, for the ETA
+    short: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class Cell:
+    server: ServerKind
+    client: ClientKind
+    workload: Workload
 
 
 # --------------------------------------------------------------------------- processes
@@ -113,6 +131,7 @@ class Proc:
             stderr=self._stderr,
             env=env,
             text=True,
+            start_new_session=True,  # its own process group: kill() reaches its children too
         )
         self.pid = self.popen.pid
         self._lines: queue.Queue = queue.Queue()
@@ -146,14 +165,16 @@ class Proc:
             try:
                 self.popen.wait(timeout)
             except subprocess.TimeoutExpired:
-                self.popen.kill()
-                self.popen.wait(5)
+                self.kill()
                 return self.popen.returncode, False
         return self.popen.returncode, self.popen.returncode == 0
 
     def kill(self) -> None:
         if self.popen.poll() is None:
-            self.popen.kill()
+            try:
+                os.killpg(self.pid, signal.SIGKILL)  # the group is this process's own (new session)
+            except OSError:
+                self.popen.kill()
             try:
                 self.popen.wait(5)
             except subprocess.TimeoutExpired:
@@ -173,6 +194,49 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 
+def _ppids() -> dict[int, int]:
+    out = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        out[int(name)] = int(stat[stat.rindex(")") + 2 :].split()[1])
+    return out
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    """CPU seconds of a process and all its live descendants (the 8-process client)."""
+    ppids = _ppids()
+    children: dict[int, list] = {}
+    for p, pp in ppids.items():
+        children.setdefault(pp, []).append(p)
+    total, todo = 0.0, [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            total += cpu_seconds(p)
+        except (OSError, ValueError, IndexError):
+            continue
+        todo.extend(children.get(p, ()))
+    return total
+
+
+def peak_rss_mib(pid: int) -> Optional[float]:
+    """VmHWM (peak resident set size) of a live process, in MiB."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
 def machine_busy_ticks() -> tuple[int, int]:
     """(busy, total) jiffies over all CPUs, from /proc/stat."""
     with open("/proc/stat") as f:
@@ -185,15 +249,8 @@ def machine_busy_ticks() -> tuple[int, int]:
 # --------------------------------------------------------------------------- one measurement
 
 
-def measure_once(
-    server: ServerKind,
-    client: ClientKind,
-    workload: Workload,
-    duration: float,
-    warmup: float,
-    logdir: Path,
-    tag: str,
-) -> dict:
+def measure_once(cell: Cell, duration: float, warmup: float, logdir: Path, tag: str) -> dict:
+    server, client, workload = cell.server, cell.client, cell.workload
     rec: dict = {
         "server": server.key,
         "client": client.key,
@@ -212,8 +269,9 @@ def measure_once(
             if line.startswith("PORT "):
                 port = int(line.split()[1])
         addr = f"{LOOPBACK}:{port}"
+        rss_idle = peak_rss_mib(srv.pid)
 
-        cli = Proc(client.command(addr, workload, duration, warmup), f"{tag}-client", logdir)
+        cli = Proc(client.command(addr, workload, duration, warmup, server.tls), f"{tag}-client", logdir)
         deadline = time.monotonic() + warmup + duration + CLIENT_SLACK_S
         t0 = t1 = None
         result = None
@@ -222,13 +280,14 @@ def measure_once(
             if line is None:
                 raise RuntimeError(f"client exited without a result:\n{cli.stderr_tail()}")
             if line == "MEASURE_START":
-                t0 = (time.monotonic(), cpu_seconds(srv.pid), cpu_seconds(cli.pid), machine_busy_ticks())
+                t0 = (time.monotonic(), cpu_seconds(srv.pid), tree_cpu_seconds(cli.pid), machine_busy_ticks())
             elif line == "MEASURE_END":
-                t1 = (time.monotonic(), cpu_seconds(srv.pid), cpu_seconds(cli.pid), machine_busy_ticks())
+                t1 = (time.monotonic(), cpu_seconds(srv.pid), tree_cpu_seconds(cli.pid), machine_busy_ticks())
             elif line.startswith("{"):
                 result = json.loads(line)
         if t0 is None or t1 is None:
             raise RuntimeError("client printed no MEASURE_START/MEASURE_END")
+        rss_peak = peak_rss_mib(srv.pid)
         cli.popen.wait(10)
 
         calls = result["calls"]
@@ -252,6 +311,8 @@ def measure_once(
             server_cpu_us_per_call=(server_cpu / calls * 1e6) if calls else None,
             client_cpu_us_per_call=(client_cpu / calls * 1e6) if calls else None,
             server_cores_used=server_cpu / window if window > 0 else None,
+            server_rss_idle_mib=rss_idle,
+            server_rss_peak_mib=rss_peak,
             machine_busy=busy,
             # CPU used by everything else on the machine during the window: noise.
             other_cores=max(0.0, busy_cores - (server_cpu + client_cpu) / window) if window > 0 else None,
@@ -277,41 +338,110 @@ def measure_once(
 # --------------------------------------------------------------------------- the matrix
 
 
+def _fmt_eta(seconds: float) -> str:
+    seconds = max(0, int(round(seconds)))
+    h, rem = divmod(seconds, 3600)
+    m, s = divmod(rem, 60)
+    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
+
+
+def schedule(cells: Sequence[Cell], runs: int) -> list[tuple[int, Cell]]:
+    """The order of measurements: run by run; within a run, cells grouped by
+    (workload, client) in the order given, with the servers of each group
+    rotated by the run number."""
+    groups: dict = {}
+    for c in cells:
+        groups.setdefault((c.workload.key, c.client.key, c.server.tls), []).append(c)
+    order = []
+    for run in range(runs):
+        for group in groups.values():
+            k = run % len(group)
+            order.extend((run, c) for c in group[k:] + group[:k])
+    return order
+
+
+def build_fingerprint() -> dict:
+    """What identifies the pygrpc_native the servers load: path -> (size,
+    mtime) of its compiled extension and its Python files. Found without
+    importing it (importing would start a Go runtime in the driver)."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec("pygrpc_native")
+    except (ImportError, ValueError):
+        spec = None
+    files = {}
+    if spec and spec.submodule_search_locations:
+        for d in spec.submodule_search_locations:
+            for pattern in ("_native*.so", "**/*.py"):
+                for f in Path(d).glob(pattern):
+                    try:
+                        st = f.stat()
+                    except OSError:
+                        continue
+                    files[str(f)] = (st.st_size, st.st_mtime_ns)
+    return files
+
+
 def run_matrix(
-    servers: Sequence[ServerKind],
-    clients: Sequence[ClientKind],
-    workloads: Sequence[Workload],
+    cells: Sequence[Cell],
     runs: int,
     duration: float,
     warmup: float,
     log: Callable[[str], None] = print,
+    changes: Optional[list] = None,
 ) -> list[dict]:
+    """Measures every cell `runs` times, printing one progress line (with an
+    ETA) per measurement. Returns one record per measurement. If the
+    pygrpc_native build (build_fingerprint()) changes during the run, says so
+    and appends a line to `changes`: the runs then mix two builds."""
     records = []
+    build = build_fingerprint()
+    order = schedule(cells, runs)
+    total = len(order)
+    began = time.monotonic()
+    guess = {c.client.key: warmup + duration + c.client.startup_s + 1.0 for c in cells}
     with tempfile.TemporaryDirectory(prefix="pgn-bench-logs-") as tmp:
         logdir = Path(tmp)
-        for run in range(runs):
-            for workload in workloads:
-                for client in clients:
-                    k = run % len(servers)
-                    for server in list(servers[k:]) + list(servers[:k]):
-                        tag = f"r{run}-{workload.key}-{client.key}-{server.key}"
-                        rec = measure_once(server, client, workload, duration, warmup, logdir, tag)
-                        rec["run"] = run
-                        records.append(rec)
-                        if rec["ok"]:
-                            extra = f", {rec['errors']} errors" if rec["errors"] else ""
-                            log(
-                                f"  run {run + 1}/{runs} {workload.key} | {client.name} | {server.name}:"
-                                f" {rec['calls_per_s']:,.0f} calls/s,"
-                                f" server {rec['server_cpu_us_per_call']:.1f} us CPU/call"
-                                f" ({rec['server_cores_used']:.2f} cores),"
-                                f" client {rec['client_cpu_us_per_call']:.1f} us/call"
-                                f" ({rec['client_cpu_s'] / rec['window_s']:.2f} cores),"
-                                f" others {rec['other_cores']:.2f} cores"
-                                + extra
-                            )
-                        else:
-                            log(f"  run {run + 1}/{runs} {tag}: FAILED {rec.get('failure', 'no calls')}")
+        for i, (run, cell) in enumerate(order):
+            server, client, workload = cell.server, cell.client, cell.workload
+            tag = f"r{run}-{workload.key}-{client.key}-{server.key}"
+            t = time.monotonic()
+            rec = measure_once(cell, duration, warmup, logdir, tag)
+            took = time.monotonic() - t
+            guess[client.key] = took if i == 0 else 0.7 * guess[client.key] + 0.3 * took
+            rec["run"] = run
+            rec["measure_s"] = took
+            records.append(rec)
+            left = sum(guess[c.client.key] for _, c in order[i + 1 :])
+            head = (
+                f"[{i + 1:>{len(str(total))}}/{total} {_fmt_eta(time.monotonic() - began)} elapsed,"
+                f" ETA {_fmt_eta(left)}] run {run + 1}/{runs} {workload.key} | {client.short or client.key}"
+                f" | {server.name}:"
+            )
+            if rec["ok"]:
+                extra = f", {rec['errors']} errors" if rec["errors"] else ""
+                rss = rec["server_rss_peak_mib"]
+                log(
+                    f"{head} {rec['calls_per_s']:,.0f} calls/s,"
+                    f" p50 {rec['p50_us']:,.0f} µs, p99 {rec['p99_us']:,.0f} µs,"
+                    f" server {rec['server_cpu_us_per_call']:.1f} µs CPU/call ({rec['server_cores_used']:.2f} cores),"
+                    f" RSS {rss:.0f} MiB, others {rec['other_cores']:.2f} cores" + extra
+                )
+            else:
+                why = (rec.get("failure") or "no calls").splitlines()[0]
+                log(f"{head} FAILED {why}")
+            now = build_fingerprint()
+            if now != build:
+                changed = sorted(Path(f).name for f in set(now) | set(build) if now.get(f) != build.get(f))
+                msg = (
+                    f"pygrpc_native changed on disk around measurement {i + 1}/{total} "
+                    f"({', '.join(changed)}): the results mix two versions"
+                )
+                log("WARNING: " + msg)
+                if changes is not None:
+                    changes.append(msg)
+                build = now
     return records
 
 
@@ -322,13 +452,21 @@ def _med_range(vals: list) -> Optional[dict]:
     return {"median": statistics.median(vals), "min": min(vals), "max": max(vals), "n": len(vals)}
 
 
-def summarize(records: list[dict], baseline: str) -> list[dict]:
-    """One row per (workload, client, server): medians, ranges and ratios to `baseline`.
+METRICS = (
+    "calls_per_s",
+    "server_cpu_us_per_call",
+    "client_cpu_us_per_call",
+    "server_cores_used",
+    "server_rss_peak_mib",
+    "other_cores",
+    "p50_us",
+    "p99_us",
+)
 
-    calls/s ratio: median of this server / median of the baseline, plus the
-    range of per-run ratios (run i vs run i of the baseline, same client).
-    CPU ratio: baseline CPU per call / this server's, so > 1 means cheaper.
-    """
+
+def summarize(records: list[dict]) -> list[dict]:
+    """One row per (workload, client, server), in the order first measured:
+    median and min–max over the runs of every metric."""
     cells: dict = {}
     for r in records:
         cells.setdefault((r["workload"], r["client"], r["server"]), []).append(r)
@@ -341,90 +479,72 @@ def summarize(records: list[dict], baseline: str) -> list[dict]:
             "server": s,
             "runs": len(rs),
             "failed_runs": len(rs) - len(good),
-            "calls_per_s": _med_range([r["calls_per_s"] for r in good]),
-            "server_cpu_us_per_call": _med_range([r["server_cpu_us_per_call"] for r in good]),
-            "client_cpu_us_per_call": _med_range([r["client_cpu_us_per_call"] for r in good]),
-            "server_cores_used": _med_range([r["server_cores_used"] for r in good]),
-            "other_cores": _med_range([r["other_cores"] for r in good]),
-            "p50_us": _med_range([r["p50_us"] for r in good]),
-            "p99_us": _med_range([r["p99_us"] for r in good]),
             "errors": sum(r.get("errors", 0) for r in rs),
             "unclean_exits": sum(1 for r in good if not r.get("server_exited_cleanly")),
+            "vs": {},
         }
+        for m in METRICS:
+            row[m] = _med_range([r.get(m) for r in good])
         rows.append(row)
-    by_key = {(r["workload"], r["client"], r["server"]): r for r in rows}
-    base_runs = {}
-    for r in records:
-        if r["server"] == baseline and r["ok"]:
-            base_runs[(r["workload"], r["client"], r["run"])] = r
-    for row in rows:
-        base = by_key.get((row["workload"], row["client"], baseline))
-        row["ratio_calls_per_s"] = None
-        row["ratio_cpu_per_call"] = None
-        row["run_ratios_calls_per_s"] = None
-        if base is None or not base["calls_per_s"] or not row["calls_per_s"]:
-            continue
-        row["ratio_calls_per_s"] = row["calls_per_s"]["median"] / base["calls_per_s"]["median"]
-        if base["server_cpu_us_per_call"] and row["server_cpu_us_per_call"]:
-            row["ratio_cpu_per_call"] = (
-                base["server_cpu_us_per_call"]["median"] / row["server_cpu_us_per_call"]["median"]
-            )
-        per_run = []
-        for r in records:
-            if (r["workload"], r["client"], r["server"]) == (row["workload"], row["client"], row["server"]) and r["ok"]:
-                b = base_runs.get((r["workload"], r["client"], r["run"]))
-                if b:
-                    per_run.append(r["calls_per_s"] / b["calls_per_s"])
-        row["run_ratios_calls_per_s"] = _med_range(per_run)
     return rows
+
+
+def add_ratio(rows: list[dict], records: list[dict], row: dict, base_key: str) -> Optional[dict]:
+    """Compares `row` with server `base_key` (same workload and client, same
+    invocation) and stores the result in row["vs"][base_key]:
+
+    calls: median calls/s over the baseline's median; calls_runs: the range of
+    per-run ratios (run i against run i of the baseline); cpu: the baseline's
+    server CPU per call over this row's (above 1: this one is cheaper);
+    cpu_cost: this row's CPU per call over the baseline's (below 1: cheaper).
+    """
+    base = next(
+        (b for b in rows if (b["workload"], b["client"], b["server"]) == (row["workload"], row["client"], base_key)),
+        None,
+    )
+    if base is None or not base["calls_per_s"] or not row["calls_per_s"]:
+        return None
+    out = {"calls": row["calls_per_s"]["median"] / base["calls_per_s"]["median"]}
+    if base["server_cpu_us_per_call"] and row["server_cpu_us_per_call"]:
+        out["cpu"] = base["server_cpu_us_per_call"]["median"] / row["server_cpu_us_per_call"]["median"]
+        out["cpu_cost"] = 1 / out["cpu"]
+    base_runs = {
+        r["run"]: r
+        for r in records
+        if r["ok"] and (r["workload"], r["client"], r["server"]) == (row["workload"], row["client"], base_key)
+    }
+    per_run = [
+        r["calls_per_s"] / base_runs[r["run"]]["calls_per_s"]
+        for r in records
+        if r["ok"]
+        and (r["workload"], r["client"], r["server"]) == (row["workload"], row["client"], row["server"])
+        and r["run"] in base_runs
+    ]
+    out["calls_runs"] = _med_range(per_run)
+    row["vs"][base_key] = out
+    return out
 
 
 # --------------------------------------------------------------------------- reporting
 
 
-def _fmt_range(mr: Optional[dict], fmt: str) -> str:
+def fmt_range(mr: Optional[dict], fmt: str, scale: float = 1.0, with_range: bool = True) -> str:
     if not mr:
         return "-"
-    if mr["n"] == 1:
-        return format(mr["median"], fmt)
-    return f"{format(mr['median'], fmt)} ({format(mr['min'], fmt)}–{format(mr['max'], fmt)})"
+    med = format(mr["median"] * scale, fmt)
+    if mr["n"] == 1 or not with_range:
+        return med
+    return f"{med} ({format(mr['min'] * scale, fmt)}–{format(mr['max'] * scale, fmt)})"
 
 
-def _med(mr: Optional[dict], fmt: str) -> str:
-    return format(mr["median"], fmt) if mr else "-"
-
-
-def markdown_table(rows: list[dict], names: dict, baseline_name: str) -> str:
-    head = (
-        f"| Workload | Client | Server | calls/s, median (min–max) | vs {baseline_name} "
-        f"| server CPU µs/call, median (min–max) | CPU/call vs {baseline_name} | server cores "
-        "| client CPU µs/call | other load, cores | p50 / p99 µs | errors |"
-    )
-    lines = [head, "|" + "---|" * (head.count("|") - 1)]
-    for r in rows:
-        ratio = "-"
-        if r["ratio_calls_per_s"] is not None:
-            ratio = f"{r['ratio_calls_per_s']:.2f}x"
-            rr = r["run_ratios_calls_per_s"]
-            if rr and rr["n"] > 1:
-                ratio += f" ({rr['min']:.2f}–{rr['max']:.2f})"
-        cpu_ratio = f"{r['ratio_cpu_per_call']:.2f}x" if r["ratio_cpu_per_call"] is not None else "-"
-        lat = "-"
-        if r["p50_us"]:
-            lat = f"{r['p50_us']['median']:,.0f} / {r['p99_us']['median']:,.0f}"
-        errs = str(r["errors"])
-        if r["failed_runs"]:
-            errs += f", {r['failed_runs']} failed runs"
-        if r["unclean_exits"]:
-            errs += f", {r['unclean_exits']} unclean exits"
-        lines.append(
-            f"| {names.get(r['workload'], r['workload'])} | {names.get(r['client'], r['client'])} "
-            f"| {names.get(r['server'], r['server'])} | {_fmt_range(r['calls_per_s'], ',.0f')} | {ratio} "
-            f"| {_fmt_range(r['server_cpu_us_per_call'], '.1f')} | {cpu_ratio} "
-            f"| {_fmt_range(r['server_cores_used'], '.2f')} | {_med(r['client_cpu_us_per_call'], '.1f')} "
-            f"| {_med(r['other_cores'], '.2f')} | {lat} | {errs} |"
-        )
-    return "\n".join(lines)
+def fmt_ratio(vs: Optional[dict], key: str = "calls", with_range: bool = True) -> str:
+    if not vs or key not in vs:
+        return "-"
+    text = f"{vs[key]:.2f}x"
+    rr = vs.get("calls_runs") if key == "calls" else None
+    if with_range and rr and rr["n"] > 1:
+        text += f" ({rr['min']:.2f}–{rr['max']:.2f})"
+    return text
 
 
 def _version(dist: str) -> str:
@@ -450,7 +570,7 @@ def machine_description() -> dict:
             mem_gib = round(int(f.readline().split()[1]) / 2**20, 1)
     except (OSError, ValueError, IndexError):
         pass
-    go = "not found"
+    go = "Go not found"
     if shutil.which("go"):
         try:
             go = subprocess.run(["go", "version"], capture_output=True, text=True, timeout=30).stdout.strip()
@@ -462,6 +582,15 @@ def machine_description() -> dict:
             ["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=10
         )
         commit = out.stdout.strip() or None
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--", "go", "python", "setup.py", "pyproject.toml"],
+            cwd=REPO_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout.strip()
+        if commit and dirty:
+            commit += " + uncommitted changes in go/ or python/"
     except (OSError, subprocess.TimeoutExpired):
         pass
     return {
@@ -473,6 +602,7 @@ def machine_description() -> dict:
         "python": f"{platform.python_implementation()} {platform.python_version()}",
         "go": go,
         "grpcio": _version("grpcio"),
+        "uvloop": _version("uvloop"),
         "pygrpc_native": _version("pygrpc-native"),
         "git_commit": commit,
         "loadavg_at_start": os.getloadavg(),
@@ -483,9 +613,9 @@ def machine_description() -> dict:
 def describe(m: dict) -> str:
     return (
         f"CPU: {m['cpu_model']}, {m['cpus_usable']} usable of {m['cpus_online']} online, "
-        f"{m['memory_gib']} GiB; Linux {m['kernel']}; load avg at start {m['loadavg_at_start'][0]:.2f}\n"
-        f"{m['python']}; {m['go']}; grpcio {m['grpcio']}; pygrpc-native {m['pygrpc_native']}"
-        + (f"; commit {m['git_commit']}" if m["git_commit"] else "")
+        f"{m['memory_gib']} GiB; Linux {m['kernel']}; load avg at start {m['loadavg_at_start'][0]:.2f}; {m['date']}\n"
+        f"{m['python']}; {m['go']}; grpcio {m['grpcio']}; uvloop {m['uvloop']}; "
+        f"pygrpc-native {m['pygrpc_native']}" + (f"; commit {m['git_commit']}" if m["git_commit"] else "")
     )
 
 
@@ -501,11 +631,5 @@ def go_build(package: str, dest_dir: Path) -> Path:
     return out
 
 
-def save_results(name: str, payload: dict, markdown: str, outdir: Path = RESULTS_DIR) -> tuple[Path, Path]:
-    outdir.mkdir(parents=True, exist_ok=True)
-    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-    jpath = outdir / f"{name}-{stamp}.json"
-    mpath = outdir / f"{name}-{stamp}.md"
-    jpath.write_text(json.dumps(payload, indent=2) + "\n")
-    mpath.write_text(markdown + "\n")
-    return jpath, mpath
+def stamp() -> str:
+    return datetime.datetime.now().strftime("%Y%m%d-%H%M%S")

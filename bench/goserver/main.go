@@ -1,5 +1,6 @@
-// Command goserver is a plain grpc-go echo server for /echo.Echo/Say with a
-// raw-bytes codec: the ceiling reference for the pygrpc-native benchmarks
+// Command goserver is a plain grpc-go echo server for /echo.Echo/Say (unary)
+// and /echo.Echo/Count (server streaming: the request is N as 4 big-endian
+// bytes then a body, sent back N times) with a raw-bytes codec: the ceiling reference for the pygrpc-native benchmarks
 // (what grpc-go alone does on the same machine, with no Python at all).
 //
 // It follows the benchmark server protocol: listens on a loopback address,
@@ -8,6 +9,7 @@ package main
 
 import (
 	"context"
+	"encoding/binary"
 	"flag"
 	"fmt"
 	"net"
@@ -17,7 +19,9 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/mem"
+	"google.golang.org/grpc/status"
 )
 
 type rawCodec struct{}
@@ -52,10 +56,29 @@ func say(_ any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInte
 	return &b, nil
 }
 
+func count(_ any, ss grpc.ServerStream) error {
+	var req []byte
+	if err := ss.RecvMsg(&req); err != nil {
+		return err
+	}
+	if len(req) < 4 {
+		return status.Error(codes.InvalidArgument, "the request must start with a 4-byte count")
+	}
+	n := binary.BigEndian.Uint32(req)
+	body := req[4:]
+	for i := uint32(0); i < n; i++ {
+		if err := ss.SendMsg(&body); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 var echoService = grpc.ServiceDesc{
 	ServiceName: "echo.Echo",
 	HandlerType: (*any)(nil),
 	Methods:     []grpc.MethodDesc{{MethodName: "Say", Handler: say}},
+	Streams:     []grpc.StreamDesc{{StreamName: "Count", Handler: count, ServerStreams: true}},
 }
 
 func main() {

@@ -1,9 +1,13 @@
 // Command loadgen is a saturating gRPC load generator for the pygrpc-native
 // benchmarks.
 //
-// It keeps -conns connections with -concurrency unary calls in flight on
-// each, for -warmup and then -duration, and prints one JSON object with what
-// it measured. Messages are raw bytes (a pass-through codec named "proto"),
+// It keeps -conns connections with -concurrency calls in flight on each, for
+// -warmup and then -duration, and prints one JSON object with what it
+// measured. Calls are unary echoes (-method, default /echo.Echo/Say), or with
+// -stream-messages N server-streaming calls (-method /echo.Echo/Count): the
+// request is N as 4 big-endian bytes followed by the -payload body, and the
+// server must send the body back N times; a call counts when all N messages
+// arrived intact and the status is OK, and its latency runs to the status. Messages are raw bytes (a pass-through codec named "proto"),
 // so neither side of the benchmark pays for protobuf in the client. Unlike
 // h2load it checks every call's gRPC status and every response body, and
 // counts failures by status code.
@@ -12,6 +16,10 @@
 // "MEASURE_END" when the measured window closes, before the JSON, so that a
 // driver can sample the server's CPU time over exactly that window.
 //
+// With -tls it connects over TLS, trusting the CA certificates in -ca (PEM)
+// and checking the server's certificate against -server-name (the name the
+// test certificate was made for, since the address is an IP).
+//
 // It only talks to loopback addresses and always exits within
 // warmup + duration + -drain (plus connection setup).
 package main
@@ -19,10 +27,13 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/x509"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"math"
 	"net"
 	"os"
@@ -34,6 +45,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
@@ -114,7 +126,9 @@ type result struct {
 	Conns        int              `json:"conns"`
 	Concurrency  int              `json:"concurrency"`
 	PayloadBytes int              `json:"payload_bytes"`
+	Messages     int              `json:"stream_messages"`
 	Method       string           `json:"method"`
+	TLS          bool             `json:"tls"`
 	GOMAXPROCS   int              `json:"gomaxprocs"`
 }
 
@@ -143,10 +157,45 @@ func percentile(sorted []uint32, p float64) float64 {
 	return float64(sorted[i])
 }
 
+// stream makes one server-streaming call and reads it to the end. It leaves
+// resp.match true only if exactly n messages came, each matching.
+func stream(ctx context.Context, cc *grpc.ClientConn, desc *grpc.StreamDesc, method string, req *[]byte, resp *response, n int) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	s, err := cc.NewStream(ctx, desc, method)
+	if err != nil {
+		return err
+	}
+	if err := s.SendMsg(req); err != nil && err != io.EOF {
+		return err
+	}
+	if err := s.CloseSend(); err != nil {
+		return err
+	}
+	got, ok := 0, true
+	for {
+		err := s.RecvMsg(resp)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		got++
+		ok = ok && resp.match
+	}
+	resp.match = ok && got == n
+	return nil
+}
+
 func main() {
 	addr := flag.String("addr", "127.0.0.1:50051", "server address (loopback only)")
-	method := flag.String("method", "/echo.Echo/Say", "full method name of a unary echo method")
-	payload := flag.Int("payload", 0, "request size in bytes; the response must echo it")
+	method := flag.String("method", "/echo.Echo/Say", "full method name: a unary echo, or with -stream-messages the streaming one")
+	payload := flag.Int("payload", 0, "request size in bytes; the response must echo it (with -stream-messages: each message's size)")
+	messages := flag.Int("stream-messages", 0, "0: unary calls; N > 0: server-streaming calls of N messages (request: N as 4 big-endian bytes, then the body)")
+	useTLS := flag.Bool("tls", false, "connect with TLS")
+	caFile := flag.String("ca", "", "with -tls: PEM file of the CA certificates to trust (default: the system's)")
+	serverName := flag.String("server-name", "", "with -tls: the name to check the server's certificate against (default: the host of -addr)")
 	conns := flag.Int("conns", 4, "number of connections")
 	concurrency := flag.Int("concurrency", 32, "calls in flight per connection")
 	duration := flag.Duration("duration", 5*time.Second, "measured window")
@@ -161,8 +210,28 @@ func main() {
 		fmt.Fprintln(os.Stderr, "loadgen:", err)
 		os.Exit(2)
 	}
-	if *conns < 1 || *concurrency < 1 || *payload < 0 || *duration <= 0 || *warmup < 0 {
-		fmt.Fprintln(os.Stderr, "loadgen: -conns and -concurrency must be >= 1, -payload >= 0, -duration > 0, -warmup >= 0")
+	if *conns < 1 || *concurrency < 1 || *payload < 0 || *messages < 0 || *duration <= 0 || *warmup < 0 {
+		fmt.Fprintln(os.Stderr, "loadgen: -conns and -concurrency must be >= 1, -payload and -stream-messages >= 0, -duration > 0, -warmup >= 0")
+		os.Exit(2)
+	}
+	creds := insecure.NewCredentials()
+	if *useTLS {
+		var pool *x509.CertPool
+		if *caFile != "" {
+			pem, err := os.ReadFile(*caFile)
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "loadgen:", err)
+				os.Exit(2)
+			}
+			pool = x509.NewCertPool()
+			if !pool.AppendCertsFromPEM(pem) {
+				fmt.Fprintf(os.Stderr, "loadgen: no PEM certificate in -ca %s\n", *caFile)
+				os.Exit(2)
+			}
+		}
+		creds = credentials.NewClientTLSFromCert(pool, *serverName)
+	} else if *caFile != "" || *serverName != "" {
+		fmt.Fprintln(os.Stderr, "loadgen: -ca and -server-name need -tls")
 		os.Exit(2)
 	}
 
@@ -183,7 +252,7 @@ func main() {
 	clients := make([]*grpc.ClientConn, *conns)
 	for i := range clients {
 		cc, err := grpc.NewClient(*addr,
-			grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithTransportCredentials(creds),
 			grpc.WithDefaultCallOptions(codec),
 		)
 		if err != nil {
@@ -208,10 +277,16 @@ func main() {
 
 	var phase atomic.Int32
 	var warmupCalls atomic.Int64
-	req := make([]byte, *payload)
-	for i := range req {
-		req[i] = byte(i)
+	body := make([]byte, *payload)
+	for i := range body {
+		body[i] = byte(i)
 	}
+	req := body
+	if *messages > 0 {
+		req = binary.BigEndian.AppendUint32(make([]byte, 0, 4+len(body)), uint32(*messages))
+		req = append(req, body...)
+	}
+	streamDesc := &grpc.StreamDesc{StreamName: "stream", ServerStreams: true}
 	n := *conns * *concurrency
 	perWorkerSamples := max(1, *maxSamples/n)
 	workers := make([]worker, n)
@@ -227,13 +302,18 @@ func main() {
 			var warm int64
 			defer func() { warmupCalls.Add(warm) }()
 			reqBuf := req
-			resp := response{expect: req}
+			resp := response{expect: body}
 			for {
 				if phase.Load() == phaseStop {
 					return
 				}
 				t0 := time.Now()
-				err := cc.Invoke(ctx, *method, &reqBuf, &resp)
+				var err error
+				if *messages == 0 {
+					err = cc.Invoke(ctx, *method, &reqBuf, &resp)
+				} else {
+					err = stream(ctx, cc, streamDesc, *method, &reqBuf, &resp, *messages)
+				}
 				lat := time.Since(t0)
 				switch phase.Load() {
 				case phaseWarmup:
@@ -288,7 +368,9 @@ func main() {
 		Conns:        *conns,
 		Concurrency:  *concurrency,
 		PayloadBytes: *payload,
+		Messages:     *messages,
 		Method:       *method,
+		TLS:          *useTLS,
 		GOMAXPROCS:   runtime.GOMAXPROCS(0),
 	}
 	var lat []uint32

@@ -1,9 +1,16 @@
 """Benchmark servers, each run as its own process (``python -m bench.servers.<name>``).
 
-Protocol, shared by every server here so the driver can treat them alike:
+Protocol, shared by every server here (and by the Go ones in bench/ceiling and
+bench/goserver) so the driver can treat them alike:
 
 * takes ``--host`` (loopback only) and ``--port`` (0 picks a free one), plus its own options;
+  the Python ones also take ``--tls-cert`` / ``--tls-key`` (PEM files) to serve TLS;
 * prints ``PORT <n>`` on stdout, flushed, once it accepts calls;
-* serves ``/echo.Echo/Say`` (unary, raw bytes echoed back) until SIGTERM or SIGINT;
+* serves, with raw bytes (no serializers), until SIGTERM or SIGINT:
+
+  - ``/echo.Echo/Say``, unary: the request is sent back;
+  - ``/echo.Echo/Count``, server streaming: the request is a count N as 4
+    big-endian bytes followed by a body, and the body is sent back N times;
+
 * then stops with a short grace period and exits 0.
 """

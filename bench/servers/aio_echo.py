@@ -1,8 +1,8 @@
-"""A grpc.aio.Server with a generic echo handler (a coroutine): grpcio's
-grpc.aio.server() (the reference) or pygrpc_native.aio.server()
-(--impl native), optionally on uvloop (--uvloop).
+"""A grpc.aio.Server with generic handlers (coroutines) for the two echo
+methods: grpcio's grpc.aio.server() (the reference) or
+pygrpc_native.aio.server() (--impl native), optionally on uvloop (--uvloop).
 
-No serializers are registered, so the handler gets and returns raw bytes.
+No serializers are registered, so the handlers get and return raw bytes.
 """
 
 import asyncio
@@ -17,17 +17,29 @@ async def _echo(request: bytes, context) -> bytes:
     return request
 
 
+async def _count(request: bytes, context):
+    n, body = _common.parse_count(request)
+    for _ in range(n):
+        yield body
+
+
 async def _serve(args, stop) -> None:
     if args.impl == "native":
+        import pygrpc_native
         import pygrpc_native.aio
 
-        make_server = pygrpc_native.aio.server
+        make_server, make_credentials = pygrpc_native.aio.server, pygrpc_native.ssl_server_credentials
     else:
-        make_server = grpc.aio.server
-    service, method = _common.ECHO_METHOD.lstrip("/").split("/")
-    handler = grpc.method_handlers_generic_handler(service, {method: grpc.unary_unary_rpc_method_handler(_echo)})
+        make_server, make_credentials = grpc.aio.server, grpc.ssl_server_credentials
+    handler = grpc.method_handlers_generic_handler(
+        _common.SERVICE,
+        {
+            _common.ECHO_METHOD.rsplit("/", 1)[1]: grpc.unary_unary_rpc_method_handler(_echo),
+            _common.COUNT_METHOD.rsplit("/", 1)[1]: grpc.unary_stream_rpc_method_handler(_count),
+        },
+    )
     server = make_server(handlers=(handler,))
-    port = server.add_insecure_port(f"{args.host}:{args.port}")
+    port = _common.add_port(server, args, make_credentials)
     await server.start()
     _common.announce(port)
     await asyncio.get_running_loop().run_in_executor(None, _common.wait, stop)

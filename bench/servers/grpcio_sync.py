@@ -1,9 +1,10 @@
-"""A grpc.Server with a thread pool and a generic echo handler: grpcio's
-grpc.server() (the reference) or pygrpc_native.server() (--impl native),
-with the same handler and arguments.
+"""A grpc.Server with a thread pool and a generic handler for the two echo
+methods: grpcio's grpc.server() (the reference) or pygrpc_native.server()
+(--impl native), with the same handlers and arguments.
 
-No serializers are registered, so the handler gets and returns raw bytes, the
-same work the low-level server does.
+No serializers are registered, so the handlers get and return raw bytes, the
+same work the low-level server does. --tls-cert/--tls-key serve TLS with
+grpc.ssl_server_credentials() or pygrpc_native.ssl_server_credentials().
 """
 
 from concurrent import futures
@@ -17,6 +18,12 @@ def _echo(request: bytes, context) -> bytes:
     return request
 
 
+def _count(request: bytes, context):
+    n, body = _common.parse_count(request)
+    for _ in range(n):
+        yield body
+
+
 def main() -> None:
     p = _common.parser(__doc__)
     p.add_argument("--workers", type=int, default=4, help="ThreadPoolExecutor max_workers")
@@ -25,19 +32,22 @@ def main() -> None:
     _common.check_loopback(args.host)
     stop = _common.install_stop_signals()
 
-    service, method = _common.ECHO_METHOD.lstrip("/").split("/")
     handler = grpc.method_handlers_generic_handler(
-        service, {method: grpc.unary_unary_rpc_method_handler(_echo)}
+        _common.SERVICE,
+        {
+            _common.ECHO_METHOD.rsplit("/", 1)[1]: grpc.unary_unary_rpc_method_handler(_echo),
+            _common.COUNT_METHOD.rsplit("/", 1)[1]: grpc.unary_stream_rpc_method_handler(_count),
+        },
     )
     if args.impl == "native":
         import pygrpc_native
 
-        make_server = pygrpc_native.server
+        make_server, make_credentials = pygrpc_native.server, pygrpc_native.ssl_server_credentials
     else:
-        make_server = grpc.server
+        make_server, make_credentials = grpc.server, grpc.ssl_server_credentials
     server = make_server(futures.ThreadPoolExecutor(max_workers=args.workers))
     server.add_generic_rpc_handlers((handler,))
-    port = server.add_insecure_port(f"{args.host}:{args.port}")
+    port = _common.add_port(server, args, make_credentials)
     server.start()
     _common.announce(port)
     _common.wait(stop)
