@@ -160,9 +160,8 @@ func (f *Front) newCall(ctx context.Context, path string, methodID int32, opsBuf
 		ops:      make(chan op, opsBuffer),
 		ended:    make(chan struct{}),
 	}
-	if dl, ok := ctx.Deadline(); ok {
-		margin := min(deadlineMargin, time.Until(dl)/10)
-		c.ctx, c.stop = context.WithDeadline(ctx, dl.Add(-margin))
+	if _, ok := ctx.Deadline(); ok {
+		c.ctx, c.stop = beforeDeadline(ctx)
 	}
 	if p, ok := peer.FromContext(ctx); ok {
 		c.conn, _ = p.Addr.(*connAddr)
@@ -318,6 +317,17 @@ func (f *Front) abandon(c *call, cause error) error {
 		return status.Error(code, "Deadline Exceeded")
 	}
 	return status.Error(code, "Cancelled")
+}
+
+// beforeDeadline is ctx ending deadlineMargin (or a tenth of the time
+// left, if less) before its deadline; see deadlineMargin.
+func beforeDeadline(ctx context.Context) (context.Context, context.CancelFunc) {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return context.WithCancel(ctx)
+	}
+	margin := min(deadlineMargin, time.Until(dl)/10)
+	return context.WithDeadline(ctx, dl.Add(-margin))
 }
 
 // deadlinePassed tells a deadline from a cancellation. grpc-go's own

@@ -43,7 +43,9 @@ func dialFallback(target string) (*grpc.ClientConn, error) {
 // call's context, which also carries cancellation from the client); the
 // backend's headers, messages, trailers and status come back as they are.
 func (f *Front) proxy(ss grpc.ServerStream, path string) error {
-	ctx, cancel := context.WithCancel(ss.Context())
+	// The backend call ends a little before the client's deadline, so the
+	// client gets DEADLINE_EXCEEDED from us rather than grpc-go's reset.
+	ctx, cancel := beforeDeadline(ss.Context())
 	defer cancel()
 	f.m.callsProxied.Add(1)
 	if t := ticketFrom(ctx); t != nil {
@@ -95,6 +97,10 @@ func (f *Front) proxy(ss grpc.ServerStream, path string) error {
 		}
 		if err != nil {
 			ss.SetTrailer(cs.Trailer())
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				// The relay's own early deadline (above), worded as grpcio's.
+				return status.Error(codes.DeadlineExceeded, "Deadline Exceeded")
+			}
 			return backendError(err)
 		}
 		if err := f.send(ss, m); err != nil {
@@ -124,6 +130,9 @@ func backendError(err error) error {
 	}
 	if errors.Is(err, context.Canceled) {
 		return status.Error(codes.Canceled, "Cancelled")
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return status.Error(codes.DeadlineExceeded, "Deadline Exceeded")
 	}
 	return status.Errorf(codes.Unavailable, "fallback server: %v", err)
 }
