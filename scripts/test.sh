@@ -1,9 +1,15 @@
 #!/usr/bin/env bash
 # Runs every test of the project from a fresh clone: Go unit tests, then the
-# Python suite against grpcio clients. Installs what it needs: the pinned
-# Python test dependencies (PyPI) and the package itself, built from source
-# (Go modules from the Go module proxy), into a virtual environment under
-# build/, so nothing outside the checkout changes.
+# Python suite against grpcio clients (the differential suites and the
+# interop matrix included). Installs what it needs: the pinned Python test
+# dependencies (PyPI) and the package itself, built from source (Go modules
+# from the Go module proxy), into a virtual environment under build/, so
+# nothing outside the checkout changes.
+#
+# With PGN_BAZEL=1, and always under CI (CI set), it then runs the Bazel
+# graph offline (bazel/offline/test_all.sh: Debian's Bazel in a sid root it
+# prepares under /var/tmp; needs root, ~5 GB and a few minutes the first
+# time).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -26,3 +32,8 @@ go test -count=1 -race ./...
 echo "== pytest"
 # The package is imported from the venv: the source tree keeps it under python/.
 "$py" -m pytest -q -p no:cacheprovider tests
+
+if [ "${PGN_BAZEL:-}" = 1 ] || [ -n "${CI:-}" ]; then
+  echo "== bazel (offline)"
+  bash bazel/offline/test_all.sh
+fi
