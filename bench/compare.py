@@ -1,7 +1,7 @@
 """pygrpc-native against grpcio, in one run on one machine.
 
-    python -m bench.compare            # the full table: 5 runs x 3 s per cell, about 45 minutes on 2 cores
-    python -m bench.compare --tls      # and the TLS rows
+    python -m bench.compare            # the full table: 5 runs x 3 s per cell, about 32 minutes on 2 cores
+    python -m bench.compare --tls      # and the TLS rows (about 36 minutes)
     python -m bench.compare --quick    # a smoke check in under 2 minutes
 
 Servers: grpc.server(), grpc.aio.server(), pygrpc_native.server(),
@@ -343,7 +343,7 @@ def check_targets(
                 "No cell slower than its grpcio counterpart (every client and workload, TLS included)",
                 not slower,
                 f"{compared - len(slower)} of {compared} cells at least as fast"
-                + ("; slower: " + "; ".join(slower) if slower else ""),
+                + ("; slower:" + "".join(f"\n  - {cell}" for cell in slower) if slower else ""),
             )
         )
     return out
