@@ -18,11 +18,7 @@ here, once:
 from __future__ import annotations
 
 import logging
-import os
-import shutil
-import tempfile
 import threading
-import weakref
 from typing import Any, Dict, Iterable, List, Optional, Sequence
 
 import grpc
@@ -30,6 +26,7 @@ import grpc
 from ._calls import HandlerCallDetails, Method
 from ._context import Metadatum
 from ._credentials import set_front_tls, tls_config
+from ._fallback_dir import FallbackDir
 from ._front import FALLBACK, NativeGrpcFront
 
 _LOGGER = logging.getLogger("pygrpc_native")
@@ -50,10 +47,10 @@ class ServerCore:
 
     def _init_core(self, options: Optional[Sequence[Any]], maximum_concurrent_rpcs: Optional[int]) -> None:
         # The fallback's socket lives in a directory only this user can
-        # enter (mkdtemp makes it 0700), removed on stop or at exit.
-        self._fallback_dir = tempfile.mkdtemp(prefix="pygrpc-native-")
-        self.cleanup = weakref.finalize(self, shutil.rmtree, self._fallback_dir, True)
-        socket_path = os.path.join(self._fallback_dir, "fallback.sock")
+        # enter, removed on stop or at exit (_fallback_dir says who may).
+        self._fallback_dir = FallbackDir(self)
+        self.cleanup = self._fallback_dir.remove
+        socket_path = self._fallback_dir.socket_path
         self.fallback_address = "unix:" + socket_path  # for the grpcio server
         # Created now, so that options this server refuses fail here; it is
         # bound by add_insecure_port.
