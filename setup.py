@@ -36,6 +36,8 @@ class BuildGoExtension(build_ext):
         )
         ext.include_dirs = [str(out_dir), str(ROOT / "go" / "capi")]
         ext.extra_objects = [str(archive)]
+        # Relink when the Go archive changed, not only when _native.c did.
+        ext.depends = [*ext.depends, str(archive)]
         if sys.platform == "darwin":
             ext.extra_link_args = ["-framework", "CoreFoundation", "-framework", "Security"]
         else:

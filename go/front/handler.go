@@ -105,8 +105,10 @@ func (f *Front) serveMethod(ss grpc.ServerStream, methodID int32, c *call) error
 		// Otherwise grpc-go has already sent the client its status (e.g.
 		// RESOURCE_EXHAUSTED for a request over the size limit).
 		if c != nil {
+			// Started when Python saw its lookup, so it ends with an
+			// outcome, never as a refusal (metrics invariant).
 			f.end(c)
-			f.m.callsRefused.Add(1)
+			f.countUnserved(c, err)
 			return err
 		}
 		return f.refuse(ctx, err)
@@ -132,6 +134,7 @@ func (f *Front) serveMethod(ss grpc.ServerStream, methodID int32, c *call) error
 		ev.CallID, ev.ClientKey = c.id, c.clientKey
 		if !f.queue.push(ev) {
 			f.end(c)
+			f.m.callsCancelled.Add(1) // by the server's stop
 			return status.Error(codes.Unavailable, detailsServerStopping)
 		}
 	}
@@ -184,6 +187,7 @@ func (f *Front) deliver(c *call, ev Event) error {
 	}
 	if !queued {
 		f.end(c)
+		f.m.callsCancelled.Add(1) // by the server's stop
 		return status.Error(codes.Unavailable, detailsServerStopping)
 	}
 	return nil
@@ -294,6 +298,17 @@ func (f *Front) failed(c *call, err error) error {
 		return err
 	}
 	return f.abandon(c, err)
+}
+
+// countUnserved counts the outcome of a started call whose request was
+// never read (too large, missing, client gone): Python never got to answer
+// it, so it counts as cancelled, or as deadline exceeded if that is why.
+func (f *Front) countUnserved(c *call, err error) {
+	if deadlinePassed(c.ctx, err) {
+		f.m.callsDeadlineExceeded.Add(1)
+	} else {
+		f.m.callsCancelled.Add(1)
+	}
 }
 
 // abandon ends a call Python did not finish and tells Python so, on the

@@ -29,11 +29,11 @@ type Metric struct {
 // MetricNames lists the keys Front.Metrics returns, in order. They are a
 // public contract (docs/low-level-api.md): never rename or remove one.
 var MetricNames = []string{
-	"calls_started",           // calls that reached Python (EVENT_CALL, or EVENT_LOOKUP for a call routed later)
+	"calls_started",           // calls that reached Python (EVENT_CALL or EVENT_LOOKUP); each ends in exactly one of the next three
 	"calls_completed",         // calls Python finished (any status) or routed to the fallback
 	"calls_cancelled",         // calls the client or Python (cancel) cancelled, or that died with their connection or the server
 	"calls_deadline_exceeded", // calls whose deadline passed before Python finished them
-	"calls_refused",           // calls refused before Python: bad token, unknown method, limits
+	"calls_refused",           // calls refused before reaching Python (never started): bad token, unknown method, limits
 	"calls_active",            // calls started and not yet ended
 	"events_queued",           // events waiting for recv_batch
 	"batches_delivered",       // non-empty batches returned by recv_batch
