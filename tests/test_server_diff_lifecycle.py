@@ -77,6 +77,17 @@ def _bounded(fn, timeout=WAIT):
     return result[0] if result else "hung"
 
 
+def _client_outcome(future):
+    """The status code a call's future ends with, "ok", or "no answer"."""
+    try:
+        future.result(timeout=WAIT)
+        return "ok"
+    except grpc.FutureTimeoutError:
+        return "no answer"
+    except grpc.RpcError as err:
+        return err.code()
+
+
 # -- servers and ports -------------------------------------------------------------
 
 
@@ -242,6 +253,53 @@ def test_stop_none_cancels_at_once():
 
     ref = _for_both(check)
     assert ref[0] is True and ref[2:] == (True, [])
+
+
+def test_later_stop_shortens_a_running_graceful_stop():
+    # grpcio: every stop(grace) cancels what is left after its own grace, so
+    # stop(None) during a stop(30) ends the server at once.
+    def check(kind):
+        s = _Server(kind, handler_seconds=30)
+        try:
+            s.server.start()
+            with s.channel() as ch:
+                future = ch.unary_unary(method("Slow")).future(b"", timeout=60)
+                assert s.entered.wait(WAIT)
+                first = s.server.stop(30)
+                second = _bounded(lambda: s.server.stop(None), timeout=WAIT)
+                client = _client_outcome(future)
+                return second != "hung", first.wait(WAIT), client, s.inactive.wait(WAIT)
+        finally:
+            s.close()
+
+    assert _for_both(check) == (True, True, SC.UNAVAILABLE, True)
+
+
+def test_concurrent_stops_end_at_the_shortest_grace():
+    def check(kind):
+        s = _Server(kind, handler_seconds=30)
+        try:
+            s.server.start()
+            with s.channel() as ch:
+                future = ch.unary_unary(method("Slow")).future(b"", timeout=60)
+                assert s.entered.wait(WAIT)
+                events = {}
+                threads = [
+                    threading.Thread(target=lambda g=grace: events.__setitem__(g, s.server.stop(g)), daemon=True)
+                    for grace in (30, None, 0)
+                ]
+                for thread in threads:
+                    thread.start()
+                for thread in threads:
+                    thread.join(WAIT)
+                all_returned = len(events) == 3
+                all_set = all(event.wait(WAIT) for event in events.values())
+                client = _client_outcome(future)
+                return all_returned, all_set, client
+        finally:
+            s.close()
+
+    assert _for_both(check) == (True, True, SC.UNAVAILABLE)
 
 
 def test_stop_idle_server_and_stop_twice():

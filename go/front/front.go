@@ -60,6 +60,10 @@ type Front struct {
 	lis       *listener
 	serveDone chan struct{}
 	stopped   chan struct{} // closed once the front has stopped
+	// While stopping: when calls in flight are cancelled (guarded by mu),
+	// and a wake-up for the stop's timer when a later stop moves it earlier.
+	stopDeadline time.Time
+	stopSooner   chan struct{}
 }
 
 // New builds a front from cfg. Nothing is bound until Start.
@@ -226,12 +230,17 @@ func (f *Front) Port() int { return int(f.port.Load()) }
 // and connections get GOAWAY), gives calls in flight up to grace to finish
 // (grace < 0: none), then cancels the rest, in the background. When every
 // handler has ended the queues are closed, so Recv drains them and reports
-// closed, and Stopped is closed. Stopping a stopped front does nothing.
+// closed, and Stopped is closed. Stopping a stopped front does nothing. A
+// BeginStop while a stop is under way can only shorten it, as grpcio's
+// stop(): calls are cancelled at the earliest of the stops' deadlines.
 func (f *Front) BeginStop(grace time.Duration) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	switch f.state.Load() {
-	case stateStopped, stateStopping:
+	case stateStopped:
+		return
+	case stateStopping:
+		f.shortenStop(grace)
 		return
 	case stateNew:
 		if f.lis != nil {
@@ -242,27 +251,62 @@ func (f *Front) BeginStop(grace time.Duration) {
 	}
 	f.state.Store(stateStopping)
 	f.lis.Close()
+	f.stopDeadline = stopDeadline(grace)
+	f.stopSooner = make(chan struct{}, 1)
 	drained := make(chan struct{})
 	go func() {
 		f.srv.GracefulStop()
 		close(drained)
 	}()
 	go func() {
-		if grace < 0 {
-			f.srv.Stop()
-		} else {
-			t := time.NewTimer(grace)
-			select {
-			case <-drained:
-			case <-t.C:
-				f.srv.Stop()
-			}
-			t.Stop()
-		}
+		f.waitGrace(drained)
 		<-drained
 		<-f.serveDone
 		f.finishStop()
 	}()
+}
+
+// stopDeadline is when calls still in flight are cancelled.
+func stopDeadline(grace time.Duration) time.Time {
+	if grace < 0 {
+		return time.Now()
+	}
+	return time.Now().Add(grace)
+}
+
+// shortenStop moves the running stop's deadline earlier if grace ends
+// before it; called with mu held.
+func (f *Front) shortenStop(grace time.Duration) {
+	if d := stopDeadline(grace); d.Before(f.stopDeadline) {
+		f.stopDeadline = d
+		select {
+		case f.stopSooner <- struct{}{}:
+		default: // a wake-up is already pending; it reads the new deadline
+		}
+	}
+}
+
+// waitGrace returns when drained is closed, or after cancelling every call
+// once the stop's deadline (which shortenStop may move) has passed.
+func (f *Front) waitGrace(drained <-chan struct{}) {
+	for {
+		f.mu.Lock()
+		left := time.Until(f.stopDeadline)
+		f.mu.Unlock()
+		if left <= 0 {
+			f.srv.Stop()
+			return
+		}
+		t := time.NewTimer(left)
+		select {
+		case <-drained:
+			t.Stop()
+			return
+		case <-t.C:
+		case <-f.stopSooner:
+			t.Stop()
+		}
+	}
 }
 
 func (f *Front) finishStop() {

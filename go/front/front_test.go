@@ -383,6 +383,30 @@ func TestStopGivesGraceThenCancels(t *testing.T) {
 	}
 }
 
+func TestLaterStopShortensGrace(t *testing.T) {
+	calls := make(chan Event, 1)
+	f, cc := startFront(t, "", func(f *Front, e Event) {
+		if e.Kind == EventCall {
+			calls <- e
+		}
+	})
+	errs := make(chan error, 1)
+	go func() { _, err := say(context.Background(), cc, "abandoned"); errs <- err }()
+	<-calls
+	f.BeginStop(time.Hour)
+	f.BeginStop(2 * time.Hour) // a later deadline changes nothing
+	stopped := make(chan struct{})
+	go func() { f.Stop(-1); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(10 * time.Second):
+		t.Fatal("stop(-1) during stop(1h) did not cancel the call in flight")
+	}
+	if err := <-errs; err == nil {
+		t.Fatal("the abandoned call succeeded")
+	}
+}
+
 func TestStartTwiceAndRestart(t *testing.T) {
 	f, _ := startFront(t, "", echo)
 	var le *LifecycleError

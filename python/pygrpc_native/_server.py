@@ -126,10 +126,12 @@ class _Server(ServerCore, grpc.Server):
                 event.set()
                 return event
             self._shutdown_events.append(event)
+            # A stop while one is under way can only shorten it (both
+            # servers cancel calls at the earliest deadline), as in grpcio.
+            self.front.stop(grace, wait=False)
+            fallback_stopped = self.fallback.stop(grace)
             if self.stage is STARTED:
                 self.stage = STOPPED
-                self.front.stop(grace, wait=False)
-                fallback_stopped = self.fallback.stop(grace)
                 threading.Thread(
                     target=self._finish_stop, args=(fallback_stopped,), name="pygrpc_native-stop", daemon=True
                 ).start()
@@ -138,9 +140,10 @@ class _Server(ServerCore, grpc.Server):
         return event
 
     def _finish_stop(self, fallback_stopped: threading.Event) -> None:
-        """Waits for both servers and the dispatcher (which ends once Go's
-        queue is drained), removes the fallback's socket, then signals."""
-        self.front.stop(None)  # returns when the stop begun above is complete
+        """Waits for both servers, removes the fallback's socket, then
+        signals. The front has stopped when the dispatcher ends: it reads
+        Go's queue until the front closes it (a front that never started
+        stopped at once)."""
         fallback_stopped.wait()
         if self._dispatcher is not None:
             self._dispatcher.join()

@@ -143,16 +143,17 @@ class _AioServer(ServerCore, grpc.aio.Server):
             self._terminated.set()
             self.cleanup()
             return
-        if stage is STARTED:
-            loop = asyncio.get_running_loop()
-            self.front.stop(grace, wait=False)  # new calls are refused from here
-            fallback_stopped = asyncio.ensure_future(self.fallback.stop(grace))
-            # Waiting for the end blocks (GIL released) until every call has
-            # ended; the loop keeps running the calls meanwhile.
-            await loop.run_in_executor(None, self.front.stop, None)
-            await fallback_stopped
-            self.cleanup()
+        # New calls are refused from here. A stop while one is under way can
+        # only shorten it (both servers cancel calls at the earliest
+        # deadline), as in grpc.aio.
+        self.front.stop(grace, wait=False)
+        fallback_stopped = asyncio.ensure_future(self.fallback.stop(grace))
+        # The loop keeps running the calls meanwhile; _on_events sets
+        # _terminated once Go's queue has ended, that is once the front has
+        # stopped.
         await self._terminated.wait()
+        await fallback_stopped
+        self.cleanup()
 
     async def wait_for_termination(self, timeout: Optional[float] = None) -> bool:
         """Returns True if the timeout passed first, as grpc.aio does."""
