@@ -13,6 +13,7 @@ import grpc
 import grpc.aio
 import pytest
 
+from diff import status_details
 from diff.aio_harness import (
     LOOPS,
     both,
@@ -495,6 +496,39 @@ def test_rich_error_details(style):
     ref = same(setup_handlers({"M": unary(handler)}), scenario)
     assert ref[0] == SC.INVALID_ARGUMENT and ref[4] == "invalid name ✗"
     assert ref[5] == [("name", "empty ✗")]
+
+
+# grpc.aio, too, sends grpc-status-details-bin exactly as the handler set it
+# (tests/diff/status_details.py).
+
+@pytest.mark.parametrize("via", ["set_trailing_metadata", "abort"])
+@pytest.mark.parametrize("case", sorted(status_details.CASES))
+def test_status_details_trailer_is_sent_as_set(case, via):
+    trailing, code, details = status_details.CASES[case]()
+    if via == "abort" and code is None:
+        pytest.skip("abort needs a code other than OK")
+
+    async def handler(req, ctx):
+        if via == "abort":
+            await ctx.abort(code, details, trailing)
+        ctx.set_trailing_metadata(trailing)
+        if code is not None:
+            ctx.set_code(code)
+            ctx.set_details(details)
+        return b"r"
+
+    ref = _unary_case(handler)
+    assert ref.trailing_metadata == trailing
+
+
+def test_status_details_in_initial_metadata_are_sent():
+    initial = ((status_details.DETAILS_KEY, status_details.status_bytes(3, "bad", True)),)
+
+    async def handler(req, ctx):
+        await ctx.send_initial_metadata(initial)
+        return b"r"
+
+    assert _unary_case(handler).initial_metadata == initial
 
 
 def test_known_difference_abort_ok():

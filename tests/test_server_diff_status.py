@@ -9,6 +9,7 @@ grpcio's outcome is part of the contract, the test pins it too.
 import grpc
 import pytest
 
+from diff import status_details
 from diff.harness import call_stream, call_unary, method, same, setup_handlers, stream, unary
 
 pytestmark = pytest.mark.timeout(60)
@@ -322,6 +323,56 @@ def test_abort_with_status_rich_error_details():
     ref = same(setup_handlers({"M": unary(handler)}), scenario)
     assert ref[0] == SC.INVALID_ARGUMENT and ref[4] == "invalid name ✗"
     assert ref[5] == [("name", "empty ✗")]
+
+
+# grpc-status-details-bin is sent exactly as set (tests/diff/status_details.py).
+
+
+@pytest.mark.parametrize("case", sorted(status_details.CASES))
+def test_status_details_trailer_is_sent_as_set(case):
+    trailing, code, details = status_details.CASES[case]()
+
+    def handler(req, ctx):
+        ctx.set_trailing_metadata(trailing)
+        if code is not None:
+            ctx.set_code(code)
+            ctx.set_details(details)
+        return b"r"
+
+    ref = _unary_case(handler)
+    assert ref.trailing_metadata == trailing
+
+
+def test_status_details_in_initial_metadata_are_sent():
+    initial = ((status_details.DETAILS_KEY, status_details.status_bytes(3, "bad", True)),)
+
+    def handler(req, ctx):
+        ctx.send_initial_metadata(initial)
+        return b"r"
+
+    assert _unary_case(handler).initial_metadata == initial
+
+
+def test_status_details_disagreeing_with_the_status_fail_on_the_client():
+    # grpc_status.rpc_status.from_call() refuses details whose code or
+    # message differ from the call's status: the server sends them as set.
+    rpc_status = pytest.importorskip("grpc_status.rpc_status")
+
+    def handler(req, ctx):
+        ctx.set_trailing_metadata(((status_details.DETAILS_KEY, status_details.status_bytes(3, "bad", True)),))
+        ctx.set_code(SC.NOT_FOUND)
+        ctx.set_details("other")
+        return b""
+
+    def scenario(run):
+        try:
+            run.channel.unary_unary(method("M")).with_call(b"x", timeout=5)
+        except grpc.RpcError as err:
+            return status_details.from_call_outcome(rpc_status, err)
+        return "no error"
+
+    ref = same(setup_handlers({"M": unary(handler)}), scenario)
+    assert ref.startswith("ValueError")
 
 
 # -- set_code / set_details with a normal return --------------------------------

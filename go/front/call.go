@@ -5,7 +5,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	spb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 )
@@ -29,8 +28,7 @@ type op struct {
 	md         metadata.MD
 	code       codes.Code
 	details    string
-	method     int32       // opRoute
-	rich       *spb.Status // opFinish: details from grpc-status-details-bin
+	method     int32 // opRoute
 }
 
 // How many ops Python may queue on one call before a send blocks. For a

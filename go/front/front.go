@@ -456,7 +456,7 @@ const detailsInvalidMetadata = "Invalid metadata"
 // SendHeader sends initial metadata. Invalid metadata ends the call with
 // INTERNAL "Invalid metadata", as with grpcio, and is reported as err.
 func (f *Front) SendHeader(id uint64, md metadata.MD, block bool) (Result, error) {
-	if _, err := responseMetadata(md); err != nil {
+	if err := validateMetadata(md); err != nil {
 		return f.post(id, op{kind: opFinish, code: codes.Internal, details: detailsInvalidMetadata}, block), err
 	}
 	return f.post(id, op{kind: opHeader, md: md}, block), nil
@@ -466,11 +466,10 @@ func (f *Front) SendHeader(id uint64, md metadata.MD, block bool) (Result, error
 // trailing metadata, and the status. Invalid metadata ends the call as in
 // SendHeader.
 func (f *Front) Finish(id uint64, code codes.Code, details string, md metadata.MD, payload []byte, hasPayload, block bool) (Result, error) {
-	rich, err := responseMetadata(md)
-	if err != nil {
+	if err := validateMetadata(md); err != nil {
 		return f.post(id, op{kind: opFinish, code: codes.Internal, details: detailsInvalidMetadata}, block), err
 	}
-	return f.post(id, op{kind: opFinish, code: code, details: details, md: md, payload: payload, hasPayload: hasPayload, rich: rich}, block), nil
+	return f.post(id, op{kind: opFinish, code: code, details: details, md: md, payload: payload, hasPayload: hasPayload}, block), nil
 }
 
 func (f *Front) closeFallback() {

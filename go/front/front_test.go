@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -501,6 +502,38 @@ func TestRichStatusDetailsTravelInTheStatus(t *testing.T) {
 	st := status.Convert(err)
 	if st.Code() != codes.InvalidArgument || len(st.Proto().Details) != 1 || st.Proto().Details[0].TypeUrl != "type.googleapis.com/x.Y" {
 		t.Fatalf("got %v", st.Proto())
+	}
+}
+
+// As grpcio, the front sends grpc-status-details-bin as given, whatever it
+// holds and whatever the status: checking it is the client's business.
+func TestStatusDetailsAreSentAsGiven(t *testing.T) {
+	plain, _ := proto.Marshal(&spb.Status{Code: 3, Message: "bad"})
+	for name, tc := range map[string]struct {
+		code   codes.Code
+		values []string
+	}{
+		"without details": {codes.InvalidArgument, []string{string(plain)}},
+		"other code":      {codes.NotFound, []string{string(plain)}},
+		"not a status":    {codes.NotFound, []string{"\xff\x00"}},
+		"two values":      {codes.NotFound, []string{string(plain), "b"}},
+		"with OK":         {codes.OK, []string{string(plain)}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, cc := startFront(t, "", func(f *Front, e Event) {
+				if e.Kind == EventCall {
+					md := metadata.MD{"grpc-status-details-bin": tc.values}
+					if _, err := f.Finish(e.CallID, tc.code, "msg", md, nil, false, true); err != nil {
+						panic(err)
+					}
+				}
+			})
+			var trailer metadata.MD
+			_, _ = say(context.Background(), cc, "x", grpc.Trailer(&trailer))
+			if got := trailer["grpc-status-details-bin"]; !slices.Equal(got, tc.values) {
+				t.Fatalf("trailer %q, want %q", got, tc.values)
+			}
+		})
 	}
 }
 

@@ -269,12 +269,8 @@ func (f *Front) apply(c *call, o op, out grpc.ServerStream) (err error, done boo
 	}
 	f.end(c)
 	f.m.callsCompleted.Add(1)
-	switch {
-	case o.code == codes.OK:
+	if o.code == codes.OK {
 		return nil, true
-	case o.rich != nil:
-		o.rich.Code, o.rich.Message = int32(o.code), o.details
-		return status.FromProto(o.rich).Err(), true
 	}
 	return status.Error(o.code, o.details), true
 }

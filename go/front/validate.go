@@ -5,11 +5,9 @@ import (
 	"sort"
 	"strings"
 
-	spb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
 )
 
 // checkMetadataSize refuses request metadata over limit, counted as HTTP/2
@@ -45,28 +43,17 @@ func checkMetadataSize(md metadata.MD, limit uint32) error {
 	return status.Errorf(codes.ResourceExhausted, "received metadata size exceeds hard limit (%d vs. %d); %s", total, limit, fields.String())
 }
 
-// statusDetailsKey carries rich error details (google.rpc.Status), as
-// grpcio-status sends them through trailing metadata.
+// statusDetailsKey carries rich error details (a google.rpc.Status), as
+// grpcio-status sends them through trailing metadata. Like grpcio, the front
+// sends it exactly as given (with the status left to the status line), so it
+// is the one grpc- key Python may send.
 const statusDetailsKey = "grpc-status-details-bin"
 
-// responseMetadata checks metadata Python wants to send and takes out rich
-// error details, which grpc-go sends from the status itself. Keys must be
-// valid lowercase HTTP/2 header names, the grpc- prefix belongs to gRPC
-// itself (README: known differences), and values of keys without -bin must
-// be printable ASCII, as grpcio requires (grpc-go would drop such initial
+// validateMetadata checks metadata Python wants to send. Keys must be valid
+// lowercase HTTP/2 header names, the grpc- prefix belongs to gRPC itself
+// (README: known differences), and values of keys without -bin must be
+// printable ASCII, as grpcio requires (grpc-go would drop such initial
 // metadata silently).
-func responseMetadata(md metadata.MD) (*spb.Status, error) {
-	var rich *spb.Status
-	if vs, ok := md[statusDetailsKey]; ok {
-		rich = &spb.Status{}
-		if len(vs) != 1 || proto.Unmarshal([]byte(vs[0]), rich) != nil {
-			return nil, fmt.Errorf("%s must be one serialized google.rpc.Status", statusDetailsKey)
-		}
-		delete(md, statusDetailsKey)
-	}
-	return rich, validateMetadata(md)
-}
-
 func validateMetadata(md metadata.MD) error {
 	for k, vs := range md {
 		if !strings.HasSuffix(k, "-bin") {
@@ -81,7 +68,7 @@ func validateMetadata(md metadata.MD) error {
 		if k == "" {
 			return fmt.Errorf("metadata key must not be empty")
 		}
-		if strings.HasPrefix(k, "grpc-") {
+		if strings.HasPrefix(k, "grpc-") && k != statusDetailsKey {
 			return fmt.Errorf("metadata key %q is reserved by gRPC", k)
 		}
 		for i := 0; i < len(k); i++ {
