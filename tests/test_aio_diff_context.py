@@ -117,6 +117,26 @@ def test_time_remaining(timeout):
     assert ref == (("float", 20) if timeout else ("NoneType", None))
 
 
+@pytest.mark.parametrize("timeout", [20, None], ids=["deadline", "no-deadline"])
+def test_sync_handler_time_remaining(timeout):
+    # A non-coroutine handler gets grpc.aio's context too: None without a
+    # deadline (grpc.server()'s context gives a huge number instead).
+    def setup(server, state):
+        def handler(req, ctx):
+            left = ctx.time_remaining()
+            state.record("left", (type(left).__name__, None if left is None else round(left)))
+            return b""
+
+        setup_handlers({"M": unary(handler)})(server, state)
+
+    def scenario(run):
+        call_unary(run.channel, method("M"), timeout=timeout)
+        return run.state.wait_for("left")
+
+    ref = same(setup, scenario)
+    assert ref == (("float", 20) if timeout else ("NoneType", None))
+
+
 def test_time_remaining_decreases_and_in_stream():
     async def handler(req, ctx, state):
         first = ctx.time_remaining()

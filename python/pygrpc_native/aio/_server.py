@@ -74,6 +74,13 @@ class _SyncContext(SyncServicerContext):
         if self.callbacks is not None and not self.finished:
             self.callbacks.append(callback)
 
+    def time_remaining(self) -> Optional[float]:  # type: ignore[override]
+        # grpc.aio's context: None without a deadline.
+        try:
+            return self._server.front.time_remaining(self._call_id)
+        except RuntimeError:
+            return 0.0  # the server has stopped: the call has ended
+
     def is_active(self) -> bool:
         return not self.finished and self._server.front.is_active(self._call_id)
 
