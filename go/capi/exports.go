@@ -314,6 +314,22 @@ func pgn_finish(h C.int64_t, id C.uint64_t, code C.int, details *C.char, details
 	})
 }
 
+// pgn_set_compression sets a call's response compression: "" (none),
+// "deflate" or "gzip". Another name gives PGN_INVALID_METADATA with *errOut
+// set, and the call is left as it was.
+//
+//export pgn_set_compression
+func pgn_set_compression(h C.int64_t, id C.uint64_t, name *C.char, nameLen C.size_t, block C.int, errOut **C.char) C.int {
+	return call(h, func(f *front.Front) front.Result {
+		r, err := f.SetCompression(uint64(id), string(goBytes(name, nameLen)), block != 0)
+		if err != nil {
+			*errOut = C.CString(err.Error())
+			return C.PGN_INVALID_METADATA
+		}
+		return r
+	})
+}
+
 //export pgn_watch
 func pgn_watch(h C.int64_t, id C.uint64_t) C.int {
 	return call(h, func(f *front.Front) front.Result { return f.Watch(uint64(id)) })

@@ -18,6 +18,7 @@ const (
 	opFinish                // end the call: optional last message, trailers, status
 	opCancel                // end the call with CANCELLED, as context.cancel() does
 	opRoute                 // continue a looked-up call as a known method
+	opCompression           // set the response compression (details: its name)
 )
 
 // op is one instruction from Python to the goroutine that owns a call.

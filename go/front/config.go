@@ -56,6 +56,17 @@ type Limits struct {
 	KeepalivePermitNoCalls bool
 	ReusePort              bool
 	HandshakeTimeout       time.Duration
+	// Connection lifetime (grpc.max_connection_idle_ms, _age_ms,
+	// _age_grace_ms); 0 means no limit, as in grpcio.
+	MaxConnectionIdle     time.Duration
+	MaxConnectionAge      time.Duration
+	MaxConnectionAgeGrace time.Duration
+	// MaxConnections is grpc.max_allowed_incoming_connections; 0: none.
+	MaxConnections int
+	// Compression is how responses are compressed unless a call says
+	// otherwise (compression=, grpc.default_compression_algorithm and
+	// grpc.default_compression_level).
+	Compression Compression
 }
 
 func defaultLimits() Limits {
@@ -67,6 +78,10 @@ func defaultLimits() Limits {
 		KeepaliveTime:        2 * time.Hour,
 		KeepaliveTimeout:     20 * time.Second,
 		HandshakeTimeout:     120 * time.Second,
+		// grpc-go's "infinity", which its keepalive settings take as unset.
+		MaxConnectionIdle:     infinity,
+		MaxConnectionAge:      infinity,
+		MaxConnectionAgeGrace: infinity,
 	}
 }
 
@@ -80,17 +95,8 @@ func configErrorf(format string, args ...any) error {
 	return &ConfigError{msg: fmt.Sprintf(format, args...)}
 }
 
-// unsupportedOptions are grpcio server options whose behaviour this server
-// does not implement. Silently ignoring them would change what a server
-// does, so they are refused at creation.
-var unsupportedOptions = map[string]string{
-	"grpc.max_connection_age_ms":            "connection age limits are not supported",
-	"grpc.max_connection_age_grace_ms":      "connection age limits are not supported",
-	"grpc.max_connection_idle_ms":           "idle connection limits are not supported",
-	"grpc.max_allowed_incoming_connections": "connection count limits are not supported",
-	"grpc.default_compression_algorithm":    "response compression is not supported",
-	"grpc.default_compression_level":        "response compression is not supported",
-}
+// infinity is grpc-go's "no limit" for connection lifetimes.
+const infinity = time.Duration(math.MaxInt64)
 
 type configJSON struct {
 	Address           string            `json:"address"`
@@ -170,18 +176,12 @@ func ParseConfig(doc []byte) (*Config, error) {
 			return nil, configErrorf("option names must be strings, got %v", kv[0])
 		}
 		n, isInt := intValue(kv[1])
-		if why, bad := unsupportedOptions[name]; bad {
-			// Compression level or algorithm 0 asks for no compression,
-			// which is what this server does anyway.
-			if isInt && n == 0 && strings.Contains(name, "compression") {
-				continue
-			}
-			return nil, configErrorf("option %s is not supported: %s", name, why)
-		}
 		if !isInt {
 			continue
 		}
-		cfg.Limits.apply(name, n, &soft, &hard)
+		if err := cfg.Limits.apply(name, n, &soft, &hard); err != nil {
+			return nil, err
+		}
 	}
 	cfg.Limits.MaxHeaderListSize = headerListLimit(soft, hard)
 	return cfg, nil
@@ -197,9 +197,28 @@ func intValue(v any) (int64, bool) {
 }
 
 // apply sets one honoured grpcio option; unknown names are ignored, as
-// grpcio ignores options it does not read.
-func (l *Limits) apply(name string, n int64, softMeta, hardMeta *int64) {
+// grpcio ignores options it does not read. Values grpcio refuses are
+// ConfigErrors.
+func (l *Limits) apply(name string, n int64, softMeta, hardMeta *int64) error {
 	switch name {
+	case "grpc.max_connection_idle_ms":
+		l.MaxConnectionIdle = lifetime(n)
+	case "grpc.max_connection_age_ms":
+		l.MaxConnectionAge = lifetime(n)
+	case "grpc.max_connection_age_grace_ms":
+		l.MaxConnectionAgeGrace = lifetime(n)
+		if n == 0 {
+			// No grace at all; grpc-go would read 0 as "unset".
+			l.MaxConnectionAgeGrace = time.Nanosecond
+		}
+	case "grpc.max_allowed_incoming_connections":
+		if n > 0 && n <= math.MaxInt32 {
+			l.MaxConnections = int(n)
+		}
+	case "grpc.default_compression_algorithm":
+		return l.Compression.setAlgorithm(n)
+	case "grpc.default_compression_level":
+		return l.Compression.setLevel(n)
 	case "grpc.max_receive_message_length":
 		l.MaxRecvMsgSize = sizeLimit(n)
 	case "grpc.max_send_message_length":
@@ -225,6 +244,16 @@ func (l *Limits) apply(name string, n int64, softMeta, hardMeta *int64) {
 	case "grpc.so_reuseport":
 		l.ReusePort = n == 1
 	}
+	return nil
+}
+
+// lifetime maps a grpcio connection lifetime in milliseconds to grpc-go's:
+// grpcio takes zero or less (and INT_MAX) as no limit.
+func lifetime(ms int64) time.Duration {
+	if ms <= 0 || ms >= math.MaxInt32 {
+		return infinity
+	}
+	return time.Duration(ms) * time.Millisecond
 }
 
 // sizeLimit maps grpcio's message size option to a byte count: a negative

@@ -34,15 +34,24 @@ func TestParseConfigOptions(t *testing.T) {
 	}
 }
 
-func TestParseConfigRefusesUnsupportedOptions(t *testing.T) {
-	for name := range unsupportedOptions {
-		_, err := ParseConfig([]byte(`{"address": "x:1", "methods": [], "options": [["` + name + `", 5]]}`))
-		if _, ok := err.(*ConfigError); !ok || !strings.Contains(err.Error(), name) {
-			t.Errorf("%s: %v", name, err)
-		}
+func TestParseConfigConnectionAndCompressionOptions(t *testing.T) {
+	cfg, err := ParseConfig([]byte(`{"address": "x:1", "methods": [], "options": [
+		["grpc.max_connection_age_ms", 1500], ["grpc.max_connection_age_grace_ms", 0],
+		["grpc.max_connection_idle_ms", -1], ["grpc.max_allowed_incoming_connections", 3],
+		["grpc.default_compression_algorithm", 2]]}`))
+	if err != nil {
+		t.Fatal(err)
 	}
-	if _, err := ParseConfig([]byte(`{"address": "x:1", "methods": [], "options": [["grpc.default_compression_algorithm", 0]]}`)); err != nil {
-		t.Errorf("no compression must be accepted: %v", err)
+	l := cfg.Limits
+	if l.MaxConnectionAge != 1500*time.Millisecond || l.MaxConnectionAgeGrace != time.Nanosecond ||
+		l.MaxConnectionIdle != infinity || l.MaxConnections != 3 || l.Compression.Algorithm != "gzip" || l.Compression.LevelSet {
+		t.Fatalf("limits: %+v", l)
+	}
+	for _, opt := range []string{`["grpc.default_compression_algorithm", 3]`, `["grpc.default_compression_level", 7]`} {
+		_, err := ParseConfig([]byte(`{"address": "x:1", "methods": [], "options": [` + opt + `]}`))
+		if _, ok := err.(*ConfigError); !ok || !strings.Contains(err.Error(), "compression") {
+			t.Errorf("%s: %v", opt, err)
+		}
 	}
 }
 

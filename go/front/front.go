@@ -3,9 +3,7 @@ package front
 import (
 	"context"
 	"crypto/tls"
-	"fmt"
 	"math"
-	"net"
 	"sort"
 	"strings"
 	"sync"
@@ -14,8 +12,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials"
-	_ "google.golang.org/grpc/encoding/gzip" // accept gzip-compressed requests, as grpcio does
+	_ "google.golang.org/grpc/encoding/gzip" // gzip for requests and responses, as grpcio
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
@@ -40,9 +37,11 @@ func (e *LifecycleError) Error() string { return e.msg }
 // Front is one native gRPC server and its event queue.
 type Front struct {
 	cfg *Config
-	// opts build srv at Start, with the TLS credentials of that moment.
-	opts  []grpc.ServerOption
-	tls   *tls.Config // nil: plaintext
+	// opts build srv at Start.
+	opts []grpc.ServerOption
+	// tls is the TLS configuration of listeners bound from now on (SetTLS);
+	// nil: plaintext.
+	tls   *tls.Config
 	srv   *grpc.Server
 	queue *eventQueue
 	// watchedQueue gets the EventCancel of watched calls (Watch), so that
@@ -54,11 +53,13 @@ type Front struct {
 	lastID       atomic.Uint64
 	m            metrics
 
-	mu        sync.Mutex // serializes Bind, Start and Stop
-	state     atomic.Int32
-	port      atomic.Int32 // bound port, readable while Stop holds mu
-	lis       *listener
-	serveDone chan struct{}
+	mu    sync.Mutex // serializes Bind, Start and Stop
+	state atomic.Int32
+	port  atomic.Int32 // the first bound port, readable while Stop holds mu
+	// listeners are the bound addresses, each with its own TLS
+	// configuration (listenerCreds); all serve the same methods.
+	listeners []*listener
+	serveDone sync.WaitGroup // one per listener's Serve
 	stopped   chan struct{} // closed once the front has stopped
 	// While stopping: when calls in flight are cancelled (guarded by mu),
 	// and a wake-up for the stop's timer when a later stop moves it earlier.
@@ -89,7 +90,13 @@ func New(cfg *Config) (*Front, error) {
 		// strings), so it stays at grpc-go's default, far above ours.
 		grpc.MaxHeaderListSize(transportHeaderListLimit),
 		grpc.ConnectionTimeout(l.HandshakeTimeout),
-		grpc.KeepaliveParams(keepalive.ServerParameters{Time: l.KeepaliveTime, Timeout: l.KeepaliveTimeout}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{
+			Time:                  l.KeepaliveTime,
+			Timeout:               l.KeepaliveTimeout,
+			MaxConnectionIdle:     l.MaxConnectionIdle,
+			MaxConnectionAge:      l.MaxConnectionAge,
+			MaxConnectionAgeGrace: l.MaxConnectionAgeGrace,
+		}),
 		// Client pings are accepted, not policed (README: server options).
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: time.Nanosecond, PermitWithoutStream: true}),
 		// Stop returns only after every handler has queued its last event,
@@ -149,8 +156,10 @@ func (f *Front) authenticate(md metadata.MD) (string, bool) {
 }
 
 // Bind listens on address (the configured one when empty) without serving
-// yet, and returns the bound port. Connections wait in the backlog until
-// Start. A front binds one address.
+// yet, with the TLS configuration SetTLS gave last, and returns the bound
+// port (1 for a Unix socket, as grpcio). Connections wait in the backlog
+// until Start. A front binds any number of addresses; every one serves the
+// same methods.
 func (f *Front) Bind(address string) (int, error) {
 	if err := f.checkNew(); err != nil {
 		return 0, err // without waiting for a Stop in progress
@@ -164,21 +173,18 @@ func (f *Front) Bind(address string) (int, error) {
 }
 
 func (f *Front) bindLocked(address string) (int, error) {
-	if f.lis != nil {
-		return 0, &LifecycleError{fmt.Sprintf("the front already listens on port %d; it serves one address", f.Port())}
-	}
 	if address == "" {
 		address = f.cfg.Address
 	}
-	lis, err := listen(address, f.cfg.Limits.ReusePort, &f.m)
+	lis, err := listen(address, &f.cfg.Limits, f.tls, &f.m)
 	if err != nil {
 		return 0, err
 	}
-	f.lis = lis
-	if ta, ok := lis.Addr().(*net.TCPAddr); ok {
-		f.port.Store(int32(ta.Port))
+	if len(f.listeners) == 0 {
+		f.port.Store(int32(lis.port()))
 	}
-	return f.Port(), nil
+	f.listeners = append(f.listeners, lis)
+	return lis.port(), nil
 }
 
 func (f *Front) checkNew() error {
@@ -201,29 +207,46 @@ func (f *Front) Start() error {
 	if err := f.checkNew(); err != nil {
 		return err
 	}
-	if f.lis == nil {
+	if len(f.listeners) == 0 {
 		if _, err := f.bindLocked(""); err != nil {
 			return err
 		}
 	}
-	lis := f.lis
 	opts := f.opts
-	if f.tls != nil {
-		// grpc-go's TLS credentials add ALPN h2 and refuse clients without
-		// ALPN, as grpcio does.
-		opts = append(opts[:len(opts):len(opts)], grpc.Creds(credentials.NewTLS(f.tls)))
+	if f.anyTLS() {
+		opts = append(opts[:len(opts):len(opts)], grpc.Creds(newListenerCreds()))
 	}
 	f.srv = grpc.NewServer(opts...)
-	f.serveDone = make(chan struct{})
 	f.state.Store(stateServing)
-	go func() {
-		defer close(f.serveDone)
-		_ = f.srv.Serve(lis)
-	}()
+	for _, lis := range f.listeners {
+		f.serveDone.Add(1)
+		go func() {
+			defer f.serveDone.Done()
+			_ = f.srv.Serve(lis)
+		}()
+	}
 	return nil
 }
 
-// Port is the bound TCP port, or 0 before Start.
+// anyTLS reports whether a listener serves TLS: only then do connections
+// go through listenerCreds.
+func (f *Front) anyTLS() bool {
+	for _, lis := range f.listeners {
+		if lis.tls != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// closeListeners stops accepting connections on every port.
+func (f *Front) closeListeners() {
+	for _, lis := range f.listeners {
+		lis.Close()
+	}
+}
+
+// Port is the first bound port (1 for a Unix socket), or 0 before Start.
 func (f *Front) Port() int { return int(f.port.Load()) }
 
 // BeginStop refuses new calls before it returns (the listener is closed,
@@ -243,14 +266,12 @@ func (f *Front) BeginStop(grace time.Duration) {
 		f.shortenStop(grace)
 		return
 	case stateNew:
-		if f.lis != nil {
-			f.lis.Close()
-		}
+		f.closeListeners()
 		f.finishStop()
 		return
 	}
 	f.state.Store(stateStopping)
-	f.lis.Close()
+	f.closeListeners()
 	f.stopDeadline = stopDeadline(grace)
 	f.stopSooner = make(chan struct{}, 1)
 	drained := make(chan struct{})
@@ -261,7 +282,7 @@ func (f *Front) BeginStop(grace time.Duration) {
 	go func() {
 		f.waitGrace(drained)
 		<-drained
-		<-f.serveDone
+		f.serveDone.Wait()
 		f.finishStop()
 	}()
 }

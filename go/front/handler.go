@@ -41,6 +41,7 @@ func (f *Front) dispatch(_ any, ss grpc.ServerStream) error {
 		// yet, but new calls are refused from the moment Stop began.
 		return f.refuse(ctx, status.Error(codes.Unavailable, detailsServerStopping))
 	}
+	f.applyDefaultCompression(ctx)
 	path, _ := grpc.MethodFromServerStream(ss)
 	if id, m, ok := f.methods.lookup(path); ok {
 		if m.Fallback {
@@ -242,6 +243,9 @@ func (f *Front) apply(c *call, o op, out grpc.ServerStream) (err error, done boo
 		return nil, false
 	case opRoute:
 		// Only a call waiting for its lookup can be routed.
+		return nil, false
+	case opCompression:
+		setCompressor(out.Context(), o.details)
 		return nil, false
 	case opCancel:
 		f.end(c)

@@ -2,6 +2,7 @@ package front
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"sync/atomic"
@@ -14,15 +15,25 @@ import (
 // connection a connAddr that grpc-go then reports as the call's peer. That
 // lets a handler reach its connection's state from peer.FromContext without
 // a map lookup, and formats the peer string once per connection instead of
-// once per call.
+// once per call. Each listener has its own TLS configuration (nil:
+// plaintext), which listenerCreds applies to its connections.
 type listener struct {
 	net.Listener
-	m *metrics
+	m   *metrics
+	tls *tls.Config
+	// maxConns closes connections accepted while that many are open on
+	// the whole front (grpc.max_allowed_incoming_connections); 0: no limit.
+	maxConns int64
 }
 
-func listen(address string, reusePort bool, m *metrics) (*listener, error) {
+// listen binds one address in grpcio's syntax (see parseBindAddress).
+func listen(address string, limits *Limits, tlsConfig *tls.Config, m *metrics) (*listener, error) {
+	ba, err := parseBindAddress(address)
+	if err != nil {
+		return nil, &BindError{Address: address, Err: err}
+	}
 	lc := net.ListenConfig{}
-	if reusePort {
+	if limits.ReusePort && ba.network == "tcp" {
 		lc.Control = func(network, address string, c syscall.RawConn) error {
 			var serr error
 			err := c.Control(func(fd uintptr) {
@@ -34,20 +45,25 @@ func listen(address string, reusePort bool, m *metrics) (*listener, error) {
 			return serr
 		}
 	}
-	host, port, err := net.SplitHostPort(address)
+	if ba.path != "" {
+		if err := removeStaleSocket(ba.path); err != nil {
+			return nil, &BindError{Address: address, Err: err}
+		}
+	}
+	l, err := lc.Listen(context.Background(), ba.network, ba.address)
 	if err != nil {
 		return nil, &BindError{Address: address, Err: err}
 	}
-	// grpcio treats "localhost" as the loopback interface; binding the
-	// IPv4 loopback keeps the single-port promise.
-	if host == "localhost" {
-		host = "127.0.0.1"
+	return &listener{Listener: l, m: m, tls: tlsConfig, maxConns: int64(limits.MaxConnections)}, nil
+}
+
+// port is what add_*_port() returns for this listener: the TCP port, or 1
+// for a Unix socket, as grpcio returns.
+func (l *listener) port() int {
+	if ta, ok := l.Addr().(*net.TCPAddr); ok {
+		return ta.Port
 	}
-	l, err := lc.Listen(context.Background(), "tcp", net.JoinHostPort(host, port))
-	if err != nil {
-		return nil, &BindError{Address: address, Err: err}
-	}
-	return &listener{Listener: l, m: m}, nil
+	return 1
 }
 
 // BindError says which address could not be bound and why. The C shim
@@ -64,13 +80,21 @@ func (e *BindError) Error() string {
 func (e *BindError) Unwrap() error { return e.Err }
 
 func (l *listener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		l.m.connectionsTotal.Add(1)
+		if n := l.m.connections.Add(1); l.maxConns > 0 && n > l.maxConns {
+			// Over grpc.max_allowed_incoming_connections: closed at once,
+			// as grpcio does; the client sees UNAVAILABLE.
+			l.m.connections.Add(-1)
+			c.Close()
+			continue
+		}
+		return &conn{Conn: c, m: l.m, remote: newConnAddr(c.RemoteAddr()), tls: l.tls}, nil
 	}
-	l.m.connections.Add(1)
-	l.m.connectionsTotal.Add(1)
-	return &conn{Conn: c, m: l.m, remote: newConnAddr(c.RemoteAddr())}, nil
 }
 
 // conn counts bytes and remembers the connection's identity.
@@ -78,6 +102,7 @@ type conn struct {
 	net.Conn
 	m      *metrics
 	remote *connAddr
+	tls    *tls.Config // its listener's; nil: plaintext
 	closed atomic.Bool
 }
 
@@ -118,7 +143,7 @@ func newConnAddr(a net.Addr) *connAddr {
 
 // formatPeer writes an address the way grpcio's context.peer() does:
 // "ipv4:127.0.0.1:5000", "ipv6:%5B::1%5D:5000" (grpcio percent-encodes the
-// brackets), "unix:/path".
+// brackets), "unix:" (a Unix socket client).
 func formatPeer(a net.Addr) string {
 	switch t := a.(type) {
 	case *net.TCPAddr:
@@ -127,6 +152,11 @@ func formatPeer(a net.Addr) string {
 		}
 		return fmt.Sprintf("ipv6:%%5B%s%%5D:%d", t.IP, t.Port)
 	case *net.UnixAddr:
+		// grpcio names a client's (unnamed) Unix socket "unix:"; Go
+		// reports an unnamed peer as "@".
+		if t == nil || t.Name == "@" {
+			return "unix:"
+		}
 		return "unix:" + t.Name
 	default:
 		return a.Network() + ":" + a.String()

@@ -160,8 +160,10 @@ func rootPool(roots []byte) (*x509.CertPool, error) {
 	return pool, nil
 }
 
-// SetTLS serves TLS with cfg (nil: plaintext) from Start on; it replaces
-// the credentials the front was created with. Only before Start.
+// SetTLS makes the listeners bound from now on (Bind, or Start binding the
+// configured address) serve TLS with cfg (nil: plaintext); it replaces the
+// credentials the front was created with. Listeners bound earlier keep
+// theirs. Only before Start.
 func (f *Front) SetTLS(cfg *tls.Config) error {
 	if err := f.checkNew(); err != nil {
 		return err

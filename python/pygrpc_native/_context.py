@@ -57,6 +57,23 @@ class AbortError(Exception):
     """Raised by abort(); like grpcio's, it carries no message of its own."""
 
 
+# grpc.Compression as the Go core names it.
+_COMPRESSION_NAMES = {
+    grpc.Compression.NoCompression: "",
+    grpc.Compression.Deflate: "deflate",
+    grpc.Compression.Gzip: "gzip",
+}
+
+
+def compression_name(compression: Any) -> str:
+    """The Go core's name of a grpc.Compression; ValueError for anything
+    else."""
+    try:
+        return _COMPRESSION_NAMES[compression]
+    except (KeyError, TypeError):
+        raise ValueError(f"compression must be a grpc.Compression, got {compression!r}") from None
+
+
 def encode_details(details: Any) -> bytes:
     """grpcio keeps details as bytes; str is encoded as UTF-8."""
     if isinstance(details, bytes):
@@ -195,9 +212,15 @@ class ServicerContext(CallInfo, grpc.ServicerContext):
         return self.details_
 
     def set_compression(self, compression: grpc.Compression) -> None:
-        # Responses are sent uncompressed (README: server options); clients
-        # read them the same either way.
-        pass
+        """Compresses this call's responses, as grpcio: only if the initial
+        metadata hasn't been sent yet."""
+        name = compression_name(compression)
+        try:
+            self._server.front.set_compression(self._call_id, name)
+        except RuntimeError:
+            pass  # the server has stopped: the call has ended
 
     def disable_next_message_compression(self) -> None:
+        # grpc-go compresses every message of a compressed call alike; the
+        # client reads them the same either way (README: known differences).
         pass

@@ -35,6 +35,43 @@ _UNKNOWN = grpc.StatusCode.UNKNOWN.value[0]
 
 NEW, STARTED, STOPPED = "new", "started", "stopped"
 
+# Options Go applies to the clients' connections, for native and fallback
+# calls alike; the fallback's grpcio server doesn't get them, since its only
+# client is Go's private connection: compressing that hop would only cost
+# CPU (Go decompresses and compresses again for the client), and aging it
+# would cut long fallback calls on a schedule the client's connection
+# doesn't have.
+_FRONT_ONLY_OPTIONS = frozenset(
+    (
+        "grpc.default_compression_algorithm",
+        "grpc.default_compression_level",
+        "grpc.max_connection_age_ms",
+        "grpc.max_connection_age_grace_ms",
+        "grpc.max_connection_idle_ms",
+        "grpc.max_allowed_incoming_connections",
+    )
+)
+
+
+def with_compression(options: Optional[Sequence[Any]], compression: Optional[grpc.Compression]) -> List[Any]:
+    """grpcio's server(compression=...) as the option it stands for, last,
+    so that it wins over the same option in ``options``, as in grpcio."""
+    result = list(options or ())
+    if compression is not None:
+        if not isinstance(compression, grpc.Compression):
+            raise TypeError(f"compression must be a grpc.Compression, not {type(compression).__name__}")
+        result.append(("grpc.default_compression_algorithm", int(compression.value)))
+    return result
+
+
+def fallback_options(options: Sequence[Any]) -> List[Any]:
+    """The options of the fallback's grpcio server: the user's, less those
+    Go applies for it (_FRONT_ONLY_OPTIONS)."""
+    return [o for o in options if not (isinstance(o, (tuple, list)) and len(o) == 2 and o[0] in _FRONT_ONLY_OPTIONS)]
+
+# What grpcio raises for add_insecure_port("").
+_EMPTY_ADDRESS_ERROR = "Failed to bind to address ; set GRPC_VERBOSITY=debug environment variable to see detailed error message."
+
 
 class ServerCore:
     """The routing half of a server; subclasses add dispatch and lifecycle.
@@ -45,7 +82,16 @@ class ServerCore:
 
     fallback: Any  # grpc.Server or grpc.aio.Server
 
-    def _init_core(self, options: Optional[Sequence[Any]], maximum_concurrent_rpcs: Optional[int]) -> None:
+    def _init_core(
+        self,
+        options: Optional[Sequence[Any]],
+        maximum_concurrent_rpcs: Optional[int],
+        compression: Optional[grpc.Compression] = None,
+    ) -> None:
+        """Creates the front; sets ``fallback_options``, what the fallback
+        server is to be created with."""
+        front_options = with_compression(options, compression)
+        self.fallback_options = fallback_options(front_options)
         # The fallback's socket lives in a directory only this user can
         # enter, removed on stop or at exit (_fallback_dir says who may).
         self._fallback_dir = FallbackDir(self)
@@ -57,7 +103,7 @@ class ServerCore:
         self.front = NativeGrpcFront(
             "[::]:0",
             [],
-            options=options,
+            options=front_options,
             resolve_unknown=True,
             maximum_concurrent_rpcs=maximum_concurrent_rpcs,
             fallback="unix://" + socket_path,  # for grpc-go's client
@@ -67,7 +113,7 @@ class ServerCore:
         self._registered: Dict[str, grpc.RpcMethodHandler] = {}
         self.lock = threading.RLock()
         self.stage = NEW
-        self.bound = False
+        self.bound = False  # a port is bound
 
     # -- handlers ------------------------------------------------------------
 
@@ -139,13 +185,13 @@ class ServerCore:
     # -- ports ---------------------------------------------------------------
 
     def add_insecure_port(self, address: str) -> int:
+        """Binds one more address (TCP, ``unix:``, ``unix-abstract:``) and
+        returns its port (1 for a Unix socket), as grpcio."""
         with self.lock:
-            if self.bound:
-                raise RuntimeError(
-                    f"cannot add {address!r}: pygrpc_native serves one port per server, and one is already bound"
-                )
             if self.stage is not NEW:
                 raise RuntimeError("ports must be added before the server starts")
+            if address == "":
+                raise RuntimeError(_EMPTY_ADDRESS_ERROR)
             try:
                 port = self.front.bind(address)
             except (OSError, ValueError) as err:
@@ -154,16 +200,15 @@ class ServerCore:
             return port
 
     def add_secure_port(self, address: str, server_credentials: grpc.ServerCredentials) -> int:
-        """add_insecure_port with TLS, which ends at the native server:
-        fallback calls reach the grpcio server behind it in plaintext, over
-        its private Unix socket (docs/tls.md)."""
+        """add_insecure_port with TLS for this port only. TLS ends at the
+        native server: fallback calls reach the grpcio server behind it in
+        plaintext, over its private Unix socket (docs/tls.md)."""
         tls_config(server_credentials, "add_secure_port()")  # TypeError for grpcio's credentials
         with self.lock:
-            if self.bound or self.stage is not NEW:
+            if self.stage is not NEW:
                 return self.add_insecure_port(address)  # raises, as it does
             set_front_tls(self.front, server_credentials)
             try:
                 return self.add_insecure_port(address)
-            except BaseException:
-                set_front_tls(self.front, None)
-                raise
+            finally:
+                set_front_tls(self.front, None)  # later ports are plaintext unless they say otherwise

@@ -853,6 +853,34 @@ static PyObject *Front_finish(PyObject *self, PyObject *args, PyObject *kwds) {
     return metadata_result_to_py(rc, id, err);
 }
 
+/* Front_set_compression: set_compression(call_id, name), name "" (none),
+ * "deflate" or "gzip"; ValueError for another name. */
+static PyObject *Front_set_compression(PyObject *self, PyObject *args) {
+    PyObject *id_obj, *name_obj;
+    if (!PyArg_ParseTuple(args, "OO:set_compression", &id_obj, &name_obj)) {
+        return NULL;
+    }
+    int64_t h = front_handle(self);
+    uint64_t id;
+    if (h == 0 || get_call_id(id_obj, &id) < 0) {
+        return NULL;
+    }
+    Py_ssize_t name_len = 0;
+    const char *name = utf8_arg(name_obj, "name", &name_len);
+    if (name == NULL) {
+        return NULL;
+    }
+    int rc;
+    char *err = NULL;
+    CALL_MAYBE_BLOCKING(rc, pgn_set_compression(h, id, (char *)name, (size_t)name_len, block, &err));
+    if (rc == PGN_INVALID_METADATA) {
+        PyErr_SetString(PyExc_ValueError, err ? err : "unknown compression");
+        free(err);
+        return NULL;
+    }
+    return result_to_py(rc, id);
+}
+
 static PyObject *Front_cancel(PyObject *self, PyObject *id_obj) {
     int64_t h = front_handle(self);
     uint64_t id;
@@ -1021,6 +1049,9 @@ static PyMethodDef Front_methods[] = {
     {"recv_watched", (PyCFunction)(void (*)(void))Front_recv_watched, METH_FASTCALL | METH_KEYWORDS,
      "recv_watched($self, /, max_events, timeout=None)\n--\n\nrecv_batch() for the EVENT_CANCEL events of "
      "watched calls."},
+    {"set_compression", (PyCFunction)Front_set_compression, METH_VARARGS,
+     "set_compression($self, call_id, name, /)\n--\n\nCompress the call's responses with name (\"\", "
+     "\"deflate\" or \"gzip\"); no effect once its initial metadata is sent."},
     {"cancel", (PyCFunction)Front_cancel, METH_O, "cancel($self, call_id, /)\n--\n\nEnd a call with CANCELLED."},
     {"is_active", (PyCFunction)Front_is_active, METH_O,
      "is_active($self, call_id, /)\n--\n\nWhether the call is still live."},

@@ -70,14 +70,15 @@ class _Server(ServerCore, grpc.Server):
         interceptors: Optional[Sequence[grpc.ServerInterceptor]],
         options: Optional[Sequence[Any]],
         maximum_concurrent_rpcs: Optional[int],
+        compression: Optional[grpc.Compression],
     ) -> None:
         if thread_pool is None:
             raise ValueError("server() needs a thread pool, e.g. concurrent.futures.ThreadPoolExecutor(16)")
-        self._init_core(options, maximum_concurrent_rpcs)
+        self._init_core(options, maximum_concurrent_rpcs, compression)
         self.fallback = grpc.server(
             thread_pool,
             interceptors=interceptors,
-            options=options,
+            options=self.fallback_options,
             maximum_concurrent_rpcs=maximum_concurrent_rpcs,
         )
         self.interceptors = tuple(interceptors or ())
@@ -100,7 +101,8 @@ class _Server(ServerCore, grpc.Server):
     def start(self) -> None:
         with self.lock:
             if self.stage is not NEW:
-                raise ValueError("Cannot start already-started server!")
+                # grpcio's words, after start() and after stop() alike.
+                raise ValueError("the server has already started")
             self.add_registered_methods()
             if self.bound:
                 self.fallback.add_insecure_port(self.fallback_address)
@@ -323,13 +325,10 @@ def server(
 ) -> grpc.Server:
     """Creates a server like grpc.server(), with the protocol served in Go.
 
-    Takes grpcio's arguments. Response compression (``compression`` other
-    than NoCompression) and ``xds=True`` are refused with ValueError.
+    Takes grpcio's arguments; ``xds=True`` is refused with ValueError.
     """
-    if compression is not None and compression != grpc.Compression.NoCompression:
-        raise ValueError(f"compression={compression!r}: response compression is not supported")
     if xds:
         raise ValueError("xds=True is not supported")
     if maximum_concurrent_rpcs is not None and maximum_concurrent_rpcs < 1:
         raise ValueError("maximum_concurrent_rpcs should be a positive integer")
-    return _Server(thread_pool, handlers, interceptors, options, maximum_concurrent_rpcs)
+    return _Server(thread_pool, handlers, interceptors, options, maximum_concurrent_rpcs, compression)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Callable, List, NoReturn, Optional
 import grpc
 import grpc.aio
 
-from .._context import CallInfo
+from .._context import CallInfo, compression_name
 
 if TYPE_CHECKING:  # pragma: no cover
     from ._server import _AioServer
@@ -39,12 +39,18 @@ class ServicerContext(CallInfo, grpc.aio.ServicerContext):
         self.aborted = False
         self.done_callbacks: List[Callable[[Any], None]] = []
         self.serializer: Optional[Callable[[Any], bytes]] = None
+        # A set_compression() that found the call's buffer full; sent
+        # before the next op.
+        self.compression_pending: Optional[str] = None
 
     # -- sending ---------------------------------------------------------------
 
     async def _post(self, send: Callable[..., Optional[bool]], *args: Any) -> bool:
         """Hands an op to Go without blocking the loop: a full call buffer
         (a slow client) is waited out here, not in Go."""
+        if self.compression_pending is not None and send is not self._front.set_compression:
+            name, self.compression_pending = self.compression_pending, None
+            await self._post(self._front.set_compression, name)
         delay = 0.0005
         try:
             while (ok := send(self._call_id, *args)) is None:
@@ -131,9 +137,18 @@ class ServicerContext(CallInfo, grpc.aio.ServicerContext):
         return self.details_
 
     def set_compression(self, compression: grpc.Compression) -> None:
-        pass  # responses are sent uncompressed (README: server options)
+        """As grpc.aio: compresses the responses if the initial metadata
+        hasn't been sent yet. Never blocks the loop: a full call buffer
+        defers it to the next op."""
+        name = compression_name(compression)
+        try:
+            if self._front.set_compression(self._call_id, name) is None:
+                self.compression_pending = name
+        except RuntimeError:
+            pass  # the server has stopped: the call has ended
 
     def disable_next_message_compression(self) -> None:
+        # As the sync context (README: known differences).
         pass
 
     # -- the call --------------------------------------------------------------

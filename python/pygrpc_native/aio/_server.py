@@ -30,6 +30,7 @@ import grpc.aio
 
 from .._calls import HandlerCallDetails, Method
 from .._context import ServicerContext as SyncServicerContext
+from .._context import compression_name
 from .._core import NEW, STARTED, STOPPED, ServerCore
 from .._front import EVENT_CALL, EVENT_CANCEL
 from ._context import ServicerContext
@@ -67,6 +68,9 @@ class _SyncContext(SyncServicerContext):
             pass
         self.finished = True
         _send_blocking(self._server.front.finish, self._call_id, self.code_.value[0], details, self.trailing_metadata_)
+
+    def set_compression(self, compression: grpc.Compression) -> None:
+        _send_blocking(self._server.front.set_compression, self._call_id, compression_name(compression))
 
     def add_callback(self, callback: Any) -> None:  # type: ignore[override]
         # grpc.aio's sync context returns None here, and runs the callbacks
@@ -107,13 +111,14 @@ class _AioServer(ServerCore, grpc.aio.Server):
         interceptors: Optional[Sequence[Any]],
         options: Optional[Sequence[Any]],
         maximum_concurrent_rpcs: Optional[int],
+        compression: Optional[grpc.Compression],
     ) -> None:
-        self._init_core(options, maximum_concurrent_rpcs)
+        self._init_core(options, maximum_concurrent_rpcs, compression)
         self.front.blocking = False
         self.fallback = grpc.aio.server(
             migration_thread_pool,
             interceptors=interceptors,
-            options=options,
+            options=self.fallback_options,
             maximum_concurrent_rpcs=maximum_concurrent_rpcs,
         )
         self.interceptors = tuple(interceptors or ())
@@ -324,11 +329,8 @@ def server(
 ) -> grpc.aio.Server:
     """Creates a server like grpc.aio.server(), with the protocol served in Go.
 
-    Takes grpc.aio's arguments. Response compression (``compression`` other
-    than NoCompression) is refused with ValueError.
+    Takes grpc.aio's arguments.
     """
-    if compression is not None and compression != grpc.Compression.NoCompression:
-        raise ValueError(f"compression={compression!r}: response compression is not supported")
     if maximum_concurrent_rpcs is not None and maximum_concurrent_rpcs < 1:
         raise ValueError("maximum_concurrent_rpcs should be a positive integer")
-    return _AioServer(migration_thread_pool, handlers, interceptors, options, maximum_concurrent_rpcs)
+    return _AioServer(migration_thread_pool, handlers, interceptors, options, maximum_concurrent_rpcs, compression)

@@ -1,0 +1,192 @@
+package front
+
+import (
+	"compress/zlib"
+	"context"
+	"io"
+	"sync"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/encoding"
+)
+
+// Response compression, as grpcio does it:
+//
+//   - a server default: compression=, grpc.default_compression_algorithm
+//     (0 none, 1 deflate, 2 gzip) or grpc.default_compression_level (0 none,
+//     1 low, 2 medium, 3 high; the level wins over the algorithm and over
+//     a call's own choice, and picks among what the client accepts);
+//   - per call: context.set_compression(), before the initial metadata is
+//     sent (SetCompression);
+//   - requests in gzip and deflate are read whatever the server sends.
+//
+// grpc-go answers a compressed request in the request's encoding when the
+// server sets none; grpcio doesn't, so every call's compressor is set
+// explicitly whenever grpc-go's choice differs from the server's.
+//
+// grpc-go has no per-message switch, so disable_next_message_compression()
+// can't be honoured: the message is compressed like the others (README:
+// "Known differences").
+
+const (
+	compressNone    = ""
+	compressDeflate = "deflate"
+	compressGzip    = "gzip"
+	identity        = "identity"
+)
+
+// Compression is a server's default response compression.
+type Compression struct {
+	// Algorithm is compressNone, compressDeflate or compressGzip.
+	Algorithm string
+	// Level is grpcio's compression level, when LevelSet.
+	Level    int64
+	LevelSet bool
+}
+
+func (c *Compression) setAlgorithm(n int64) error {
+	switch n {
+	case 0:
+		c.Algorithm = compressNone
+	case 1:
+		c.Algorithm = compressDeflate
+	case 2:
+		c.Algorithm = compressGzip
+	default:
+		return configErrorf("grpc.default_compression_algorithm must be 0 (none), 1 (deflate) or 2 (gzip), got %d", n)
+	}
+	return nil
+}
+
+func (c *Compression) setLevel(n int64) error {
+	if n < 0 || n > 3 {
+		return configErrorf("grpc.default_compression_level must be 0 (none), 1 (low), 2 (medium) or 3 (high), got %d", n)
+	}
+	c.Level, c.LevelSet = n, true
+	return nil
+}
+
+// isDefault reports a server that leaves responses uncompressed unless a
+// call asks otherwise.
+func (c *Compression) isDefault() bool { return c.Algorithm == compressNone && !c.LevelSet }
+
+// forCall is the compressor name a new call answers with.
+func (c *Compression) forCall(ctx context.Context) string {
+	if !c.LevelSet {
+		return c.Algorithm
+	}
+	return forLevel(c.Level, ctx)
+}
+
+// forLevel is grpc-core's choice for a level: of gzip and deflate (in
+// that order), those the client accepts; low takes the first, medium the
+// middle one, high the last.
+func forLevel(level int64, ctx context.Context) string {
+	if level == 0 {
+		return compressNone
+	}
+	accepted, _ := grpc.ClientSupportedCompressors(ctx)
+	var algos []string
+	for _, name := range []string{compressGzip, compressDeflate} {
+		for _, a := range accepted {
+			if a == name {
+				algos = append(algos, name)
+				break
+			}
+		}
+	}
+	switch {
+	case len(algos) == 0:
+		return compressNone
+	case level == 1:
+		return algos[0]
+	case level == 2:
+		return algos[len(algos)/2]
+	}
+	return algos[len(algos)-1]
+}
+
+// sendCompressor is what grpc-go's stream tells of its response encoding.
+type sendCompressor interface{ SendCompress() string }
+
+// applyDefaultCompression sets a new call's response compression from the
+// server's default, where grpc-go chose otherwise. Cheap when there is
+// nothing to do: one interface call.
+func (f *Front) applyDefaultCompression(ctx context.Context) {
+	comp := &f.cfg.Limits.Compression
+	st, ok := grpc.ServerTransportStreamFromContext(ctx).(sendCompressor)
+	if !ok {
+		return
+	}
+	current := st.SendCompress()
+	if comp.isDefault() && (current == compressNone || current == identity) {
+		return
+	}
+	if want := comp.forCall(ctx); want != current {
+		setCompressor(ctx, want)
+	}
+}
+
+// setCompressor makes the call's responses use name ("" for none). A
+// compressor the client doesn't accept falls back to none. It fails
+// silently once the initial metadata is sent, as set_compression() does
+// in grpcio then.
+func setCompressor(ctx context.Context, name string) {
+	if name == compressNone {
+		name = identity
+	}
+	if grpc.SetSendCompressor(ctx, name) != nil && name != identity {
+		_ = grpc.SetSendCompressor(ctx, identity)
+	}
+}
+
+// SetCompression sets a call's response compression (context.
+// set_compression()): "", "deflate" or "gzip". A server whose default is a
+// compression level ignores it, as grpcio does.
+func (f *Front) SetCompression(id uint64, name string, block bool) (Result, error) {
+	switch name {
+	case compressNone, compressDeflate, compressGzip:
+	default:
+		return ResultOK, configErrorf("unknown compression %q: use \"\", \"deflate\" or \"gzip\"", name)
+	}
+	if f.cfg.Limits.Compression.LevelSet {
+		_, r := f.lookup(id)
+		return r, nil
+	}
+	return f.post(id, op{kind: opCompression, details: name}, block), nil
+}
+
+func init() {
+	encoding.RegisterCompressor(&deflate{})
+}
+
+// deflate is gRPC's "deflate" encoding: zlib-wrapped DEFLATE (RFC 1950),
+// as grpc-core writes it. grpc-go has only gzip built in.
+type deflate struct {
+	writers sync.Pool // *pooledZlibWriter
+}
+
+func (*deflate) Name() string { return compressDeflate }
+
+func (d *deflate) Compress(w io.Writer) (io.WriteCloser, error) {
+	if z, ok := d.writers.Get().(*pooledZlibWriter); ok {
+		z.Reset(w)
+		return z, nil
+	}
+	return &pooledZlibWriter{Writer: zlib.NewWriter(w), pool: &d.writers}, nil
+}
+
+func (*deflate) Decompress(r io.Reader) (io.Reader, error) {
+	return zlib.NewReader(r)
+}
+
+// pooledZlibWriter goes back to its pool when closed.
+type pooledZlibWriter struct {
+	*zlib.Writer
+	pool *sync.Pool
+}
+
+func (z *pooledZlibWriter) Close() error {
+	defer z.pool.Put(z)
+	return z.Writer.Close()
+}
