@@ -330,6 +330,13 @@ func pgn_set_compression(h C.int64_t, id C.uint64_t, name *C.char, nameLen C.siz
 	})
 }
 
+// pgn_disable_next_compression sends the call's next message uncompressed.
+//
+//export pgn_disable_next_compression
+func pgn_disable_next_compression(h C.int64_t, id C.uint64_t, block C.int) C.int {
+	return call(h, func(f *front.Front) front.Result { return f.DisableNextCompression(uint64(id), block != 0) })
+}
+
 //export pgn_watch
 func pgn_watch(h C.int64_t, id C.uint64_t) C.int {
 	return call(h, func(f *front.Front) front.Result { return f.Watch(uint64(id)) })

@@ -19,6 +19,7 @@ const (
 	opCancel                // end the call with CANCELLED, as context.cancel() does
 	opRoute                 // continue a looked-up call as a known method
 	opCompression           // set the response compression (details: its name)
+	opUncompressedNext      // send the next message uncompressed
 )
 
 // op is one instruction from Python to the goroutine that owns a call.
@@ -72,6 +73,17 @@ type call struct {
 	unary      bool
 	held       []byte
 	holdsReply bool
+	// uncompressedNext sends the next message uncompressed
+	// (disable_next_message_compression()).
+	uncompressedNext bool
+}
+
+// takeUncompressedNext reports whether the message about to be sent goes
+// uncompressed, and clears the request: it applies to one message.
+func (c *call) takeUncompressedNext() bool {
+	u := c.uncompressedNext
+	c.uncompressedNext = false
+	return u
 }
 
 // callTable maps call ids to live calls. It is sharded so that handler

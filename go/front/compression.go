@@ -24,9 +24,8 @@ import (
 // server sets none; grpcio doesn't, so every call's compressor is set
 // explicitly whenever grpc-go's choice differs from the server's.
 //
-// grpc-go has no per-message switch, so disable_next_message_compression()
-// can't be honoured: the message is compressed like the others (README:
-// "Known differences").
+// disable_next_message_compression() sends one message uncompressed in a
+// compressed call (sendUncompressed).
 
 const (
 	compressNone    = ""
@@ -154,6 +153,34 @@ func (f *Front) SetCompression(id uint64, name string, block bool) (Result, erro
 		return r, nil
 	}
 	return f.post(id, op{kind: opCompression, details: name}, block), nil
+}
+
+// DisableNextCompression sends the call's next message uncompressed
+// (context.disable_next_message_compression()).
+func (f *Front) DisableNextCompression(id uint64, block bool) Result {
+	return f.post(id, op{kind: opUncompressedNext}, block)
+}
+
+// recvCompressor is what grpc-go's stream tells of its request encoding.
+type recvCompressor interface{ RecvCompress() string }
+
+// sendUncompressed sends one message with the compressed flag off, whatever
+// the call's compression. grpc-go's ServerStream has no per-message switch;
+// a PreparedMsg encoded on the stream is compressed with the compressor the
+// stream started with, which is none unless the request was compressed
+// (grpc-go then starts with the request's). In that rare case the message
+// goes out compressed like the others (README: "Known differences").
+func sendUncompressed(out grpc.ServerStream, b []byte) error {
+	if st, ok := grpc.ServerTransportStreamFromContext(out.Context()).(recvCompressor); ok {
+		if rc := st.RecvCompress(); rc != "" && rc != identity {
+			return out.SendMsg(b)
+		}
+	}
+	var msg grpc.PreparedMsg
+	if err := msg.Encode(out, b); err != nil {
+		return err
+	}
+	return out.SendMsg(&msg)
 }
 
 func init() {

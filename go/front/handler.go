@@ -237,7 +237,7 @@ func (f *Front) apply(c *call, o op, out grpc.ServerStream) (err error, done boo
 			c.held, c.holdsReply = o.payload, true
 			return nil, false
 		}
-		if err := f.send(out, o.payload); err != nil {
+		if err := f.send(out, o.payload, c.takeUncompressedNext()); err != nil {
 			return f.failed(c, err), true
 		}
 		return nil, false
@@ -246,6 +246,9 @@ func (f *Front) apply(c *call, o op, out grpc.ServerStream) (err error, done boo
 		return nil, false
 	case opCompression:
 		setCompressor(out.Context(), o.details)
+		return nil, false
+	case opUncompressedNext:
+		c.uncompressedNext = true
 		return nil, false
 	case opCancel:
 		f.end(c)
@@ -263,7 +266,7 @@ func (f *Front) apply(c *call, o op, out grpc.ServerStream) (err error, done boo
 			return f.failed(c, status.Error(codes.Internal, detailsSecondMessage)), true
 		}
 		if has {
-			if err := f.send(out, msg); err != nil {
+			if err := f.send(out, msg, c.takeUncompressedNext()); err != nil {
 				return f.failed(c, err), true
 			}
 		}
@@ -280,10 +283,14 @@ func (f *Front) apply(c *call, o op, out grpc.ServerStream) (err error, done boo
 }
 
 // send writes one message, enforcing grpc.max_send_message_length with
-// grpcio's wording (the prefix included).
-func (f *Front) send(out grpc.ServerStream, b []byte) error {
+// grpcio's wording (the prefix included); uncompressed sends it so in a
+// compressed call.
+func (f *Front) send(out grpc.ServerStream, b []byte, uncompressed bool) error {
 	if limit := f.cfg.Limits.MaxSendMsgSize; len(b) > limit {
 		return status.Error(codes.ResourceExhausted, fmt.Sprintf("SERVER: Sent message larger than max (%d vs. %d)", len(b), limit))
+	}
+	if uncompressed {
+		return sendUncompressed(out, b)
 	}
 	return out.SendMsg(b)
 }

@@ -103,7 +103,7 @@ func (f *Front) proxy(ss grpc.ServerStream, path string) error {
 			}
 			return backendError(err)
 		}
-		if err := f.send(ss, m); err != nil {
+		if err := f.send(ss, m, false); err != nil {
 			return err
 		}
 	}

@@ -213,14 +213,18 @@ class ServicerContext(CallInfo, grpc.ServicerContext):
 
     def set_compression(self, compression: grpc.Compression) -> None:
         """Compresses this call's responses, as grpcio: only if the initial
-        metadata hasn't been sent yet."""
+        metadata hasn't been sent yet, and NoCompression changes nothing
+        (the server's default stays)."""
         name = compression_name(compression)
+        if not name:
+            return
         try:
             self._server.front.set_compression(self._call_id, name)
         except RuntimeError:
             pass  # the server has stopped: the call has ended
 
     def disable_next_message_compression(self) -> None:
-        # grpc-go compresses every message of a compressed call alike; the
-        # client reads them the same either way (README: known differences).
-        pass
+        try:
+            self._server.front.disable_next_message_compression(self._call_id)
+        except RuntimeError:
+            pass  # the server has stopped: the call has ended

@@ -54,13 +54,14 @@ _FRONT_ONLY_OPTIONS = frozenset(
 
 
 def with_compression(options: Optional[Sequence[Any]], compression: Optional[grpc.Compression]) -> List[Any]:
-    """grpcio's server(compression=...) as the option it stands for, last,
-    so that it wins over the same option in ``options``, as in grpcio."""
+    """grpcio's server(compression=...) as the option it stands for. The
+    same option in ``options`` wins, as in grpcio, so it goes first (the
+    Go core takes the last value of an option)."""
     result = list(options or ())
     if compression is not None:
         if not isinstance(compression, grpc.Compression):
             raise TypeError(f"compression must be a grpc.Compression, not {type(compression).__name__}")
-        result.append(("grpc.default_compression_algorithm", int(compression.value)))
+        result.insert(0, ("grpc.default_compression_algorithm", int(compression.value)))
     return result
 
 

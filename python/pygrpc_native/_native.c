@@ -881,6 +881,17 @@ static PyObject *Front_set_compression(PyObject *self, PyObject *args) {
     return result_to_py(rc, id);
 }
 
+static PyObject *Front_disable_next_message_compression(PyObject *self, PyObject *id_obj) {
+    int64_t h = front_handle(self);
+    uint64_t id;
+    if (h == 0 || get_call_id(id_obj, &id) < 0) {
+        return NULL;
+    }
+    int rc;
+    CALL_MAYBE_BLOCKING(rc, pgn_disable_next_compression(h, id, block));
+    return result_to_py(rc, id);
+}
+
 static PyObject *Front_cancel(PyObject *self, PyObject *id_obj) {
     int64_t h = front_handle(self);
     uint64_t id;
@@ -1052,6 +1063,8 @@ static PyMethodDef Front_methods[] = {
     {"set_compression", (PyCFunction)Front_set_compression, METH_VARARGS,
      "set_compression($self, call_id, name, /)\n--\n\nCompress the call's responses with name (\"\", "
      "\"deflate\" or \"gzip\"); no effect once its initial metadata is sent."},
+    {"disable_next_message_compression", (PyCFunction)Front_disable_next_message_compression, METH_O,
+     "disable_next_message_compression($self, call_id, /)\n--\n\nSend the call's next message uncompressed."},
     {"cancel", (PyCFunction)Front_cancel, METH_O, "cancel($self, call_id, /)\n--\n\nEnd a call with CANCELLED."},
     {"is_active", (PyCFunction)Front_is_active, METH_O,
      "is_active($self, call_id, /)\n--\n\nWhether the call is still live."},

@@ -51,7 +51,9 @@ from typing import Any, Dict, List, Optional, Sequence
 import grpc
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "diff"))
 import protos  # noqa: E402
+from wiretap import WireTap  # noqa: E402
 
 CASES = ("client_compressed_unary", "client_compressed_streaming")
 RPC_TIMEOUT = 20.0
@@ -61,99 +63,6 @@ STREAM_SIZES = (27182, 45904)
 
 class Failure(Exception):
     pass
-
-
-class WireTap:
-    """A TCP relay on 127.0.0.1 that parses the client's HTTP/2 frames and
-    records, per stream, the compressed flag of every gRPC message sent."""
-
-    PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
-
-    def __init__(self, upstream_port: int) -> None:
-        self.upstream = ("127.0.0.1", upstream_port)
-        self.listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.listener.bind(("127.0.0.1", 0))
-        self.listener.listen(8)
-        self.port = self.listener.getsockname()[1]
-        self.lock = threading.Lock()
-        self.streams: Dict[int, List[int]] = {}  # stream id -> flags, in order
-        self.sockets: List[socket.socket] = [self.listener]
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def flags(self) -> List[List[int]]:
-        """The flags of each stream that carried messages, by stream id."""
-        with self.lock:
-            return [self.streams[k] for k in sorted(self.streams) if self.streams[k]]
-
-    def close(self) -> None:
-        for s in self.sockets:
-            try:
-                s.close()
-            except OSError:
-                pass
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self.listener.accept()
-            except OSError:
-                return
-            try:
-                server = socket.create_connection(self.upstream, timeout=10)
-            except OSError:
-                client.close()  # the client sees the server's refusal
-                continue
-            server.settimeout(None)
-            self.sockets += [client, server]
-            threading.Thread(target=self._pump, args=(client, server, True), daemon=True).start()
-            threading.Thread(target=self._pump, args=(server, client, False), daemon=True).start()
-
-    def _pump(self, src: socket.socket, dst: socket.socket, parse: bool) -> None:
-        buf = b""
-        preface_left = len(self.PREFACE)
-        pending: Dict[int, bytes] = {}
-        try:
-            while True:
-                data = src.recv(65536)
-                if not data:
-                    break
-                dst.sendall(data)
-                if not parse:
-                    continue
-                buf += data
-                if preface_left:
-                    cut = min(preface_left, len(buf))
-                    buf, preface_left = buf[cut:], preface_left - cut
-                while len(buf) >= 9:
-                    length = int.from_bytes(buf[:3], "big")
-                    if len(buf) < 9 + length:
-                        break
-                    ftype, fflags = buf[3], buf[4]
-                    stream = int.from_bytes(buf[5:9], "big") & 0x7FFFFFFF
-                    payload, buf = buf[9 : 9 + length], buf[9 + length :]
-                    if ftype == 0:  # DATA
-                        if fflags & 0x8:  # PADDED
-                            payload = payload[1 : len(payload) - payload[0]]
-                        self._messages(stream, pending, payload)
-        except OSError:
-            pass
-        finally:
-            for s in (src, dst):
-                try:
-                    s.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
-
-    def _messages(self, stream: int, pending: Dict[int, bytes], payload: bytes) -> None:
-        data = pending.get(stream, b"") + payload
-        while len(data) >= 5:
-            flag, length = data[0], struct.unpack(">I", data[1:5])[0]
-            if len(data) < 5 + length:
-                break
-            with self.lock:
-                self.streams.setdefault(stream, []).append(flag)
-            data = data[5 + length :]
-        pending[stream] = data
 
 
 def _probe_outcome(call: Any) -> str:

@@ -39,18 +39,22 @@ class ServicerContext(CallInfo, grpc.aio.ServicerContext):
         self.aborted = False
         self.done_callbacks: List[Callable[[Any], None]] = []
         self.serializer: Optional[Callable[[Any], bytes]] = None
-        # A set_compression() that found the call's buffer full; sent
-        # before the next op.
+        # A set_compression() / disable_next_message_compression() that
+        # found the call's buffer full; sent before the next op.
         self.compression_pending: Optional[str] = None
+        self.uncompressed_next_pending = False
 
     # -- sending ---------------------------------------------------------------
 
     async def _post(self, send: Callable[..., Optional[bool]], *args: Any) -> bool:
         """Hands an op to Go without blocking the loop: a full call buffer
         (a slow client) is waited out here, not in Go."""
-        if self.compression_pending is not None and send is not self._front.set_compression:
+        if self.compression_pending is not None:
             name, self.compression_pending = self.compression_pending, None
             await self._post(self._front.set_compression, name)
+        if self.uncompressed_next_pending:
+            self.uncompressed_next_pending = False
+            await self._post(self._front.disable_next_message_compression)
         delay = 0.0005
         try:
             while (ok := send(self._call_id, *args)) is None:
@@ -148,8 +152,11 @@ class ServicerContext(CallInfo, grpc.aio.ServicerContext):
             pass  # the server has stopped: the call has ended
 
     def disable_next_message_compression(self) -> None:
-        # As the sync context (README: known differences).
-        pass
+        try:
+            if self._front.disable_next_message_compression(self._call_id) is None:
+                self.uncompressed_next_pending = True
+        except RuntimeError:
+            pass  # the server has stopped: the call has ended
 
     # -- the call --------------------------------------------------------------
 

@@ -72,6 +72,9 @@ class _SyncContext(SyncServicerContext):
     def set_compression(self, compression: grpc.Compression) -> None:
         _send_blocking(self._server.front.set_compression, self._call_id, compression_name(compression))
 
+    def disable_next_message_compression(self) -> None:
+        _send_blocking(self._server.front.disable_next_message_compression, self._call_id)
+
     def add_callback(self, callback: Any) -> None:  # type: ignore[override]
         # grpc.aio's sync context returns None here, and runs the callbacks
         # when the call completes (not on a client cancel).
