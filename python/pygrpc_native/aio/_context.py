@@ -141,10 +141,14 @@ class ServicerContext(CallInfo, grpc.aio.ServicerContext):
         return self.details_
 
     def set_compression(self, compression: grpc.Compression) -> None:
-        """As grpc.aio: compresses the responses if the initial metadata
-        hasn't been sent yet. Never blocks the loop: a full call buffer
-        defers it to the next op."""
+        """As grpc.aio: compresses the responses (NoCompression changes
+        nothing); RuntimeError once the initial metadata is sent. Never
+        blocks the loop: a full call buffer defers it to the next op."""
         name = compression_name(compression)
+        if self.initial_metadata_sent:
+            raise RuntimeError("Compression setting must be specified before sending initial metadata")
+        if not name:
+            return
         try:
             if self._front.set_compression(self._call_id, name) is None:
                 self.compression_pending = name

@@ -1,0 +1,112 @@
+"""Differential tests: response compression and compressed requests on
+grpc.aio.server() and pygrpc_native.aio.server(), read off the wire as in
+test_server_diff_compression.py (whose payload and tap it shares)."""
+
+import grpc
+import pytest
+
+from diff.aio_harness import method, same, setup_handlers, stream, unary
+from diff.wiretap import WireTap
+
+pytestmark = pytest.mark.timeout(60)
+
+BODY = b"compressible " * 100
+
+
+async def _echo(req, ctx):
+    return req
+
+
+async def _set_gzip(req, ctx):
+    ctx.set_compression(grpc.Compression.Gzip)
+    # grpc.aio applies a call's compression when it sends the initial
+    # metadata itself (send_initial_metadata(), or a streaming write), not
+    # when a unary answer carries it (README: known differences).
+    await ctx.send_initial_metadata(())
+    return req
+
+
+async def _set_none(req, ctx):
+    ctx.set_compression(grpc.Compression.NoCompression)
+    return req
+
+
+async def _late_set(req, ctx):
+    await ctx.send_initial_metadata((("k", "v"),))
+    try:
+        ctx.set_compression(grpc.Compression.Gzip)
+    except Exception as exc:  # noqa: BLE001
+        return type(exc).__name__.encode() + b": " + str(exc).encode()
+    return b"accepted"
+
+
+async def _uncompressed(req, ctx):
+    ctx.disable_next_message_compression()
+    return req
+
+
+async def _mixed_stream(req, ctx):
+    ctx.set_compression(grpc.Compression.Deflate)
+    yield req
+    ctx.disable_next_message_compression()
+    yield req
+    yield req
+
+
+def _setup(server, state):
+    setup_handlers(
+        {
+            "Echo": unary(_echo),
+            "SetGzip": unary(_set_gzip),
+            "SetNone": unary(_set_none),
+            "LateSet": unary(_late_set),
+            "Uncompressed": unary(_uncompressed),
+            "MixedStream": stream(_mixed_stream),
+        }
+    )(server, state)
+
+
+def _on_wire(calls, request_compression=None):
+    def scenario(run):
+        tap = WireTap(run.port)
+        try:
+            with grpc.insecure_channel(f"127.0.0.1:{tap.port}", compression=request_compression) as channel:
+                got = []
+                for name, streaming in calls:
+                    if streaming:
+                        got.append(list(channel.unary_stream(method(name))(BODY, timeout=5)))
+                    else:
+                        got.append(channel.unary_unary(method(name))(BODY, timeout=5))
+            return got, tap.response_flags()
+        finally:
+            tap.close()
+
+    return scenario
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"compression": grpc.Compression.Gzip}, {"options": [("grpc.default_compression_algorithm", 1)]}],
+    ids=["gzip", "option-deflate"],
+)
+def test_server_default_compression(kwargs):
+    ref = same(_setup, _on_wire([("Echo", False), ("SetNone", False)]), **kwargs)
+    # grpc.aio's set_compression(NoCompression) changes nothing.
+    assert ref == ([BODY, BODY], [[1], [1]])
+
+
+def test_per_call_compression():
+    ref = same(_setup, _on_wire([("SetGzip", False), ("Echo", False), ("LateSet", False)]))
+    assert ref[1] == [[1], [0], [0]]
+    assert ref[0][2].startswith(b"RuntimeError")
+
+
+def test_disable_next_message_compression():
+    ref = same(_setup, _on_wire([("Uncompressed", False), ("MixedStream", True)]), compression=grpc.Compression.Gzip)
+    assert ref == ([BODY, [BODY, BODY, BODY]], [[0], [1, 0, 1]])
+
+
+@pytest.mark.parametrize("request_compression", [grpc.Compression.Gzip, grpc.Compression.Deflate], ids=["gzip", "deflate"])
+def test_compressed_requests(request_compression):
+    ref = same(_setup, _on_wire([("Echo", False)], request_compression))
+    assert ref == ([BODY], [[0]])
