@@ -652,6 +652,15 @@ def test_unary_returns_none_with_serializer():
     _unary_case(handler, response_serializer=serialize)
 
 
+def test_unary_serializer_returns_none():
+    # A serializer that gives None: grpc.aio sends an empty message, OK.
+    async def handler(req, ctx):
+        return None
+
+    ref = _unary_case(handler, response_serializer=lambda message: message)
+    assert ref.code == SC.OK and ref.responses == (b"",)
+
+
 def test_failing_request_deserializer():
     def deserialize(data):
         raise ValueError("cannot parse")

@@ -51,10 +51,9 @@ func parseBindAddress(address string) (bindAddress, error) {
 	return bindAddress{network: "tcp", address: net.JoinHostPort(host, port)}, nil
 }
 
+// unixFile is a socket file address. An empty path binds an unnamed socket
+// that Linux names itself (autobind), as grpcio does for "unix:".
 func unixFile(path string) (bindAddress, error) {
-	if path == "" {
-		return bindAddress{}, errors.New("the socket path is empty")
-	}
 	return bindAddress{network: "unix", address: path, path: path}, nil
 }
 

@@ -100,8 +100,10 @@ class _Server(ServerCore, grpc.Server):
 
     def start(self) -> None:
         with self.lock:
-            if self.stage is not NEW:
-                # grpcio's words, after start() and after stop() alike.
+            # grpcio's words, which differ after start() and after stop().
+            if self.stage is STARTED:
+                raise ValueError("Cannot start already-started server!")
+            if self.stage is STOPPED:
                 raise ValueError("the server has already started")
             self.add_registered_methods()
             if self.bound:

@@ -210,14 +210,15 @@ class _AioServer(ServerCore, grpc.aio.Server):
     # -- one call ------------------------------------------------------------
 
     def serialize(self, ctx: ServicerContext, message: Any) -> bytes:
-        # grpc.aio sends None as an empty message and str as UTF-8, the
-        # latter even before a serializer sees it.
+        # grpc.aio sends None as an empty message (also when a serializer
+        # returns None) and str as UTF-8, the latter even before a
+        # serializer sees it.
         if isinstance(message, str):
             message = message.encode()
         serializer = ctx.serializer
-        if serializer is None:
-            return b"" if message is None else message
-        return serializer(message)
+        if serializer is not None:
+            message = serializer(message)
+        return b"" if message is None else message
 
     def log_error(self, message: str, *args: Any) -> None:
         _LOGGER.error(message, *args)
