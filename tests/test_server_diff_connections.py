@@ -1,0 +1,96 @@
+"""Differential tests: connection lifetimes on grpc.server() and
+pygrpc_native.server() — grpc.max_connection_age_ms (GOAWAY after the age),
+grpc.max_connection_age_grace_ms (calls in flight get the grace, then the
+connection closes) and grpc.max_connection_idle_ms.
+
+A connection is told apart by the client's address as the handler sees it
+(context.peer()): a new connection has a new client port. Timings are
+generous: the ages are short, the waits several times longer (the servers
+add up to 10% jitter to the age)."""
+
+import threading
+import time
+
+import grpc
+import pytest
+
+from diff.harness import both, method, setup_handlers, unary
+
+pytestmark = pytest.mark.timeout(60)
+
+SC = grpc.StatusCode
+
+
+def _setup(server, state):
+    def slow(req, ctx):
+        time.sleep(float(req))
+        return ctx.peer().encode()
+
+    setup_handlers({"Peer": unary(lambda req, ctx: ctx.peer().encode()), "Slow": unary(slow)})(server, state)
+
+
+def _peer(channel):
+    return channel.unary_unary(method("Peer"))(b"", timeout=5)
+
+
+def _slow(channel, seconds, out):
+    try:
+        out.append(channel.unary_unary(method("Slow"))(b"%.2f" % seconds, timeout=20))
+    except grpc.RpcError as err:
+        out.append(err.code())
+
+
+def _age_scenario(call_seconds):
+    """A call that outlives the connection's age; then new calls."""
+
+    def scenario(run):
+        first = _peer(run.channel)
+        results = []
+        slow = threading.Thread(target=_slow, args=(run.channel, call_seconds, results))
+        slow.start()
+        time.sleep(1.0)  # past the age: GOAWAY sent, the slow call still running
+        during = _peer(run.channel)
+        slow.join(20)
+        in_flight = results[0] if isinstance(results[0], grpc.StatusCode) else ("OK", results[0] == first)
+        return in_flight, during != first
+
+    return scenario
+
+
+def test_max_connection_age_with_grace_lets_calls_finish():
+    """The in-flight call finishes on the old connection (within the grace),
+    new calls go to a new one at once."""
+    options = [("grpc.max_connection_age_ms", 400), ("grpc.max_connection_age_grace_ms", 10_000)]
+    ref, ours = both(_setup, _age_scenario(2.0), options=options)
+    assert ours == ref
+    assert ref == (("OK", True), True)
+
+
+def test_max_connection_age_grace_ends_longer_calls():
+    options = [("grpc.max_connection_age_ms", 300), ("grpc.max_connection_age_grace_ms", 300)]
+    ref, ours = both(_setup, _age_scenario(4.0), options=options)
+    assert ours == ref
+    assert ref == (SC.UNAVAILABLE, True)
+
+
+def test_max_connection_idle():
+    def scenario(run):
+        first = _peer(run.channel)
+        again = _peer(run.channel)
+        time.sleep(1.2)  # idle past the limit: the server closes the connection
+        later = _peer(run.channel)
+        return again == first, later != first
+
+    ref, ours = both(_setup, scenario, options=[("grpc.max_connection_idle_ms", 300)])
+    assert ours == ref
+    assert ref == (True, True)
+
+
+def test_no_age_by_default():
+    def scenario(run):
+        first = _peer(run.channel)
+        time.sleep(1.0)
+        return _peer(run.channel) == first
+
+    ref, ours = both(_setup, scenario)
+    assert ours == ref == True  # noqa: E712
