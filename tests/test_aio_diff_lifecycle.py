@@ -1,7 +1,7 @@
 """Differential tests: the grpc.aio.Server lifecycle and limits on
 grpc.aio.server() and pygrpc_native.aio.server() — start, stop(grace) and
 its return value, wait_for_termination(timeout), maximum_concurrent_rpcs,
-message-size options, and the options only pygrpc_native refuses."""
+and message-size options."""
 
 import asyncio
 import time
@@ -10,7 +10,6 @@ import grpc
 import grpc.aio
 import pytest
 
-import pygrpc_native.aio
 from diff.aio_harness import (
     LOOPS,
     WAIT,
@@ -498,49 +497,7 @@ def test_sync_interceptor_is_refused():
     assert for_both(check) == "ValueError"
 
 
-# -- what only pygrpc_native refuses (README "Server options") -------------------------
-
-
-@pytest.mark.parametrize(
-    "name",
-    [
-        "grpc.max_connection_age_ms",
-        "grpc.max_connection_age_grace_ms",
-        "grpc.max_connection_idle_ms",
-        "grpc.max_allowed_incoming_connections",
-    ],
-)
-def test_ours_only_refused_option(name):
-    loop = LoopThread()
-
-    async def attempt():
-        # grpc.aio accepts it...
-        await grpc.aio.server(options=[(name, 1000)]).stop(None)
-        # ...pygrpc_native refuses it at creation, naming it.
-        with pytest.raises(ValueError, match=name.replace(".", r"\.")):
-            pygrpc_native.aio.server(options=[(name, 1000)])
-
-    try:
-        loop.run(attempt())
-    finally:
-        loop.close()
-
-
-def test_ours_only_refused_compression():
-    loop = LoopThread()
-
-    async def attempt():
-        await grpc.aio.server(compression=grpc.Compression.Gzip).stop(None)
-        for compression in (grpc.Compression.Gzip, grpc.Compression.Deflate):
-            with pytest.raises(ValueError, match="compression"):
-                pygrpc_native.aio.server(compression=compression)
-        server = pygrpc_native.aio.server(compression=grpc.Compression.NoCompression)
-        await server.stop(None)
-
-    try:
-        loop.run(attempt())
-    finally:
-        loop.close()
+# -- options ---------------------------------------------------------------------------
 
 
 def test_server_compression_none_serves():

@@ -1,6 +1,6 @@
 """Differential tests: message sizes, server options and
-maximum_concurrent_rpcs on grpc.server() and pygrpc_native.server(), plus
-the options only pygrpc_native refuses."""
+maximum_concurrent_rpcs on grpc.server() and pygrpc_native.server(), and
+xds=True, which only pygrpc_native refuses."""
 
 import threading
 import time
@@ -292,41 +292,6 @@ def test_maximum_concurrent_rpcs_not_reached():
 
 
 # -- what only pygrpc_native refuses (README "Server options") -------------------------
-
-
-@pytest.mark.parametrize(
-    "name",
-    [
-        "grpc.max_connection_age_ms",
-        "grpc.max_connection_age_grace_ms",
-        "grpc.max_connection_idle_ms",
-        "grpc.max_allowed_incoming_connections",
-    ],
-)
-def test_ours_only_refused_option(name):
-    pool = futures.ThreadPoolExecutor(1)
-    try:
-        # grpcio accepts it...
-        grpc.server(pool, options=[(name, 1000)]).stop(None)
-        # ...pygrpc_native refuses it at creation, naming it.
-        with pytest.raises(ValueError, match=name.replace(".", r"\.")):
-            pygrpc_native.server(pool, options=[(name, 1000)])
-    finally:
-        pool.shutdown(wait=False)
-
-
-def test_ours_only_refused_compression():
-    pool = futures.ThreadPoolExecutor(1)
-    try:
-        with pytest.raises(ValueError, match="compression"):
-            pygrpc_native.server(pool, compression=grpc.Compression.Gzip)
-        with pytest.raises(ValueError, match="compression"):
-            pygrpc_native.server(pool, compression=grpc.Compression.Deflate)
-        # No compression is what the server does anyway.
-        s = pygrpc_native.server(pool, compression=grpc.Compression.NoCompression)
-        s.stop(None)
-    finally:
-        pool.shutdown(wait=False)
 
 
 def test_ours_only_refused_xds():

@@ -172,19 +172,6 @@ def test_our_credentials_work_with_grpc_server_too(pki):
         server.stop(None)
 
 
-def test_one_port_per_server(pki):
-    creds = pygrpc_native.ssl_server_credentials([(pki.server.key, pki.server.chain)])
-    server = pygrpc_native.server(futures.ThreadPoolExecutor(1))
-    try:
-        assert server.add_secure_port("127.0.0.1:0", creds) > 0
-        with pytest.raises(RuntimeError, match="one port per server"):
-            server.add_secure_port("127.0.0.1:0", creds)
-        with pytest.raises(RuntimeError, match="one port per server"):
-            server.add_insecure_port("127.0.0.1:0")
-    finally:
-        server.stop(None)
-
-
 def test_failed_secure_bind_leaves_the_server_plaintext(pki):
     """A secure port that can't be bound doesn't leave TLS behind for the
     insecure port added next."""

@@ -1,6 +1,7 @@
-"""Our own client for the interop cases client_compressed_unary and
-client_compressed_streaming, which grpc-go's interop client doesn't
-implement. It is a grpcio client that sends gzip-compressed requests.
+"""Our own client for the interop cases client_compressed_* and
+server_compressed_*, which grpc-go's interop client doesn't implement. It
+is a grpcio client that sends gzip-compressed requests and asks for
+compressed responses.
 
     python tests/interop/compressed_client.py --server_port P --test_case client_compressed_unary \
         [--use_tls --ca_file CA --server_host_override localhost] [--wire_check]
@@ -31,34 +32,44 @@ client_compressed_streaming
      message uncompressed; grpcio's client has no per-message switch for
      request compression, so here both are compressed.
 
+server_compressed_unary
+  1. UnaryCall with response_compressed=true: OK, 314159 bytes back,
+     compressed on the wire.
+  2. the same with response_compressed=false: uncompressed on the wire.
+
+server_compressed_streaming
+  StreamingOutputCall with two ResponseParameters, 31415 bytes compressed
+  and 92653 bytes uncompressed: OK, both sizes, the first message
+  compressed on the wire and the second not.
+
 --wire_check (plaintext only) puts a relay in front of the server that reads
-the HTTP/2 DATA frames the client sends and records each gRPC message's
-compressed flag, and checks that the calls meant to be compressed were
-compressed on the wire and the others weren't. Otherwise a server that
-ignored compression would pass unnoticed.
+the HTTP/2 DATA frames both ways and records each gRPC message's compressed
+flag (tests/diff/wiretap.py), and checks that the messages meant to be
+compressed were compressed on the wire and the others weren't. Otherwise a
+server that ignored compression would pass unnoticed. grpcio's client
+doesn't tell compressed responses apart, so with TLS only the sizes are
+checked.
 """
 
 from __future__ import annotations
 
 import argparse
 import pathlib
-import socket
-import struct
 import sys
-import threading
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, List, Optional, Sequence, Tuple
 
 import grpc
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "diff"))
+sys.path.append(str(pathlib.Path(__file__).resolve().parent.parent / "diff"))  # after ours: it has a protos.py too
 import protos  # noqa: E402
 from wiretap import WireTap  # noqa: E402
 
-CASES = ("client_compressed_unary", "client_compressed_streaming")
+CASES = ("client_compressed_unary", "client_compressed_streaming", "server_compressed_unary", "server_compressed_streaming")
 RPC_TIMEOUT = 20.0
 LARGE_REQ, LARGE_RESP = 271828, 314159
 STREAM_SIZES = (27182, 45904)
+RESPONSE_SIZES = (31415, 92653)
 
 
 class Failure(Exception):
@@ -75,7 +86,12 @@ def _probe_outcome(call: Any) -> str:
     return "OK (the server can't see request encodings; expect_compressed not enforced)"
 
 
-def client_compressed_unary(stub: Any, m: Any) -> List[List[int]]:
+# What a case expects on the wire: the compressed flags of the request
+# messages and of the response messages, per call (None: not checked).
+Expected = Tuple[Optional[List[List[int]]], Optional[List[List[int]]]]
+
+
+def client_compressed_unary(stub: Any, m: Any) -> Expected:
     def request(expect: bool) -> Any:
         return m.SimpleRequest(
             expect_compressed=m.BoolValue(value=expect),
@@ -103,10 +119,10 @@ def client_compressed_unary(stub: Any, m: Any) -> List[List[int]]:
     except grpc.RpcError as err:
         raise Failure(f"step 3 (uncompressed, expect_compressed=false) failed: {err.code()}: {err.details()}") from None
     print("3. uncompressed, expect_compressed=false: OK, 314159 bytes back")
-    return [[0], [1], [0]]
+    return [[0], [1], [0]], None
 
 
-def client_compressed_streaming(stub: Any, m: Any) -> List[List[int]]:
+def client_compressed_streaming(stub: Any, m: Any) -> Expected:
     def message(size: int, expect: bool) -> Any:
         return m.StreamingInputCallRequest(expect_compressed=m.BoolValue(value=expect), payload=m.Payload(body=bytes(size)))
 
@@ -125,7 +141,39 @@ def client_compressed_streaming(stub: Any, m: Any) -> List[List[int]]:
     if response.aggregated_payload_size != want:
         raise Failure(f"step 2: aggregated_payload_size {response.aggregated_payload_size}, want {want}")
     print(f"2. gzip stream of 27182 (expect_compressed=true) + 45904 (false) bytes: OK, aggregated {want}")
-    return [[0], [1, 1]]
+    return [[0], [1, 1]], None
+
+
+def server_compressed_unary(stub: Any, m: Any) -> Expected:
+    def call(compressed: bool) -> None:
+        request = m.SimpleRequest(
+            response_compressed=m.BoolValue(value=compressed),
+            response_type=m.COMPRESSABLE,
+            response_size=LARGE_RESP,
+            payload=m.Payload(body=bytes(LARGE_REQ)),
+        )
+        size = len(stub.UnaryCall(request, timeout=RPC_TIMEOUT).payload.body)
+        if size != LARGE_RESP:
+            raise Failure(f"response_compressed={compressed}: response payload of {size} bytes, want {LARGE_RESP}")
+        print(f"response_compressed={str(compressed).lower()}: OK, {LARGE_RESP} bytes back")
+
+    call(True)
+    call(False)
+    return None, [[1], [0]]
+
+
+def server_compressed_streaming(stub: Any, m: Any) -> Expected:
+    request = m.StreamingOutputCallRequest(
+        response_parameters=[
+            m.ResponseParameters(size=RESPONSE_SIZES[0], compressed=m.BoolValue(value=True)),
+            m.ResponseParameters(size=RESPONSE_SIZES[1], compressed=m.BoolValue(value=False)),
+        ]
+    )
+    sizes = tuple(len(r.payload.body) for r in stub.StreamingOutputCall(request, timeout=RPC_TIMEOUT))
+    if sizes != RESPONSE_SIZES:
+        raise Failure(f"response sizes {sizes}, want {RESPONSE_SIZES}")
+    print(f"stream of {RESPONSE_SIZES[0]} (compressed) + {RESPONSE_SIZES[1]} (uncompressed) bytes: OK")
+    return None, [[1, 0]]
 
 
 def run(args: argparse.Namespace) -> None:
@@ -147,14 +195,20 @@ def run(args: argparse.Namespace) -> None:
     try:
         with channel:
             stub = pb.test_pb2_grpc.TestServiceStub(channel)
-            case = {"client_compressed_unary": client_compressed_unary,
-                    "client_compressed_streaming": client_compressed_streaming}[args.test_case]
-            want = case(stub, pb.messages_pb2)
+            case = {
+                "client_compressed_unary": client_compressed_unary,
+                "client_compressed_streaming": client_compressed_streaming,
+                "server_compressed_unary": server_compressed_unary,
+                "server_compressed_streaming": server_compressed_streaming,
+            }[args.test_case]
+            want_requests, want_responses = case(stub, pb.messages_pb2)
         if tap is not None:
-            got = tap.flags()
-            if got != want:
-                raise Failure(f"wire check: compressed flags per call {got}, want {want}")
-            print(f"wire check: compressed flags per call {got}, as intended")
+            for what, got, want in (("request", tap.flags(), want_requests), ("response", tap.response_flags(), want_responses)):
+                if want is None:
+                    continue
+                if got != want:
+                    raise Failure(f"wire check: {what} compressed flags per call {got}, want {want}")
+                print(f"wire check: {what} compressed flags per call {got}, as intended")
     finally:
         if tap is not None:
             tap.close()

@@ -13,10 +13,10 @@ Client: grpc-go's interop client (google.golang.org/grpc/interop/client) at
 the grpc-go version of the project's go.mod, built with `go install
 ...@version` (Go module proxy) into build/interop/ and reused from there;
 INTEROP_CLIENT=/path/to/binary uses another build. It runs once per case.
-client_compressed_* are cases grpc-go's client doesn't implement: they run
-with our own grpcio client (compressed_client.py). server_compressed_* need
-response compression, which pygrpc_native refuses: they are listed as not
-supported and not run (the notes show grpc-go's client output for one).
+client_compressed_* and server_compressed_* are cases grpc-go's client
+doesn't implement: they run with our own grpcio client
+(compressed_client.py), which in plaintext also checks the compressed flag
+of every message on the wire.
 
 Exits 1 if any case fails. Every step has a time limit.
 """
@@ -61,12 +61,13 @@ GO_CASES = (
     "unimplemented_method",
     "unimplemented_service",
 )
-OWN_CASES = ("client_compressed_unary", "client_compressed_streaming")
-NOT_SUPPORTED = {
-    "server_compressed_unary": "response compression is refused by pygrpc_native",
-    "server_compressed_streaming": "response compression is refused by pygrpc_native",
-}
-ALL_CASES = GO_CASES + OWN_CASES + tuple(NOT_SUPPORTED)
+OWN_CASES = (
+    "client_compressed_unary",
+    "client_compressed_streaming",
+    "server_compressed_unary",
+    "server_compressed_streaming",
+)
+ALL_CASES = GO_CASES + OWN_CASES
 
 IMPLS = ("native", "native_aio", "grpcio", "grpcio_aio")
 TRANSPORTS = ("plaintext", "tls")
@@ -83,7 +84,7 @@ class Result:
     case: str
     impl: str
     transport: str
-    outcome: str  # "pass", "FAIL" or "n/s" (not supported, not run)
+    outcome: str  # "pass" or "FAIL"
     client: str  # "grpc-go", "own" or "-"
     seconds: float = 0.0
     output: str = ""
@@ -296,16 +297,12 @@ def _finished(kind: str, out: str) -> bool:
 def run_group(impl: str, transport: str, cases: Sequence[str], client: pathlib.Path, work: pathlib.Path,
               gen: pathlib.Path, certs: Dict[str, pathlib.Path], log=print) -> List[Result]:
     results: List[Result] = []
-    runnable = [c for c in cases if c not in NOT_SUPPORTED]
-    for case in cases:
-        if case in NOT_SUPPORTED:
-            results.append(Result(case, impl, transport, "n/s", "-", output=NOT_SUPPORTED[case]))
     try:
         server = Server(impl, transport, work, gen, certs)
     except RuntimeError as err:
-        return results + [Result(c, impl, transport, "FAIL", "-", output=str(err)) for c in runnable]
+        return [Result(c, impl, transport, "FAIL", "-", output=str(err)) for c in cases]
     try:
-        for case in runnable:
+        for case in cases:
             kind, cmd = client_command(case, server.port, transport, client, gen, certs)
             if not server.alive():
                 results.append(Result(case, impl, transport, "FAIL", kind, output="server is no longer running",
@@ -329,20 +326,6 @@ def run_group(impl: str, transport: str, cases: Sequence[str], client: pathlib.P
     return results
 
 
-def not_supported_output(client: pathlib.Path, work: pathlib.Path, gen: pathlib.Path,
-                         certs: Dict[str, pathlib.Path]) -> str:
-    """grpc-go's client asked for server_compressed_unary, against the native
-    server in plaintext: what it says."""
-    server = Server("native", "plaintext", work, gen, certs, label="-server_compressed")
-    try:
-        _, cmd = client_command("server_compressed_unary", server.port, "plaintext", client, gen, certs)
-        rc, out = run_command(cmd)
-    finally:
-        server.stop()
-    lines = [line for line in out.splitlines() if "[interop]" in line or "FATAL" in line]
-    return "\n".join(lines + [f"(exit status {rc})"])
-
-
 def run(impls: Sequence[str] = IMPLS, transports: Sequence[str] = TRANSPORTS, cases: Sequence[str] = ALL_CASES,
         work: Optional[pathlib.Path] = None, log=print) -> Tuple[List[Result], Dict[str, str]]:
     """Runs the matrix; returns the results and notes (name -> text)."""
@@ -359,8 +342,6 @@ def run(impls: Sequence[str] = IMPLS, transports: Sequence[str] = TRANSPORTS, ca
             for transport in transports:
                 results += run_group(impl, transport, cases, client, work, gen, certs, log)
         notes = {"elapsed": f"{time.monotonic() - started:.1f} s"}
-        if any(c in NOT_SUPPORTED for c in cases):
-            notes["server_compressed"] = not_supported_output(client, work, gen, certs)
         notes["client"] = f"{GO_PACKAGE}@{grpc_go_version()}"
         return results, notes
     finally:
@@ -387,8 +368,6 @@ def render(results: Sequence[Result], notes: Dict[str, str]) -> str:
     def show(r: Optional[Result]) -> str:
         if r is None:
             return ""
-        if r.outcome == "n/s":
-            return "n/s (2)"
         return f"{r.outcome} (1)" if r.client == "own" else r.outcome
 
     header = ["case"] + [f"{impl} {transport}" for impl, transport in columns]
@@ -400,21 +379,15 @@ def render(results: Sequence[Result], notes: Dict[str, str]) -> str:
              for row in rows]
     passed = sum(r.outcome == "pass" for r in results)
     failed = sum(r.failed for r in results)
-    skipped = sum(r.outcome == "n/s" for r in results)
     lines += [
         "",
-        f"{passed} passed, {failed} failed, {skipped} not supported; client {notes.get('client', '?')}; "
-        f"{notes.get('elapsed', '?')}.",
+        f"{passed} passed, {failed} failed; client {notes.get('client', '?')}; {notes.get('elapsed', '?')}.",
         "",
-        "(1) client_compressed_*: grpc-go's interop client doesn't implement these; run with our own grpcio",
-        "    client (tests/interop/compressed_client.py), which sends gzip-compressed requests and, in",
-        "    plaintext, checks the compressed flag of each request message on the wire.",
-        "(2) server_compressed_*: not supported (response compression is refused by pygrpc_native) and",
-        "    not run.",
+        "(1) client_compressed_* and server_compressed_*: grpc-go's interop client doesn't implement these;",
+        "    run with our own grpcio client (tests/interop/compressed_client.py), which sends gzip-compressed",
+        "    requests, asks for compressed responses and, in plaintext, checks the compressed flag of each",
+        "    message on the wire, both ways.",
     ]
-    if "server_compressed" in notes:
-        lines += ["    grpc-go's interop client asked for server_compressed_unary says:", ""]
-        lines += ["        " + line for line in notes["server_compressed"].splitlines()]
     return "\n".join(lines)
 
 

@@ -22,9 +22,9 @@ doc/interop-test-descriptions.md:
 * CompressedRequest (expect_compressed): checked as far as the server can
   see how a request was encoded, see request_encoding().
 * CompressedResponse (response_compressed / ResponseParameters.compressed):
-  passed on as set_compression() / disable_next_message_compression(); the
-  pygrpc_native servers send every response uncompressed (the project's
-  spec refuses response compression), grpcio compresses.
+  passed on as set_compression(Gzip) (for a stream, when any response is to
+  be compressed) and disable_next_message_compression() before each response
+  that is not.
 * UnimplementedCall is left to the generated base class (UNIMPLEMENTED) and
   UnimplementedService isn't registered.
 
@@ -176,6 +176,8 @@ def make_servicer(pb: Any, server_id: str) -> Any:
             problem = self.stream_problem(request)
             if problem is not None:
                 context.abort(*problem)
+            if any(p.compressed.value for p in request.response_parameters):
+                context.set_compression(grpc.Compression.Gzip)
             for params in request.response_parameters:
                 if params.interval_us > 0:
                     time.sleep(params.interval_us / 1e6)
@@ -228,18 +230,25 @@ def make_aio_servicer(pb: Any, server_id: str) -> Any:
             return pb.empty_pb2.Empty()
 
         async def UnaryCall(self, request: Any, context: Any) -> Any:
+            if request.response_compressed.value:
+                context.set_compression(grpc.Compression.Gzip)
+            initial, _ = _echo_metadata(context)
             await self._echo(context)
             problem = self.unary_problem(request, context)
             if problem is not None:
                 await context.abort(*problem)
-            if request.response_compressed.value:
-                context.set_compression(grpc.Compression.Gzip)
+            if request.response_compressed.value and not initial:
+                # grpc.aio applies a call's compression when the initial
+                # metadata is sent on its own, not with a unary answer.
+                await context.send_initial_metadata(())
             return self.simple_response(request)
 
         async def _respond(self, request: Any, context: Any):  # async generator
             problem = self.stream_problem(request)
             if problem is not None:
                 await context.abort(*problem)
+            if any(p.compressed.value for p in request.response_parameters):
+                context.set_compression(grpc.Compression.Gzip)
             for params in request.response_parameters:
                 if params.interval_us > 0:
                     await asyncio.sleep(params.interval_us / 1e6)
