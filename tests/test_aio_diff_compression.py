@@ -5,7 +5,7 @@ test_server_diff_compression.py (whose payload and tap it shares)."""
 import grpc
 import pytest
 
-from diff.aio_harness import method, same, setup_handlers, stream, unary
+from diff.aio_harness import both, method, same, setup_handlers, stream, unary
 from diff.wiretap import WireTap
 
 pytestmark = pytest.mark.timeout(60)
@@ -110,3 +110,17 @@ def test_disable_next_message_compression():
 def test_compressed_requests(request_compression):
     ref = same(_setup, _on_wire([("Echo", False)], request_compression))
     assert ref == ([BODY], [[0]])
+
+
+def test_unary_set_compression_without_sending_metadata():
+    """Known difference (README): grpc.aio doesn't compress a unary answer
+    that carries the initial metadata; ours does."""
+
+    async def handler(req, ctx):
+        ctx.set_compression(grpc.Compression.Gzip)
+        return req
+
+    setup = setup_handlers({"Echo": unary(handler)})
+    ref, ours = both(setup, _on_wire([("Echo", False)]))
+    assert ref == ([BODY], [[0]])
+    assert ours == ([BODY], [[1]])

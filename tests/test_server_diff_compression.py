@@ -12,7 +12,7 @@ shrink it.
 import grpc
 import pytest
 
-from diff.harness import method, same, setup_handlers, stream, unary
+from diff.harness import both, method, same, setup_handlers, stream, unary
 from diff.wiretap import WireTap
 
 pytestmark = pytest.mark.timeout(60)
@@ -145,3 +145,74 @@ def test_disable_next_message_compression():
     calls = [("Uncompressed", False), ("MixedStream", True)]
     ref = same(_setup, _on_wire(calls), compression=grpc.Compression.Gzip)
     assert ref == ([BODY, [BODY, BODY, BODY]], [[0], [1, 0, 1]])
+
+
+def _collect_setup(server, state):
+    def collect(requests, ctx):
+        return b"".join(requests)
+
+    def collect_gzip(requests, ctx):
+        ctx.set_compression(grpc.Compression.Gzip)
+        return b"".join(requests)
+
+    setup_handlers(
+        {"Collect": grpc.stream_unary_rpc_method_handler(collect), "CollectGzip": grpc.stream_unary_rpc_method_handler(collect_gzip)}
+    )(server, state)
+
+
+def _collect_on_wire(name):
+    def scenario(run):
+        tap = WireTap(run.port)
+        try:
+            with grpc.insecure_channel(f"127.0.0.1:{tap.port}") as channel:
+                got = channel.stream_unary(method(name))(iter([BODY, BODY]), timeout=5)
+            return got, tap.response_flags()
+        finally:
+            tap.close()
+
+    return scenario
+
+
+def test_client_streaming_methods_get_the_server_compression():
+    """Client-streaming methods run on the fallback; Go compresses their
+    answers as the server says."""
+    ref = same(_collect_setup, _collect_on_wire("Collect"), compression=grpc.Compression.Gzip)
+    assert ref == (BODY + BODY, [[1]])
+
+
+def test_client_streaming_handler_compression_is_not_relayed():
+    """Known difference (README): a fallback handler's own set_compression()
+    doesn't reach the client."""
+    ref, ours = both(_collect_setup, _collect_on_wire("CollectGzip"))
+    assert ref == (BODY + BODY, [[1]])
+    assert ours == (BODY + BODY, [[0]])
+
+
+def test_client_that_accepts_no_compression():
+    """Known difference (README): grpc-go compresses only with an algorithm
+    the client advertised; grpc-core compresses anyway, and such a grpcio
+    client then fails the call."""
+
+    def scenario(run):
+        tap = WireTap(run.port)
+        try:
+            options = [("grpc.compression_enabled_algorithms_bitset", 1)]  # identity only
+            with grpc.insecure_channel(f"127.0.0.1:{tap.port}", options=options) as channel:
+                try:
+                    got = channel.unary_unary(method("Echo"))(BODY, timeout=5)
+                except grpc.RpcError as err:
+                    got = err.code()
+            return got, tap.response_flags()
+        finally:
+            tap.close()
+
+    ref, ours = both(_setup, scenario, compression=grpc.Compression.Gzip)
+    assert ref == (SC.INTERNAL, [[1]])
+    assert ours == (BODY, [[0]])
+
+
+def test_disable_next_message_compression_after_a_compressed_request():
+    """Known difference (README): grpc-go keeps compressing that message."""
+    ref, ours = both(_setup, _on_wire([("Uncompressed", False)], grpc.Compression.Gzip), compression=grpc.Compression.Gzip)
+    assert ref == ([BODY], [[0]])
+    assert ours == ([BODY], [[1]])
