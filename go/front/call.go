@@ -13,13 +13,13 @@ import (
 type opKind uint8
 
 const (
-	opHeader  opKind = iota // send initial metadata
-	opMessage               // send one response message
-	opFinish                // end the call: optional last message, trailers, status
-	opCancel                // end the call with CANCELLED, as context.cancel() does
-	opRoute                 // continue a looked-up call as a known method
-	opCompression           // set the response compression (details: its name)
-	opUncompressedNext      // send the next message uncompressed
+	opHeader           opKind = iota // send initial metadata
+	opMessage                        // send one response message
+	opFinish                         // end the call: optional last message, trailers, status
+	opCancel                         // end the call with CANCELLED, as context.cancel() does
+	opRoute                          // continue a looked-up call as a known method
+	opCompression                    // set the response compression (details: its name)
+	opUncompressedNext               // send the next message uncompressed
 )
 
 // op is one instruction from Python to the goroutine that owns a call.

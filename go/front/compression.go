@@ -74,17 +74,17 @@ func (c *Compression) forCall(ctx context.Context) string {
 	if !c.LevelSet {
 		return c.Algorithm
 	}
-	return forLevel(c.Level, ctx)
+	accepted, _ := grpc.ClientSupportedCompressors(ctx)
+	return forLevel(c.Level, accepted)
 }
 
 // forLevel is grpc-core's choice for a level: of gzip and deflate (in
 // that order), those the client accepts; low takes the first, medium the
 // middle one, high the last.
-func forLevel(level int64, ctx context.Context) string {
+func forLevel(level int64, accepted []string) string {
 	if level == 0 {
 		return compressNone
 	}
-	accepted, _ := grpc.ClientSupportedCompressors(ctx)
 	var algos []string
 	for _, name := range []string{compressGzip, compressDeflate} {
 		for _, a := range accepted {

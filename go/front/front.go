@@ -60,7 +60,7 @@ type Front struct {
 	// configuration (listenerCreds); all serve the same methods.
 	listeners []*listener
 	serveDone sync.WaitGroup // one per listener's Serve
-	stopped   chan struct{} // closed once the front has stopped
+	stopped   chan struct{}  // closed once the front has stopped
 	// While stopping: when calls in flight are cancelled (guarded by mu),
 	// and a wake-up for the stop's timer when a later stop moves it earlier.
 	stopDeadline time.Time
