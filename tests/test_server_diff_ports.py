@@ -239,3 +239,16 @@ def test_start_after_stop_and_twice():
         ("ValueError", "Cannot start already-started server!"),
         ("ValueError", "the server has already started"),
     ]
+
+
+def test_localhost_binds_both_loopbacks():
+    def check(kind):
+        server, pool = _server(kind)
+        try:
+            port = server.add_insecure_port("localhost:0")
+            server.start()
+            return [peer_shape(_call(target).split()[0]) for target in (f"127.0.0.1:{port}", f"[::1]:{port}")]
+        finally:
+            _stop(server, pool)
+
+    assert _for_both(check) == ["ipv4:127.0.0.1:<port>", "ipv6:%5B::1%5D:<port>"]

@@ -19,7 +19,8 @@ type bindAddress struct {
 
 // parseBindAddress reads grpcio's address forms:
 //
-//	host:port, [v6]:port      TCP ("localhost" binds the IPv4 loopback)
+//	host:port, [v6]:port      TCP ("localhost": the IPv4 loopback; Bind adds
+//	                          the IPv6 one, see isLocalhost)
 //	unix:path, unix:/abs      a Unix socket file, relative or absolute
 //	unix:///abs               the same, as a URI
 //	unix-abstract:name        a Linux abstract socket (no file)
@@ -44,7 +45,6 @@ func parseBindAddress(address string) (bindAddress, error) {
 	if host == "" && port == "" {
 		return bindAddress{}, errors.New("host and port must not be empty")
 	}
-	// grpcio treats "localhost" as the loopback interface.
 	if host == "localhost" {
 		host = "127.0.0.1"
 	}
@@ -53,6 +53,13 @@ func parseBindAddress(address string) (bindAddress, error) {
 
 // unixFile is a socket file address. An empty path binds an unnamed socket
 // that Linux names itself (autobind), as grpcio does for "unix:".
+// isLocalhost reports a TCP address on "localhost", which grpcio binds on
+// both loopback interfaces.
+func isLocalhost(address string) bool {
+	host, _, err := net.SplitHostPort(address)
+	return err == nil && host == "localhost"
+}
+
 func unixFile(path string) (bindAddress, error) {
 	return bindAddress{network: "unix", address: path, path: path}, nil
 }

@@ -3,6 +3,7 @@ package front
 import (
 	"context"
 	"crypto/tls"
+	"fmt"
 	"math"
 	"sort"
 	"strings"
@@ -184,6 +185,13 @@ func (f *Front) bindLocked(address string) (int, error) {
 		f.port.Store(int32(lis.port()))
 	}
 	f.listeners = append(f.listeners, lis)
+	if isLocalhost(address) {
+		// grpcio binds both loopbacks for "localhost", on one port; the
+		// IPv6 one is skipped where it can't be bound, as grpcio does.
+		if lis6, err := listen(fmt.Sprintf("[::1]:%d", lis.port()), &f.cfg.Limits, f.tls, &f.m); err == nil {
+			f.listeners = append(f.listeners, lis6)
+		}
+	}
 	return lis.port(), nil
 }
 
