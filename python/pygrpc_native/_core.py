@@ -35,6 +35,9 @@ _UNKNOWN = grpc.StatusCode.UNKNOWN.value[0]
 
 NEW, STARTED, STOPPED = "new", "started", "stopped"
 
+# What grpcio raises for add_insecure_port("").
+_EMPTY_ADDRESS_ERROR = "Failed to bind to address ; set GRPC_VERBOSITY=debug environment variable to see detailed error message."
+
 # Options Go applies to the clients' connections, for native and fallback
 # calls alike; the fallback's grpcio server doesn't get them, since its only
 # client is Go's private connection: compressing that hop would only cost
@@ -69,9 +72,6 @@ def fallback_options(options: Sequence[Any]) -> List[Any]:
     """The options of the fallback's grpcio server: the user's, less those
     Go applies for it (_FRONT_ONLY_OPTIONS)."""
     return [o for o in options if not (isinstance(o, (tuple, list)) and len(o) == 2 and o[0] in _FRONT_ONLY_OPTIONS)]
-
-# What grpcio raises for add_insecure_port("").
-_EMPTY_ADDRESS_ERROR = "Failed to bind to address ; set GRPC_VERBOSITY=debug environment variable to see detailed error message."
 
 
 class ServerCore:
