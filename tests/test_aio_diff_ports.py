@@ -175,3 +175,29 @@ def test_empty_address():
     assert for_both(check).startswith("Failed to bind to address ;")
 
 
+
+
+def test_start_twice_and_after_stop():
+    def check(kind):
+        loop = LoopThread()
+
+        async def attempt(stop_first):
+            server = factory(kind)()
+            server.add_insecure_port("127.0.0.1:0")
+            await server.start()
+            if stop_first:
+                await server.stop(None)
+            try:
+                await server.start()
+                return "started"
+            except Exception as exc:  # noqa: BLE001
+                return type(exc).__name__, str(exc)
+            finally:
+                await server.stop(None)
+
+        try:
+            return [loop.run(attempt(False)), loop.run(attempt(True))]
+        finally:
+            loop.close()
+
+    assert for_both(check) == ["started", ("UsageError", "Server not in ready state")]

@@ -138,6 +138,8 @@ class _AioServer(ServerCore, grpc.aio.Server):
 
     async def start(self) -> None:
         with self.lock:
+            if self.stage is STOPPED:
+                raise grpc.aio.UsageError("Server not in ready state")  # grpc.aio's words
             if self.stage is not NEW:
                 return  # grpc.aio ignores a second start()
             self.stage = STARTED
