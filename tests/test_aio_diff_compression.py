@@ -124,3 +124,33 @@ def test_unary_set_compression_without_sending_metadata():
     ref, ours = both(setup, _on_wire([("Echo", False)]))
     assert ref == ([BODY], [[0]])
     assert ours == ([BODY], [[1]])
+
+
+def test_fallback_handler_compression_is_relayed():
+    """Client-streaming methods run on the fallback; their handler's
+    set_compression() reaches the client, as the server's default does."""
+
+    async def collect(requests, ctx):
+        ctx.set_compression(grpc.Compression.Gzip)
+        await ctx.send_initial_metadata(())
+        return b"".join([r async for r in requests])
+
+    async def plain(requests, ctx):
+        return b"".join([r async for r in requests])
+
+    def setup(server, state):
+        setup_handlers(
+            {"Collect": grpc.stream_unary_rpc_method_handler(collect), "Plain": grpc.stream_unary_rpc_method_handler(plain)}
+        )(server, state)
+
+    def scenario(run):
+        tap = WireTap(run.port)
+        try:
+            with grpc.insecure_channel(f"127.0.0.1:{tap.port}") as channel:
+                got = [channel.stream_unary(method(name))(iter([BODY]), timeout=5) for name in ("Collect", "Plain")]
+            return got, tap.response_flags()
+        finally:
+            tap.close()
+
+    assert same(setup, scenario) == ([BODY, BODY], [[1], [0]])
+    assert same(setup, scenario, compression=grpc.Compression.Deflate) == ([BODY, BODY], [[1], [1]])

@@ -180,12 +180,10 @@ def test_client_streaming_methods_get_the_server_compression():
     assert ref == (BODY + BODY, [[1]])
 
 
-def test_client_streaming_handler_compression_is_not_relayed():
-    """Known difference (README): a fallback handler's own set_compression()
-    doesn't reach the client."""
-    ref, ours = both(_collect_setup, _collect_on_wire("CollectGzip"))
+def test_client_streaming_handler_compression_is_relayed():
+    """A fallback handler's set_compression() reaches the client."""
+    ref = same(_collect_setup, _collect_on_wire("CollectGzip"))
     assert ref == (BODY + BODY, [[1]])
-    assert ours == (BODY + BODY, [[0]])
 
 
 def test_client_that_accepts_no_compression():
@@ -216,3 +214,30 @@ def test_disable_next_message_compression_after_a_compressed_request():
     ref, ours = both(_setup, _on_wire([("Uncompressed", False)], grpc.Compression.Gzip), compression=grpc.Compression.Gzip)
     assert ref == ([BODY], [[0]])
     assert ours == ([BODY], [[1]])
+
+
+def test_fallback_disable_next_message_compression_is_not_relayed():
+    """Known difference (README): in handlers on the fallback (here bidi),
+    disable_next_message_compression() doesn't reach the client."""
+
+    def chat(requests, ctx):
+        for i, request in enumerate(requests):
+            if i == 1:
+                ctx.disable_next_message_compression()
+            yield request
+
+    def setup(server, state):
+        setup_handlers({"Chat": grpc.stream_stream_rpc_method_handler(chat)})(server, state)
+
+    def scenario(run):
+        tap = WireTap(run.port)
+        try:
+            with grpc.insecure_channel(f"127.0.0.1:{tap.port}") as channel:
+                got = list(channel.stream_stream(method("Chat"))(iter([BODY, BODY]), timeout=5))
+            return got, tap.response_flags()
+        finally:
+            tap.close()
+
+    ref, ours = both(setup, scenario, compression=grpc.Compression.Gzip)
+    assert ref == ([BODY, BODY], [[1, 0]])
+    assert ours == ([BODY, BODY], [[1, 1]])

@@ -5,9 +5,11 @@ import (
 	"context"
 	"io"
 	"sync"
+	"sync/atomic"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/encoding"
+	"google.golang.org/grpc/stats"
 )
 
 // Response compression, as grpcio does it:
@@ -26,6 +28,13 @@ import (
 //
 // disable_next_message_compression() sends one message uncompressed in a
 // compressed call (sendUncompressed).
+//
+// Calls relayed to the fallback get the server's default too, and a
+// fallback handler's own set_compression() is passed on: the fallback's
+// server compresses nothing by itself (its options leave compression out),
+// so an answer it compressed is one its handler asked to compress, and the
+// relay compresses the client's answer with the same algorithm
+// (relayedEncoding).
 
 const (
 	compressNone    = ""
@@ -182,6 +191,47 @@ func sendUncompressed(out grpc.ServerStream, b []byte) error {
 	}
 	return out.SendMsg(&msg)
 }
+
+// relayedEncoding learns the encoding of the fallback's answer to one relayed
+// call: the fallback connection's stats handler (encodingRecorder) stores it
+// when the answer's headers arrive, before the first message is read.
+type relayedEncoding struct{ name atomic.Value } // string
+
+type relayedEncodingKey struct{}
+
+// withRelayedEncoding is ctx carrying a relayedEncoding for the backend call.
+func withRelayedEncoding(ctx context.Context) (context.Context, *relayedEncoding) {
+	e := &relayedEncoding{}
+	return context.WithValue(ctx, relayedEncodingKey{}, e), e
+}
+
+// apply compresses the client's answer as the fallback compressed its own,
+// if it did; called before the first message or header goes to the client.
+func (e *relayedEncoding) apply(client context.Context) {
+	if name, _ := e.name.Load().(string); name != "" && name != identity {
+		setCompressor(client, name)
+	}
+}
+
+// encodingRecorder is the fallback connection's stats.Handler: it records
+// each answer's encoding into the call's relayedEncoding.
+type encodingRecorder struct{}
+
+func (encodingRecorder) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context { return ctx }
+
+func (encodingRecorder) HandleRPC(ctx context.Context, s stats.RPCStats) {
+	if h, ok := s.(*stats.InHeader); ok {
+		if e, ok := ctx.Value(relayedEncodingKey{}).(*relayedEncoding); ok {
+			e.name.Store(h.Compression)
+		}
+	}
+}
+
+func (encodingRecorder) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context {
+	return ctx
+}
+
+func (encodingRecorder) HandleConn(context.Context, stats.ConnStats) {}
 
 func init() {
 	encoding.RegisterCompressor(&deflate{})

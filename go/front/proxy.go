@@ -29,6 +29,7 @@ var backendStreamDesc = &grpc.StreamDesc{ServerStreams: true, ClientStreams: tru
 func dialFallback(target string) (*grpc.ClientConn, error) {
 	return grpc.NewClient(target,
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithStatsHandler(encodingRecorder{}),
 		grpc.WithDefaultCallOptions(
 			grpc.ForceCodecV2(rawCodec{}),
 			grpc.MaxCallRecvMsgSize(math.MaxInt32),
@@ -52,7 +53,8 @@ func (f *Front) proxy(ss grpc.ServerStream, path string) error {
 		t.resolve(f.queue, nil) // relayed calls keep no place in Python's order
 	}
 	md, _ := metadata.FromIncomingContext(ctx)
-	cs, err := f.fallback.NewStream(metadata.NewOutgoingContext(ctx, forwardedMetadata(md)), backendStreamDesc, path)
+	backendCtx, relayed := withRelayedEncoding(metadata.NewOutgoingContext(ctx, forwardedMetadata(md)))
+	cs, err := f.fallback.NewStream(backendCtx, backendStreamDesc, path)
 	if err != nil {
 		return backendError(err)
 	}
@@ -84,6 +86,7 @@ func (f *Front) proxy(ss grpc.ServerStream, path string) error {
 		err := cs.RecvMsg(&m)
 		if !headerSent {
 			headerSent = true
+			relayed.apply(ss.Context())
 			// A trailers-only answer has no headers: leave it so.
 			if hdr, herr := cs.Header(); herr == nil && len(hdr) > 0 {
 				if err := ss.SendHeader(hdr); err != nil {
