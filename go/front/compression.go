@@ -29,11 +29,12 @@ import (
 // disable_next_message_compression() sends one message uncompressed in a
 // compressed call (sendUncompressed).
 //
-// Calls relayed to the fallback get the server's default too, and a
-// fallback handler's own set_compression() is passed on: the fallback's
-// server compresses nothing by itself (its options leave compression out),
-// so an answer it compressed is one its handler asked to compress, and the
-// relay compresses the client's answer with the same algorithm
+// Calls relayed to the fallback are answered as the fallback's server
+// (given the same compression options) answers Go: the relay compresses the
+// client's answer with the algorithm the fallback used, if any (its
+// handler's set_compression() included), and a message that arrives
+// uncompressed in a compressed answer (disable_next_message_compression(),
+// or one compression wouldn't shrink) goes on uncompressed
 // (relayedEncoding).
 
 const (
@@ -194,8 +195,21 @@ func sendUncompressed(out grpc.ServerStream, b []byte) error {
 
 // relayedEncoding learns the encoding of the fallback's answer to one relayed
 // call: the fallback connection's stats handler (encodingRecorder) stores it
-// when the answer's headers arrive, before the first message is read.
-type relayedEncoding struct{ name atomic.Value } // string
+// when the answer's headers arrive, before the first message is read, and
+// whether each message came uncompressed, before RecvMsg returns it.
+type relayedEncoding struct {
+	name         atomic.Value // string
+	uncompressed atomic.Bool  // the message RecvMsg returned last
+}
+
+// uncompressedInCompressed reports whether the message just received came
+// uncompressed in a compressed answer: its sender turned compression off
+// for it. grpc-core compresses a message only if that makes it smaller, so
+// an uncompressed one has its wire length equal to its length.
+func (e *relayedEncoding) uncompressedInCompressed() bool {
+	name, _ := e.name.Load().(string)
+	return name != "" && name != identity && e.uncompressed.Load()
+}
 
 type relayedEncodingKey struct{}
 
@@ -220,10 +234,15 @@ type encodingRecorder struct{}
 func (encodingRecorder) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context { return ctx }
 
 func (encodingRecorder) HandleRPC(ctx context.Context, s stats.RPCStats) {
-	if h, ok := s.(*stats.InHeader); ok {
-		if e, ok := ctx.Value(relayedEncodingKey{}).(*relayedEncoding); ok {
-			e.name.Store(h.Compression)
-		}
+	e, ok := ctx.Value(relayedEncodingKey{}).(*relayedEncoding)
+	if !ok {
+		return
+	}
+	switch s := s.(type) {
+	case *stats.InHeader:
+		e.name.Store(s.Compression)
+	case *stats.InPayload:
+		e.uncompressed.Store(s.CompressedLength >= s.Length)
 	}
 }
 

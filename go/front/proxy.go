@@ -106,7 +106,7 @@ func (f *Front) proxy(ss grpc.ServerStream, path string) error {
 			}
 			return backendError(err)
 		}
-		if err := f.send(ss, m, false); err != nil {
+		if err := f.send(ss, m, relayed.uncompressedInCompressed()); err != nil {
 			return err
 		}
 	}

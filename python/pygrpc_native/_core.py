@@ -40,14 +40,12 @@ _EMPTY_ADDRESS_ERROR = "Failed to bind to address ; set GRPC_VERBOSITY=debug env
 
 # Options Go applies to the clients' connections, for native and fallback
 # calls alike; the fallback's grpcio server doesn't get them, since its only
-# client is Go's private connection: compressing that hop would only cost
-# CPU (Go decompresses and compresses again for the client), and aging it
-# would cut long fallback calls on a schedule the client's connection
-# doesn't have.
+# client is Go's private connection, and aging or limiting that connection
+# would cut fallback calls on a schedule the client's connection doesn't
+# have. (Compression options it does get: Go relays the encoding of each of
+# its answers and messages, see go/front/compression.go.)
 _FRONT_ONLY_OPTIONS = frozenset(
     (
-        "grpc.default_compression_algorithm",
-        "grpc.default_compression_level",
         "grpc.max_connection_age_ms",
         "grpc.max_connection_age_grace_ms",
         "grpc.max_connection_idle_ms",
