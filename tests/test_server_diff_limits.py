@@ -308,3 +308,12 @@ def test_server_compression_none_serves():
         return call_unary(run.channel, method("Echo"), b"abc").responses
 
     assert same(_echo_setup, scenario, compression=grpc.Compression.NoCompression) == (b"abc",)
+
+
+def test_option_given_twice_keeps_its_first_value():
+    def scenario(run):
+        return call_unary(run.channel, method("Echo"), b"x" * 50).code
+
+    for values, code in (((10, 100), SC.RESOURCE_EXHAUSTED), ((100, 10), SC.OK)):
+        options = [("grpc.max_receive_message_length", v) for v in values]
+        assert same(_echo_setup, scenario, options=options) == code

@@ -119,7 +119,8 @@ type configJSON struct {
 //
 // "tls" holds TLS credentials as ParseTLS reads them.
 //
-// Option values that are not integers are ignored, as grpcio ignores them.
+// Option values that are not integers are ignored, as grpcio ignores them;
+// of an option given twice, the first value counts, as in grpcio.
 func ParseConfig(doc []byte) (*Config, error) {
 	dec := json.NewDecoder(strings.NewReader(string(doc)))
 	dec.UseNumber()
@@ -170,11 +171,17 @@ func ParseConfig(doc []byte) (*Config, error) {
 		cfg.Methods = append(cfg.Methods, Method{Path: path, ServerStreaming: streaming})
 	}
 	var soft, hard int64 = -1, -1
+	given := make(map[string]bool, len(raw.Options))
 	for _, kv := range raw.Options {
 		name, ok := kv[0].(string)
 		if !ok {
 			return nil, configErrorf("option names must be strings, got %v", kv[0])
 		}
+		// As in grpcio, an option given twice keeps its first value.
+		if given[name] {
+			continue
+		}
+		given[name] = true
 		n, isInt := intValue(kv[1])
 		if !isInt {
 			continue

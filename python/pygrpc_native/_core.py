@@ -55,14 +55,14 @@ _FRONT_ONLY_OPTIONS = frozenset(
 
 
 def with_compression(options: Optional[Sequence[Any]], compression: Optional[grpc.Compression]) -> List[Any]:
-    """grpcio's server(compression=...) as the option it stands for. The
-    same option in ``options`` wins, as in grpcio, so it goes first (the
-    Go core takes the last value of an option)."""
+    """grpcio's server(compression=...) as the option it stands for, after
+    the user's, as grpcio adds it: the same option in ``options`` wins (the
+    first value of an option counts)."""
     result = list(options or ())
     if compression is not None:
         if not isinstance(compression, grpc.Compression):
             raise TypeError(f"compression must be a grpc.Compression, not {type(compression).__name__}")
-        result.insert(0, ("grpc.default_compression_algorithm", int(compression.value)))
+        result.append(("grpc.default_compression_algorithm", int(compression.value)))
     return result
 
 
