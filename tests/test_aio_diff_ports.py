@@ -201,3 +201,32 @@ def test_start_twice_and_after_stop():
             loop.close()
 
     assert for_both(check) == ["started", ("UsageError", "Server not in ready state")]
+
+
+def test_max_connection_idle_and_age_grace():
+    """An idle connection is closed after grpc.max_connection_idle_ms; a call
+    that outlives the age plus its grace ends with UNAVAILABLE."""
+
+    def check(kind):
+        options = [
+            ("grpc.max_connection_idle_ms", 300),
+            ("grpc.max_connection_age_ms", 1500),
+            ("grpc.max_connection_age_grace_ms", 300),
+        ]
+        loop, server, (port,) = _serve(kind, [("add_insecure_port", ("127.0.0.1:0",))], options=options)
+        try:
+            with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+                peer = channel.unary_unary(method("Peer"))
+                first = peer(b"", timeout=5)
+                time.sleep(1.0)  # idle past the limit
+                second = peer(b"", timeout=5)
+                try:
+                    channel.unary_unary(method("Slow"))(b"5.0", timeout=20)
+                    slow = "OK"
+                except grpc.RpcError as err:
+                    slow = err.code()
+                return second != first, slow
+        finally:
+            _stop(loop, server)
+
+    assert for_both(check) == (True, SC.UNAVAILABLE)
