@@ -10,14 +10,21 @@ _PROTO_DIR = pathlib.Path(__file__).resolve().parent.parent / "proto"
 
 
 def load_echo():
-    """Returns the (echo_pb2, echo_pb2_grpc) modules."""
+    """Returns the (echo_pb2, echo_pb2_grpc) modules.
+
+    The code is generated into a temporary directory that is removed once the
+    modules are imported: they live in sys.modules from then on.
+    """
     from grpc_tools import protoc
 
-    out = tempfile.mkdtemp(prefix="pygrpc-native-example-")
-    status = protoc.main(
-        ["protoc", f"-I{_PROTO_DIR}", f"--python_out={out}", f"--grpc_python_out={out}", str(_PROTO_DIR / "echo.proto")]
-    )
-    if status != 0:
-        raise RuntimeError("grpc_tools.protoc failed on proto/echo.proto")
-    sys.path.insert(0, out)
-    return importlib.import_module("echo_pb2"), importlib.import_module("echo_pb2_grpc")
+    with tempfile.TemporaryDirectory(prefix="pygrpc-native-example-") as out:
+        status = protoc.main(
+            ["protoc", f"-I{_PROTO_DIR}", f"--python_out={out}", f"--grpc_python_out={out}", str(_PROTO_DIR / "echo.proto")]
+        )
+        if status != 0:
+            raise RuntimeError("grpc_tools.protoc failed on proto/echo.proto")
+        sys.path.insert(0, out)
+        try:
+            return importlib.import_module("echo_pb2"), importlib.import_module("echo_pb2_grpc")
+        finally:
+            sys.path.remove(out)
