@@ -1,10 +1,14 @@
 """Builds the extension: the Go core as a c-archive, linked into the C shim.
 
-Everything else about the package is in pyproject.toml. The build needs Go
-(see go.mod for the version) and a C compiler; Go modules come from the Go
-module proxy. The output is reproducible: -trimpath, no build id, no VCS
-stamp, no timestamps.
+Everything else about the package is in pyproject.toml. This is the build of
+`pip install .` and of the sdist; release wheels are built by wheels/build.sh.
+It needs Go (1.21 or later; go.mod names the release, which Go fetches itself
+if it is older) and a C compiler; Go modules come from the Go module proxy.
+The output is reproducible: -trimpath, no build id, no VCS stamp, no
+timestamps.
 """
+
+from __future__ import annotations
 
 import os
 import shutil
@@ -18,22 +22,45 @@ from setuptools.command.build_ext import build_ext
 ROOT = Path(__file__).resolve().parent
 
 
+NO_WHEEL = (
+    "pygrpc-native: no prebuilt wheel matches this platform, so pip is building it from source, "
+    "which needs {what}. Prebuilt wheels cover CPython 3.10+ on Linux (glibc 2.17+ or musl 1.2+, "
+    "x86_64/aarch64) and macOS 12+ (x86_64/arm64)."
+)
+
+
+def _c_compiler(command: list[str]) -> str | None:
+    """The path of the compiler setuptools will run, or None when it isn't installed."""
+    return shutil.which(command[0]) if command else None
+
+
 class BuildGoExtension(build_ext):
     """Runs `go build -buildmode=c-archive` before compiling the C shim."""
 
     def build_extension(self, ext: Extension) -> None:
         go = shutil.which("go")
         if go is None:
-            sys.exit("pygrpc-native: building from source needs the Go toolchain on PATH (https://go.dev/dl/)")
+            sys.exit(NO_WHEEL.format(what="Go on PATH: install Go 1.21 or later from https://go.dev/dl/ "
+                                          "or your package manager (e.g. apt install golang-go), then retry"))
+        compiler = getattr(self.compiler, "compiler_so", None) or []
+        if compiler and _c_compiler(compiler) is None:
+            sys.exit(NO_WHEEL.format(what=f"a C compiler ({compiler[0]!r} was not found): install one "
+                                          "(e.g. apt install gcc, apk add build-base, xcode-select --install), "
+                                          "or set CC, then retry"))
         out_dir = Path(self.build_temp).resolve() / "go"
         out_dir.mkdir(parents=True, exist_ok=True)
         archive = out_dir / "libpgn.a"
         env = dict(os.environ, CGO_ENABLED="1")
-        subprocess.run(
-            [go, "build", "-buildmode=c-archive", "-trimpath", "-buildvcs=false",
-             "-ldflags=-buildid=", "-o", str(archive), "./go/capi"],
-            cwd=ROOT, env=env, check=True,
-        )
+        try:
+            subprocess.run(
+                [go, "build", "-buildmode=c-archive", "-trimpath", "-buildvcs=false",
+                 "-ldflags=-s -w -buildid=", "-o", str(archive), "./go/capi"],
+                cwd=ROOT, env=env, check=True,
+            )
+        except subprocess.CalledProcessError as exc:
+            sys.exit(f"pygrpc-native: `go build` of the Go core failed (exit {exc.returncode}; its output is "
+                     "above). It needs a C compiler for cgo and the Go release in go.mod, which Go 1.21+ "
+                     "fetches itself from the Go module proxy unless GOTOOLCHAIN=local.")
         ext.include_dirs = [str(out_dir), str(ROOT / "go" / "capi")]
         ext.extra_objects = [str(archive)]
         # Relink when the Go archive changed, not only when _native.c did.

@@ -6,6 +6,12 @@
 # from the Go module proxy), into a virtual environment under build/, so
 # nothing outside the checkout changes.
 #
+# With PGN_WHEELS=1, and always under CI (CI set), it then builds every
+# release wheel and the sdist and checks them (wheels/check.sh: twice for
+# reproducibility, auditwheel, abi3audit, smoke runs on CPython 3.10-3.13 and
+# under qemu-aarch64; needs root for apt the first time, ~10 minutes on a
+# fresh 2-core machine, about 3 once the caches are warm).
+#
 # With PGN_BAZEL=1, and always under CI (CI set), it then runs the Bazel
 # graph offline (bazel/offline/test_all.sh: Debian's Bazel in a sid root it
 # prepares under /var/tmp; needs root, ~5 GB and a few minutes the first
@@ -32,6 +38,11 @@ go test -count=1 -race ./...
 echo "== pytest"
 # The package is imported from the venv: the source tree keeps it under python/.
 "$py" -m pytest -q -p no:cacheprovider tests
+
+if [ "${PGN_WHEELS:-}" = 1 ] || [ -n "${CI:-}" ]; then
+  echo "== wheels"
+  bash wheels/check.sh
+fi
 
 if [ "${PGN_BAZEL:-}" = 1 ] || [ -n "${CI:-}" ]; then
   echo "== bazel (offline)"

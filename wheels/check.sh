@@ -11,7 +11,9 @@
 #    CPython 3.10-3.13 found (pyenv and the host), answering a grpcio client
 #    through server(), aio.server() and TLS;
 # 6. aarch64 smoke: the manylinux aarch64 wheel in an arm64 Debian root under
-#    qemu-aarch64: import, a unary call, a server-streaming call.
+#    qemu-aarch64: import, a unary call, a server-streaming call;
+# 7. sdist: it carries the Go module and the shim, pip builds it from source,
+#    and without Go on PATH pip stops with the error that says so.
 # Installs what it needs (apt: qemu-user and the arm64 packages; PyPI: the
 # pinned tools) idempotently.
 set -euo pipefail
@@ -88,5 +90,27 @@ rm -rf "$site"
   --implementation cp --python-version 3.11 --only-binary=:all: "$grpcio" dist/*manylinux_2_17_aarch64*.whl
 (cd "$smoke" && PYTHONPATH="$here/$site" qemu-aarch64 -L "$arm_root" "$arm_root/usr/bin/python3.11" \
   "$here/wheels/smoke.py")
+
+echo "== sdist: contents, build from source, error without Go"
+rm -rf build/sdist
+"$tools/bin/python" -m build --sdist -o build/sdist . >/dev/null
+sdist=$(ls build/sdist/pygrpc_native-*.tar.gz)
+members=$(tar tzf "$sdist" | sed 's#^[^/]*/##')
+for need in go.mod go.sum go/capi/pgn.h go/capi/exports.go go/front/front.go \
+    python/pygrpc_native/_native.c python/pygrpc_native/__init__.py setup.py pyproject.toml LICENSE; do
+  grep -qx "$need" <<<"$members" || { echo "$sdist lacks $need"; exit 1; }
+done
+venv="$smoke/sdist"
+rm -rf "$venv"
+python3 -m venv "$venv"
+"$venv/bin/python" -m pip install -q setuptools wheel "$grpcio"
+if PATH="$here/$venv/bin" "$venv/bin/python" -m pip install -q --no-build-isolation --no-deps "$sdist" \
+    > "$smoke/sdist-no-go.log" 2>&1; then
+  echo "the sdist installed without Go on PATH"; exit 1
+fi
+grep -q "needs Go on PATH" "$smoke/sdist-no-go.log" \
+  || { cat "$smoke/sdist-no-go.log"; echo "no clear error without Go"; exit 1; }
+"$venv/bin/python" -m pip install -q --no-build-isolation --no-deps "$sdist"
+(cd "$smoke" && "$here/$venv/bin/python" "$here/wheels/smoke.py")
 
 echo "== wheels: all checks passed in $((SECONDS - start)) s"
