@@ -103,7 +103,7 @@ done
 venv="$smoke/sdist"
 rm -rf "$venv"
 python3 -m venv "$venv"
-"$venv/bin/python" -m pip install -q setuptools wheel "$grpcio"
+"$venv/bin/python" -m pip install -q "setuptools>=77" wheel "$grpcio"
 if PATH="$here/$venv/bin" "$venv/bin/python" -m pip install -q --no-build-isolation --no-deps "$sdist" \
     > "$smoke/sdist-no-go.log" 2>&1; then
   echo "the sdist installed without Go on PATH"; exit 1
