@@ -5,7 +5,8 @@ vouches for them: the right architecture and minimum macOS (the tag's),
 PyInit__native exported, and every imported symbol either the Python C API
 (looked up in the loading interpreter) or bound to one of the system
 libraries the wheel declares. The Linux wheels get the same symbol check on
-ELF (auditwheel and the smoke runs cover the rest). No wheel may carry a path
+ELF: glibc symbols no newer than 2.17, musl symbols in musl's export list
+(auditwheel and the smoke runs cover the rest). No wheel may carry a path
 of the machine that built it.
 
 Reads the wheels in PGN_WHEEL_DIR (default dist/), which wheels/check.sh
@@ -23,6 +24,7 @@ from pathlib import Path
 
 import lief
 import pytest
+import ziglang
 
 lief.logging.disable()
 
@@ -75,6 +77,12 @@ def _build_paths() -> list[bytes]:
     return sorted(p.rstrip("/").encode() + b"/" for p in paths if len(p) > 1)
 
 
+def _musl_exports() -> set[str]:
+    """Every symbol musl's libc.so exports: zig's stub of it (lib/libc/musl/libc.S)."""
+    stub = Path(ziglang.__file__).parent / "lib" / "libc" / "musl" / "libc.S"
+    return set(re.findall(r"^([A-Za-z_][A-Za-z0-9_]*):$", stub.read_text(), re.MULTILINE))
+
+
 def _targets(goos: str) -> list[str]:
     return sorted(name for name, t in TARGETS.items() if t["goos"] == goos)
 
@@ -118,6 +126,7 @@ def test_linux_extension(name: str) -> None:
     exported = {s.name for s in binary.dynamic_symbols if s.is_function and s.shndx != 0}
     exported |= {s.name for s in binary.dynamic_symbols if s.is_variable and s.shndx != 0}
     assert exported == {"PyInit__native"}, f"exports beyond PyInit__native: {sorted(exported)[:10]}"
+    musl = _musl_exports() if tag.startswith("musllinux") else set()
     for symbol in binary.dynamic_symbols:
         if symbol.shndx != 0 or not symbol.name:
             continue
@@ -130,6 +139,8 @@ def test_linux_extension(name: str) -> None:
                 f"{symbol.name} is unversioned: not from glibc"
             glibc = version.symbol_version_auxiliary.name
             assert glibc.startswith("GLIBC_") and _version(glibc) <= (2, 17), f"{symbol.name}@{glibc}"
+        else:
+            assert symbol.name in musl, f"{symbol.name} is neither the Python C API nor in musl's libc"
     assert not binary.has(lief.ELF.DynamicEntry.TAG.RPATH)
     assert not binary.has(lief.ELF.DynamicEntry.TAG.RUNPATH)
 
