@@ -154,3 +154,29 @@ def test_fallback_handler_compression_is_relayed():
 
     assert same(setup, scenario) == ([BODY, BODY], [[1], [0]])
     assert same(setup, scenario, compression=grpc.Compression.Deflate) == ([BODY, BODY], [[1], [1]])
+
+
+def test_sync_handlers_on_the_aio_server():
+    """Non-coroutine handlers get grpc.aio's rules too: RuntimeError once the
+    initial metadata is sent, per-message compression in a stream."""
+
+    def late(req, ctx):
+        ctx.send_initial_metadata(())
+        try:
+            ctx.set_compression(grpc.Compression.Gzip)
+        except RuntimeError as exc:
+            return b"RuntimeError: " + str(exc).encode()
+        return b"accepted"
+
+    def mixed(req, ctx):
+        ctx.set_compression(grpc.Compression.Gzip)
+        yield req
+        ctx.disable_next_message_compression()
+        yield req
+
+    setup = setup_handlers({"Late": unary(late), "Mixed": stream(mixed)})
+    ref = same(setup, _on_wire([("Late", False), ("Mixed", True)]))
+    assert ref == (
+        [b"RuntimeError: Compression setting must be specified before sending initial metadata", [BODY, BODY]],
+        [[0], [1, 0]],
+    )

@@ -70,7 +70,13 @@ class _SyncContext(SyncServicerContext):
         _send_blocking(self._server.front.finish, self._call_id, self.code_.value[0], details, self.trailing_metadata_)
 
     def set_compression(self, compression: grpc.Compression) -> None:
-        _send_blocking(self._server.front.set_compression, self._call_id, compression_name(compression))
+        # As grpc.aio's context: RuntimeError once the initial metadata is
+        # sent, NoCompression changes nothing.
+        name = compression_name(compression)
+        if not self.initial_metadata_allowed:
+            raise RuntimeError("Compression setting must be specified before sending initial metadata")
+        if name:
+            _send_blocking(self._server.front.set_compression, self._call_id, name)
 
     def disable_next_message_compression(self) -> None:
         _send_blocking(self._server.front.disable_next_message_compression, self._call_id)
@@ -295,6 +301,7 @@ class _AioServer(ServerCore, grpc.aio.Server):
             if not streaming:
                 return result
             for message in result:
+                sync_ctx.initial_metadata_allowed = False  # it goes with the first message
                 if sync_ctx.finished or not _send_blocking(
                     self.front.send_message, ctx._call_id, self.serialize(ctx, message)
                 ):
