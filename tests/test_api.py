@@ -60,6 +60,8 @@ METHOD_PARAMS = {
     "watch": [("call_id", _EMPTY)],
     "recv_watched": [("max_events", _EMPTY), ("timeout", None)],
     "event_fd": [],
+    "set_compression": [("call_id", _EMPTY), ("name", _EMPTY)],
+    "disable_next_message_compression": [("call_id", _EMPTY)],
 }
 
 METRIC_KEYS = {

@@ -19,6 +19,8 @@ PER_CALL = {
     "is_active": lambda f, cid: f.is_active(cid),
     "time_remaining": lambda f, cid: f.time_remaining(cid),
     "call_details": lambda f, cid: f.call_details(cid),
+    "set_compression": lambda f, cid: f.set_compression(cid, "gzip"),
+    "disable_next_message_compression": lambda f, cid: f.disable_next_message_compression(cid),
 }
 
 
@@ -164,6 +166,14 @@ def test_call_still_answerable_after_misuse(live_call):
     for bad in (lambda: front.respond(call_id, "s"), lambda: front.respond("x", b""), lambda: front.respond(0, b"")):
         with pytest.raises((TypeError, ValueError)):
             bad()
+    assert front.is_active(call_id) is True
+
+
+@pytest.mark.parametrize("name", ["br", "GZIP", "identity", 5])
+def test_unknown_compression_name(live_call, name):
+    front, call_id = live_call
+    with pytest.raises((ValueError, TypeError)):
+        front.set_compression(call_id, name)
     assert front.is_active(call_id) is True
 
 

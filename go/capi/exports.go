@@ -315,7 +315,7 @@ func pgn_finish(h C.int64_t, id C.uint64_t, code C.int, details *C.char, details
 }
 
 // pgn_set_compression sets a call's response compression: "" (none),
-// "deflate" or "gzip". Another name gives PGN_INVALID_METADATA with *errOut
+// "deflate" or "gzip". Another name gives PGN_INVALID_ARGUMENT with *errOut
 // set, and the call is left as it was.
 //
 //export pgn_set_compression
@@ -324,7 +324,7 @@ func pgn_set_compression(h C.int64_t, id C.uint64_t, name *C.char, nameLen C.siz
 		r, err := f.SetCompression(uint64(id), string(goBytes(name, nameLen)), block != 0)
 		if err != nil {
 			*errOut = C.CString(err.Error())
-			return C.PGN_INVALID_METADATA
+			return C.PGN_INVALID_ARGUMENT
 		}
 		return r
 	})

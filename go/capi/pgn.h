@@ -16,8 +16,9 @@
 #define PGN_FALLBACK (-1)
 
 /* Results of operations on a call (front.Result), plus PGN_BAD_HANDLE,
- * PGN_UNKNOWN_METHOD (pgn_route to a method id the front lacks) and
- * PGN_INVALID_METADATA (the call was ended with INTERNAL; see errOut). */
+ * PGN_UNKNOWN_METHOD (pgn_route to a method id the front lacks),
+ * PGN_INVALID_METADATA (the call was ended with INTERNAL; see errOut) and
+ * PGN_INVALID_ARGUMENT (nothing was done; see errOut). */
 #define PGN_OK 0
 #define PGN_ENDED 1
 #define PGN_UNKNOWN 2
@@ -26,6 +27,7 @@
 #define PGN_BAD_HANDLE 5
 #define PGN_UNKNOWN_METHOD 6
 #define PGN_INVALID_METADATA 7
+#define PGN_INVALID_ARGUMENT 8
 
 /* Results of pgn_recv. */
 #define PGN_RECV_BATCH 1

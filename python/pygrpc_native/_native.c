@@ -873,7 +873,7 @@ static PyObject *Front_set_compression(PyObject *self, PyObject *args) {
     int rc;
     char *err = NULL;
     CALL_MAYBE_BLOCKING(rc, pgn_set_compression(h, id, (char *)name, (size_t)name_len, block, &err));
-    if (rc == PGN_INVALID_METADATA) {
+    if (rc == PGN_INVALID_ARGUMENT) {
         PyErr_SetString(PyExc_ValueError, err ? err : "unknown compression");
         free(err);
         return NULL;
