@@ -37,7 +37,7 @@ INIT_PARAMS = [
 METHOD_PARAMS = {
     "start": [],
     "stop": [("grace", None), ("wait", True)],
-    "recv_batch": [("max_events", _EMPTY), ("timeout", None), ("standby", False)],
+    "recv_batch": [("max_events", _EMPTY), ("timeout", None), ("client_keys", True)],
     "respond": [("call_id", _EMPTY), ("payload", _EMPTY)],
     "send_message": [("call_id", _EMPTY), ("payload", _EMPTY)],
     "send_initial_metadata": [("call_id", _EMPTY), ("metadata", _EMPTY)],

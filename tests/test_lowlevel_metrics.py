@@ -121,10 +121,11 @@ def test_refused_cancelled_and_deadline_counters():
 
         # Deadline (whether it counts as a deadline or a cancel is checked
         # by test_deadline_counter_counts_every_deadline).
-        with pytest.raises(grpc.RpcError):
-            say(ch)(b"d", timeout=0.3)
+        fut = say(ch).future(b"d", timeout=0.3)
         e = next_event(front, kind=EVENT_CALL)
         assert next_event(front, kind=EVENT_CANCEL)[1] == e[1]
+        with pytest.raises(grpc.RpcError):
+            fut.result()
         m = wait_until(
             lambda: (x := front.metrics())["calls_deadline_exceeded"] + x["calls_cancelled"] == 2 and x,
             what="deadline counted",

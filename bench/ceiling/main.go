@@ -24,6 +24,7 @@ import (
 	"syscall"
 
 	"github.com/pygrpc-native/pygrpc-native/go/front"
+	"google.golang.org/grpc/mem"
 )
 
 func main() {
@@ -61,7 +62,7 @@ func main() {
 	for i := 0; i < *responders; i++ {
 		go func() {
 			for {
-				batch, closed := f.Recv(256, -1, false)
+				batch, closed := f.Recv(256, 1<<20, -1)
 				if closed {
 					done <- struct{}{}
 					return
@@ -71,6 +72,7 @@ func main() {
 						continue
 					}
 					if e.MethodID == 0 {
+						// The request's buffers become the reply's.
 						f.Respond(e.CallID, e.Payload, true)
 						continue
 					}
@@ -93,12 +95,14 @@ func main() {
 // N times, the last one with the status. Sends block while the call's queue
 // is full, as send_message does in Python.
 func count(f *front.Front, e front.Event) {
-	if len(e.Payload) < 4 {
+	req := e.Bytes()
+	e.Release()
+	if len(req) < 4 {
 		f.Finish(e.CallID, 3, "the request must start with a 4-byte count", nil, nil, false, true)
 		return
 	}
-	n := int(binary.BigEndian.Uint32(e.Payload))
-	body := e.Payload[4:]
+	n := int(binary.BigEndian.Uint32(req))
+	body := mem.BufferSlice{mem.SliceBuffer(req[4:])}
 	for i := 0; i < n-1; i++ {
 		if f.Send(e.CallID, body, true) != front.ResultOK {
 			return

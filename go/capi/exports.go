@@ -21,6 +21,7 @@ import (
 
 	"github.com/pygrpc-native/pygrpc-native/go/front"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/metadata"
 )
 
@@ -41,6 +42,12 @@ var (
 )
 
 func main() {}
+
+// goMessage copies a message from C memory for grpc-go to send
+// (front.CopyMessage: one copy, no clearing).
+func goMessage(p *C.char, n C.size_t) mem.BufferSlice {
+	return front.CopyMessage(unsafe.Slice((*byte)(unsafe.Pointer(p)), int(n)))
+}
 
 // goBytes copies n bytes from C memory.
 func goBytes(p *C.char, n C.size_t) []byte {
@@ -210,47 +217,95 @@ func pgn_route(h C.int64_t, id C.uint64_t, methodID C.int, errOut **C.char) C.in
 	return C.int(r)
 }
 
-// pgn_recv waits up to timeoutNs (< 0: forever) for events and returns a
-// list of event tuples (kind, call_id, method_id, payload, client_key).
-//
-// A standby receiver gets events only while no other receiver waits.
+// pgn_recv waits up to a->timeout_ns (< 0: forever) for events of the
+// queue a->queue and describes up to a->max_events of them in a->events:
+// kind, call id, method id and the sizes of the payload and client key.
+// The payloads and keys stay in Go until pgn_fill copies them straight
+// into the caller's memory; a->batch names them. See pgn.h.
 //
 //export pgn_recv
-func pgn_recv(h C.int64_t, maxEvents C.int, timeoutNs C.int64_t, standby C.int, out **C.char, outLen *C.size_t) C.int {
-	return recvFrom(h, out, outLen, func(f *front.Front) ([]front.Event, bool) {
-		return f.Recv(int(maxEvents), time.Duration(timeoutNs), standby != 0)
-	})
-}
-
-func recvFrom(h C.int64_t, out **C.char, outLen *C.size_t, recv func(*front.Front) ([]front.Event, bool)) C.int {
+func pgn_recv(h C.int64_t, a *C.pgn_recv_args) C.int {
 	f := getHandle(int64(h))
 	if f == nil {
 		return C.PGN_RECV_BAD_HANDLE
 	}
-	batch, closed := recv(f)
+	max, timeout := int(a.max_events), time.Duration(a.timeout_ns)
+	var batch []front.Event
+	var closed bool
+	if a.queue == C.PGN_QUEUE_WATCHED {
+		batch, closed = f.RecvWatched(max, timeout)
+	} else {
+		batch, closed = f.Recv(max, int(a.max_bytes), timeout)
+	}
 	if closed {
 		return C.PGN_RECV_CLOSED
 	}
 	if len(batch) == 0 {
 		return C.PGN_RECV_TIMEOUT
 	}
-	e := getEncoder()
-	e.list(len(batch))
+	withKeys := a.with_keys != 0
+	out := unsafe.Slice(a.events, len(batch))
+	keysLen := 0
 	for i := range batch {
-		ev := &batch[i]
-		e.tuple(5)
-		e.int(int64(ev.Kind))
-		e.int(int64(ev.CallID))
-		e.int(int64(ev.MethodID))
-		if ev.Kind != front.EventCancel {
-			e.bytes(ev.Payload)
-		} else {
-			e.none()
+		e := &batch[i]
+		out[i] = C.pgn_event{
+			call_id:     C.uint64_t(e.CallID),
+			kind:        C.int32_t(e.Kind),
+			method_id:   C.int32_t(e.MethodID),
+			payload_len: C.uint64_t(e.Payload.Len()),
 		}
-		e.key(ev.ClientKey)
+		if withKeys {
+			out[i].key_len = C.uint64_t(len(e.ClientKey))
+			keysLen += len(e.ClientKey)
+		}
 	}
-	e.finish(out, outLen)
+	a.count = C.int32_t(len(batch))
+	a.keys_len = C.uint64_t(keysLen)
+	a.batch = C.uint64_t(batches.put(heldBatch{f: f, events: batch, withKeys: withKeys}))
 	return C.PGN_RECV_BATCH
+}
+
+// pgn_fill copies the payloads of a batch from pgn_recv into payloads[i]
+// (exactly payload_len bytes each; NULL for EVENT_CANCEL) and the client
+// keys, one after the other, into keys, then forgets the batch. A call
+// whose payloads[i] is NULL could not be delivered (the shim ran out of
+// memory): it is ended with RESOURCE_EXHAUSTED, so no call is lost unseen.
+//
+//export pgn_fill
+func pgn_fill(batch C.uint64_t, payloads **C.char, keys *C.char) {
+	b, ok := batches.take(uint64(batch))
+	if !ok {
+		return
+	}
+	dsts := unsafe.Slice(payloads, len(b.events))
+	var keyBuf []byte
+	if b.withKeys {
+		n := 0
+		for i := range b.events {
+			n += len(b.events[i].ClientKey)
+		}
+		keyBuf = unsafe.Slice((*byte)(unsafe.Pointer(keys)), n)
+	}
+	for i := range b.events {
+		e := &b.events[i]
+		if b.withKeys {
+			keyBuf = keyBuf[copy(keyBuf, e.ClientKey):]
+		}
+		if e.Kind == front.EventCancel {
+			continue
+		}
+		if dsts[i] == nil {
+			e.Release()
+			b.f.Finish(e.CallID, codes.ResourceExhausted, "the server could not allocate memory for the request", nil, nil, false, false)
+			continue
+		}
+		dst := unsafe.Slice((*byte)(unsafe.Pointer(dsts[i])), e.Payload.Len())
+		off := 0
+		for _, buf := range e.Payload {
+			off += copy(dst[off:], buf.ReadOnlyData())
+		}
+		e.Release()
+	}
 }
 
 func call(h C.int64_t, fn func(*front.Front) front.Result) C.int {
@@ -264,14 +319,14 @@ func call(h C.int64_t, fn func(*front.Front) front.Result) C.int {
 //export pgn_respond
 func pgn_respond(h C.int64_t, id C.uint64_t, p *C.char, n C.size_t, block C.int) C.int {
 	return call(h, func(f *front.Front) front.Result {
-		return f.Respond(uint64(id), goBytes(p, n), block != 0)
+		return f.Respond(uint64(id), goMessage(p, n), block != 0)
 	})
 }
 
 //export pgn_send
 func pgn_send(h C.int64_t, id C.uint64_t, p *C.char, n C.size_t, block C.int) C.int {
 	return call(h, func(f *front.Front) front.Result {
-		return f.Send(uint64(id), goBytes(p, n), block != 0)
+		return f.Send(uint64(id), goMessage(p, n), block != 0)
 	})
 }
 
@@ -304,9 +359,9 @@ func invalidMetadata(r front.Result, err error, errOut **C.char) front.Result {
 func pgn_finish(h C.int64_t, id C.uint64_t, code C.int, details *C.char, detailsLen C.size_t,
 	md *C.char, mdLen C.size_t, payload *C.char, payloadLen C.size_t, block C.int, errOut **C.char) C.int {
 	return call(h, func(f *front.Front) front.Result {
-		var msg []byte
+		var msg mem.BufferSlice
 		if payload != nil {
-			msg = goBytes(payload, payloadLen)
+			msg = goMessage(payload, payloadLen)
 		}
 		r, err := f.Finish(uint64(id), codes.Code(code), string(goBytes(details, detailsLen)),
 			decodeMetadata(md, mdLen), msg, payload != nil, block != 0)
@@ -345,15 +400,6 @@ func pgn_watch(h C.int64_t, id C.uint64_t) C.int {
 //export pgn_cancel
 func pgn_cancel(h C.int64_t, id C.uint64_t) C.int {
 	return call(h, func(f *front.Front) front.Result { return f.Cancel(uint64(id)) })
-}
-
-// pgn_recv_watched is pgn_recv for the watched queue (pgn_watch).
-//
-//export pgn_recv_watched
-func pgn_recv_watched(h C.int64_t, maxEvents C.int, timeoutNs C.int64_t, standby C.int, out **C.char, outLen *C.size_t) C.int {
-	return recvFrom(h, out, outLen, func(f *front.Front) ([]front.Event, bool) {
-		return f.RecvWatched(int(maxEvents), time.Duration(timeoutNs))
-	})
 }
 
 //export pgn_is_active

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"math"
 	"net"
 	"os"
 	"path/filepath"
@@ -68,14 +69,14 @@ func newBoundFront(t *testing.T, extra string, listeners ...struct {
 	}
 	go func() {
 		for {
-			batch, closed := f.Recv(16, -1, false)
+			batch, closed := f.Recv(16, math.MaxInt, -1)
 			if closed {
 				return
 			}
 			for _, e := range batch {
 				if e.Kind == EventCall {
 					d, _ := f.Details(e.CallID)
-					f.Respond(e.CallID, []byte(d.Peer+" "+string(d.Auth.Get("transport_security_type")[0])), true)
+					f.Respond(e.CallID, msg(d.Peer+" "+string(d.Auth.Get("transport_security_type")[0])), true)
 				}
 			}
 		}

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/metadata"
 )
 
@@ -25,7 +26,7 @@ const (
 // op is one instruction from Python to the goroutine that owns a call.
 type op struct {
 	kind       opKind
-	payload    []byte
+	payload    mem.BufferSlice
 	hasPayload bool
 	md         metadata.MD
 	code       codes.Code
@@ -65,13 +66,18 @@ type call struct {
 	// call's end agree on where the event goes.
 	watched bool
 
+	// seen: Python has taken one of the call's events; gone: the call has
+	// ended. Both are guarded by the event queue's lock (eventQueue.take,
+	// endUnseen), which is how a call that ends unseen drops its events.
+	seen, gone bool
+
 	// lookup is true while the call waits for Python to route it.
 	lookup atomic.Bool
 
 	// Owned by the handler goroutine: a unary call answers with exactly
 	// one message, held until the status goes out with it.
 	unary      bool
-	held       []byte
+	held       mem.BufferSlice
 	holdsReply bool
 	// uncompressedNext sends the next message uncompressed
 	// (disable_next_message_compression()).

@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/encoding"
+	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/stats"
 )
 
@@ -180,7 +181,7 @@ type recvCompressor interface{ RecvCompress() string }
 // stream started with, which is none unless the request was compressed
 // (grpc-go then starts with the request's). In that rare case the message
 // goes out compressed like the others (README: "Known differences").
-func sendUncompressed(out grpc.ServerStream, b []byte) error {
+func sendUncompressed(out grpc.ServerStream, b mem.BufferSlice) error {
 	if st, ok := grpc.ServerTransportStreamFromContext(out.Context()).(recvCompressor); ok {
 		if rc := st.RecvCompress(); rc != "" && rc != identity {
 			return out.SendMsg(b)

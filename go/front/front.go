@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 	_ "google.golang.org/grpc/encoding/gzip" // gzip for requests and responses, as grpcio
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
@@ -353,11 +354,12 @@ func (f *Front) Stop(grace time.Duration) {
 }
 
 // Recv waits up to timeout (negative: forever) for events and returns up
-// to max of them; closed reports that the front stopped and the queue is
-// drained. A standby receiver gets events only while no other receiver
-// waits.
-func (f *Front) Recv(max int, timeout time.Duration, standby bool) (batch []Event, closed bool) {
-	batch, closed = f.queue.recv(max, timeout, standby)
+// to max of them, with at most maxBytes of payload unless the first event
+// alone has more; closed reports that the front stopped and the queue is
+// drained. The caller releases each event (Event.Release) once it has
+// copied the payload.
+func (f *Front) Recv(max, maxBytes int, timeout time.Duration) (batch []Event, closed bool) {
+	batch, closed = f.queue.recv(max, maxBytes, timeout)
 	if len(batch) > 0 {
 		f.m.batchesDelivered.Add(1)
 		f.m.eventsDelivered.Add(uint64(len(batch)))
@@ -369,12 +371,7 @@ func (f *Front) Recv(max int, timeout time.Duration, standby bool) (batch []Even
 // server (the EventFD pipe). The front is unusable afterwards.
 func (f *Front) Close() {
 	f.Stop(-1)
-	f.queue.mu.Lock()
-	if n := f.queue.notify; n != nil {
-		f.queue.notify = nil
-		n.close()
-	}
-	f.queue.mu.Unlock()
+	f.queue.closeNotifier()
 }
 
 // EventFD returns a file descriptor that is readable exactly while events
@@ -391,7 +388,7 @@ func (f *Front) EventFD() (int, error) {
 
 // RecvWatched is Recv for the EventCancel events of watched calls.
 func (f *Front) RecvWatched(max int, timeout time.Duration) (batch []Event, closed bool) {
-	return f.watchedQueue.recv(max, timeout, false)
+	return f.watchedQueue.recv(max, math.MaxInt, timeout)
 }
 
 // Watch sends the call's EventCancel, if it ends without Python finishing
@@ -468,13 +465,16 @@ func (f *Front) post(id uint64, o op, block bool) Result {
 	}
 }
 
-// Respond answers a unary call with one message and status OK.
-func (f *Front) Respond(id uint64, payload []byte, block bool) Result {
+// Respond answers a unary call with one message and status OK. The
+// payload belongs to the call from here on (grpc-go frees pooled buffers
+// once they are written).
+func (f *Front) Respond(id uint64, payload mem.BufferSlice, block bool) Result {
 	return f.post(id, op{kind: opFinish, payload: payload, hasPayload: true}, block)
 }
 
-// Send sends one message on a call.
-func (f *Front) Send(id uint64, payload []byte, block bool) Result {
+// Send sends one message on a call; the payload is the call's, as in
+// Respond.
+func (f *Front) Send(id uint64, payload mem.BufferSlice, block bool) Result {
 	return f.post(id, op{kind: opMessage, payload: payload}, block)
 }
 
@@ -494,7 +494,7 @@ func (f *Front) SendHeader(id uint64, md metadata.MD, block bool) (Result, error
 // Finish ends a call: an optional last message (sent only with code OK),
 // trailing metadata, and the status. Invalid metadata ends the call as in
 // SendHeader.
-func (f *Front) Finish(id uint64, code codes.Code, details string, md metadata.MD, payload []byte, hasPayload, block bool) (Result, error) {
+func (f *Front) Finish(id uint64, code codes.Code, details string, md metadata.MD, payload mem.BufferSlice, hasPayload, block bool) (Result, error) {
 	if err := validateMetadata(md); err != nil {
 		return f.post(id, op{kind: opFinish, code: codes.Internal, details: detailsInvalidMetadata}, block), err
 	}

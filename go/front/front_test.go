@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -27,6 +28,9 @@ const (
 	sayPath   = "/echo.Echo/Say"
 	countPath = "/echo.Echo/Count"
 )
+
+// msg is a message for Respond, Send and Finish.
+func msg(s string) mem.BufferSlice { return mem.BufferSlice{mem.SliceBuffer(s)} }
 
 // clientCodec sends and receives raw bytes, as the server's codec does.
 type clientCodec struct{}
@@ -60,7 +64,7 @@ func startFront(t *testing.T, extra string, handle func(f *Front, e Event)) (*Fr
 	go func() {
 		defer close(done)
 		for {
-			batch, closed := f.Recv(64, -1, false)
+			batch, closed := f.Recv(64, math.MaxInt, -1)
 			if closed {
 				return
 			}
@@ -118,7 +122,7 @@ func TestServerStreamingWithMetadata(t *testing.T) {
 		}
 		f.SendHeader(e.CallID, metadata.Pairs("x-head", "h"), true)
 		for i := 0; i < 3; i++ {
-			f.Send(e.CallID, []byte(fmt.Sprint(i)), true)
+			f.Send(e.CallID, msg(fmt.Sprint(i)), true)
 		}
 		f.Finish(e.CallID, codes.OK, "", metadata.Pairs("x-tail-bin", "\x00\xff"), nil, false, true)
 	})
@@ -160,7 +164,7 @@ func TestUnansweredCallGetsDeadlineAndPythonGetsCancel(t *testing.T) {
 	wantStatus(t, err, codes.DeadlineExceeded, "")
 	select {
 	case e := <-cancels:
-		if r := f.Respond(e.CallID, []byte("late"), false); r != ResultEnded {
+		if r := f.Respond(e.CallID, msg("late"), false); r != ResultEnded {
 			t.Fatalf("answering an ended call: %v, want ResultEnded", r)
 		}
 	case <-time.After(5 * time.Second):
@@ -250,7 +254,7 @@ func TestOrderedKeepsArrivalOrder(t *testing.T) {
 	var got []string
 	_, cc := startFront(t, `, "ordered": true`, func(f *Front, e Event) {
 		mu.Lock()
-		got = append(got, string(e.Payload))
+		got = append(got, string(e.Bytes()))
 		mu.Unlock()
 		echo(f, e)
 	})
@@ -284,7 +288,7 @@ func TestOrderedKeepsArrivalOrder(t *testing.T) {
 func TestReservedResponseMetadataEndsWithInternal(t *testing.T) {
 	_, cc := startFront(t, "", func(f *Front, e Event) {
 		if e.Kind == EventCall {
-			if _, err := f.Finish(e.CallID, codes.OK, "", metadata.Pairs("grpc-mine", "x"), []byte("m"), true, true); err == nil {
+			if _, err := f.Finish(e.CallID, codes.OK, "", metadata.Pairs("grpc-mine", "x"), msg("m"), true, true); err == nil {
 				panic("reserved key accepted")
 			}
 		}
@@ -358,12 +362,12 @@ func TestStopGivesGraceThenCancels(t *testing.T) {
 	byPayload := map[string]Event{}
 	for i := 0; i < 2; i++ {
 		e := <-calls
-		byPayload[string(e.Payload)] = e
+		byPayload[string(e.Bytes())] = e
 	}
 	stopped := make(chan struct{})
 	go func() { f.Stop(300 * time.Millisecond); close(stopped) }()
 	time.Sleep(50 * time.Millisecond)
-	if r := f.Respond(byPayload["answered"].CallID, []byte("ok"), true); r != ResultOK {
+	if r := f.Respond(byPayload["answered"].CallID, msg("ok"), true); r != ResultOK {
 		t.Fatalf("answer during grace: %v", r)
 	}
 	<-stopped
@@ -379,7 +383,7 @@ func TestStopGivesGraceThenCancels(t *testing.T) {
 	if okCount != 1 {
 		t.Fatalf("%d calls succeeded, want 1", okCount)
 	}
-	if _, closed := f.Recv(1, 0, false); !closed {
+	if _, closed := f.Recv(1, math.MaxInt, 0); !closed {
 		t.Fatal("queue should be closed after stop")
 	}
 }
@@ -453,8 +457,8 @@ func metric(f *Front, name string) int64 {
 func TestLookupRoutesUnknownPathToAddedMethod(t *testing.T) {
 	_, cc := startFront(t, `, "resolve_unknown": true`, func(f *Front, e Event) {
 		switch {
-		case e.Kind == EventLookup && string(e.Payload) == "/late.Svc/Added":
-			id, err := f.AddMethod(string(e.Payload), false)
+		case e.Kind == EventLookup && string(e.Bytes()) == "/late.Svc/Added":
+			id, err := f.AddMethod(string(e.Bytes()), false)
 			if err != nil {
 				panic(err)
 			}
@@ -464,7 +468,7 @@ func TestLookupRoutesUnknownPathToAddedMethod(t *testing.T) {
 		case e.Kind == EventLookup:
 			f.Finish(e.CallID, codes.Unimplemented, "Method not found!", nil, nil, false, true)
 		case e.Kind == EventCall:
-			f.Respond(e.CallID, append([]byte("routed:"), e.Payload...), true)
+			f.Respond(e.CallID, msg("routed:"+string(e.Bytes())), true)
 		}
 	})
 	in, out := []byte("x"), []byte(nil)

@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 )
@@ -66,7 +67,8 @@ func (f *Front) resolve(ss grpc.ServerStream, path string) error {
 		return err
 	}
 	c.lookup.Store(true)
-	if err := f.deliver(c, Event{Kind: EventLookup, CallID: c.id, MethodID: -1, Payload: []byte(path), ClientKey: c.clientKey}); err != nil {
+	lookup := Event{Kind: EventLookup, CallID: c.id, MethodID: -1, Payload: mem.BufferSlice{mem.SliceBuffer(path)}, ClientKey: c.clientKey, call: c}
+	if err := f.deliver(c, lookup); err != nil {
 		return err
 	}
 	for {
@@ -96,7 +98,7 @@ func (f *Front) resolve(ss grpc.ServerStream, path string) error {
 // a lookup, nil otherwise.
 func (f *Front) serveMethod(ss grpc.ServerStream, methodID int32, c *call) error {
 	ctx := ss.Context()
-	var req []byte
+	var req mem.BufferSlice
 	if err := ss.RecvMsg(&req); err != nil {
 		if errors.Is(err, io.EOF) {
 			// The client half-closed without a request; grpcio's answer.
@@ -123,17 +125,20 @@ func (f *Front) serveMethod(ss grpc.ServerStream, methodID int32, c *call) error
 			buffer = streamOpsBuffer
 		}
 		if c, err = f.newCall(ctx, m.Path, methodID, buffer); err != nil {
+			req.Free()
 			return err
 		}
 		c.unary = !m.ServerStreaming
-		ev.CallID, ev.ClientKey = c.id, c.clientKey
+		ev.CallID, ev.ClientKey, ev.call = c.id, c.clientKey, c
 		if err := f.deliver(c, ev); err != nil {
+			req.Free()
 			return err
 		}
 	} else {
 		c.methodID, c.unary = methodID, !m.ServerStreaming
-		ev.CallID, ev.ClientKey = c.id, c.clientKey
+		ev.CallID, ev.ClientKey, ev.call = c.id, c.clientKey, c
 		if !f.queue.push(ev) {
+			req.Free()
 			f.end(c)
 			f.m.callsCancelled.Add(1) // by the server's stop
 			return status.Error(codes.Unavailable, detailsServerStopping)
@@ -284,10 +289,10 @@ func (f *Front) apply(c *call, o op, out grpc.ServerStream) (err error, done boo
 
 // send writes one message, enforcing grpc.max_send_message_length with
 // grpcio's wording (the prefix included); uncompressed sends it so in a
-// compressed call.
-func (f *Front) send(out grpc.ServerStream, b []byte, uncompressed bool) error {
-	if limit := f.cfg.Limits.MaxSendMsgSize; len(b) > limit {
-		return status.Error(codes.ResourceExhausted, fmt.Sprintf("SERVER: Sent message larger than max (%d vs. %d)", len(b), limit))
+// compressed call. grpc-go frees b once written.
+func (f *Front) send(out grpc.ServerStream, b mem.BufferSlice, uncompressed bool) error {
+	if limit := f.cfg.Limits.MaxSendMsgSize; b.Len() > limit {
+		return status.Error(codes.ResourceExhausted, fmt.Sprintf("SERVER: Sent message larger than max (%d vs. %d)", b.Len(), limit))
 	}
 	if uncompressed {
 		return sendUncompressed(out, b)
@@ -319,7 +324,9 @@ func (f *Front) countUnserved(c *call, err error) {
 }
 
 // abandon ends a call Python did not finish and tells Python so, on the
-// watched queue if Python watches the call.
+// watched queue if Python watches the call. A call Python has not seen yet
+// (its EventCall still queued) is never handed to Python at all: no handler
+// runs for a client that is already gone.
 func (f *Front) abandon(c *call, cause error) error {
 	watched := f.end(c)
 	code := codes.Canceled
@@ -329,11 +336,13 @@ func (f *Front) abandon(c *call, cause error) error {
 	} else {
 		f.m.callsCancelled.Add(1)
 	}
-	ev := Event{Kind: EventCancel, CallID: c.id, MethodID: c.methodID, ClientKey: c.clientKey}
-	if t := ticketFrom(c.ctx); watched {
-		f.watchedQueue.push(ev)
-	} else if t == nil || !t.withdraw() {
-		f.queue.push(ev)
+	if f.queue.endUnseen(c) {
+		ev := Event{Kind: EventCancel, CallID: c.id, MethodID: c.methodID, ClientKey: c.clientKey}
+		if watched {
+			f.watchedQueue.push(ev)
+		} else {
+			f.queue.push(ev)
+		}
 	}
 	if code == codes.DeadlineExceeded {
 		return status.Error(code, "Deadline Exceeded")

@@ -82,17 +82,3 @@ func (t *ticket) resolve(q *eventQueue, e *Event) bool {
 	// Pushing under o.mu keeps this connection's batches in order.
 	return len(ready) == 0 || q.pushAll(ready)
 }
-
-// withdraw takes back a delivered-but-waiting event whose call has ended,
-// so Python never sees a call after its own cancellation. It reports
-// whether the event was still waiting.
-func (t *ticket) withdraw() bool {
-	o := t.order
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if e, ok := o.pending[t.n]; ok && e != nil {
-		o.pending[t.n] = nil
-		return true
-	}
-	return false
-}

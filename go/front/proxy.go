@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 )
@@ -63,7 +64,7 @@ func (f *Front) proxy(ss grpc.ServerStream, path string) error {
 	// cancel(); the status then comes back on the other direction.
 	go func() {
 		for {
-			var m []byte
+			var m mem.BufferSlice
 			err := ss.RecvMsg(&m)
 			if errors.Is(err, io.EOF) {
 				_ = cs.CloseSend()
@@ -82,7 +83,7 @@ func (f *Front) proxy(ss grpc.ServerStream, path string) error {
 	// Backend to client.
 	headerSent := false
 	for {
-		var m []byte
+		var m mem.BufferSlice
 		err := cs.RecvMsg(&m)
 		if !headerSent {
 			headerSent = true

@@ -11,6 +11,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 )
@@ -29,7 +30,7 @@ func startBackend(t *testing.T, cancelled chan<- struct{}) string {
 		md, _ := metadata.FromIncomingContext(ss.Context())
 		ss.SendHeader(metadata.Pairs("x-backend", "yes", "x-echo-bin", md.Get("x-in-bin")[0]))
 		for {
-			var m []byte
+			var m mem.BufferSlice
 			err := ss.RecvMsg(&m)
 			if err == io.EOF {
 				break

@@ -2,8 +2,9 @@ package front
 
 import (
 	"sync"
-	"sync/atomic"
 	"time"
+
+	"google.golang.org/grpc/mem"
 )
 
 // EventKind says what an Event reports. The values are a public contract:
@@ -17,7 +18,8 @@ const (
 	// EventCancel says a call ended before Python finished it: the client
 	// cancelled, its deadline passed, its connection closed, or the server
 	// stopped. The client already has its status; answers to the call are
-	// ignored. Payload is nil.
+	// ignored. Payload is nil. A call that ends before any of its events was
+	// taken is never reported: its queued events are dropped instead.
 	EventCancel EventKind = 2
 	// EventLookup is a call to a path the front does not know, sent only
 	// when the front resolves unknown methods. Payload is the path (UTF-8)
@@ -28,15 +30,36 @@ const (
 
 // Event is one entry of the queue Python drains with Recv.
 type Event struct {
-	Kind      EventKind
-	CallID    uint64
-	MethodID  int32
-	Payload   []byte
+	Kind     EventKind
+	CallID   uint64
+	MethodID int32
+	// Payload holds the request (EventCall) in grpc-go's pooled buffers,
+	// or the path (EventLookup); nil for EventCancel. Whoever takes the
+	// event copies what it needs and then calls Release, which hands the
+	// buffers back to grpc-go's pool (an event never released is only
+	// garbage-collected, never a leak).
+	Payload   mem.BufferSlice
 	ClientKey string
+	// call is the call the event belongs to, so that take can drop the
+	// events of a call that ended before Python saw it.
+	call *call
+}
+
+// Bytes is a copy of the payload in one slice.
+func (e *Event) Bytes() []byte { return e.Payload.Materialize() }
+
+// Release returns the payload's buffers to their pool; the payload must not
+// be read afterwards.
+func (e *Event) Release() {
+	e.Payload.Free()
+	e.Payload = nil
 }
 
 // eventQueue is an unbounded FIFO with many producers (handler goroutines)
-// and any number of consumers (Python threads in recv_batch).
+// and any number of consumers (Python threads in recv_batch). Which
+// consumer gets a batch, and how many threads consume at all, is the
+// consumers' policy: the queue only wakes one waiting consumer per push
+// (who passes the wake-up on while events remain).
 //
 // It is unbounded on purpose: every event belongs to a call that grpc-go
 // already admitted under max_concurrent_streams and the concurrency limit,
@@ -50,41 +73,21 @@ type eventQueue struct {
 	// ready holds a token while items may be non-empty or the queue is
 	// closed; it wakes one waiting consumer, which passes it on.
 	ready chan struct{}
-	// standby is ready for standby consumers, which get events only while
-	// no regular consumer waits: a thread that should step in only when
-	// the others are busy (server()'s dispatcher, see recv).
-	standby chan struct{}
-	// waiting counts regular consumers that may be blocked in recv.
-	waiting atomic.Int32
 	// notify, when set, is readable exactly while the queue is non-empty
 	// or closed (see notifier).
 	notify *notifier
 }
 
 func newEventQueue() *eventQueue {
-	return &eventQueue{ready: make(chan struct{}, 1), standby: make(chan struct{}, 1)}
+	return &eventQueue{ready: make(chan struct{}, 1)}
 }
 
-func wake(ch chan struct{}) {
+// signal wakes one waiting consumer, if any.
+func (q *eventQueue) signal() {
 	select {
-	case ch <- struct{}{}:
+	case q.ready <- struct{}{}:
 	default:
 	}
-}
-
-// signal wakes one consumer: a regular one if any waits, else a standby one.
-func (q *eventQueue) signal() {
-	if q.waiting.Load() > 0 {
-		wake(q.ready)
-	} else {
-		wake(q.standby)
-	}
-}
-
-// signalAll wakes a consumer of each kind, for the end of the queue.
-func (q *eventQueue) signalAll() {
-	wake(q.ready)
-	wake(q.standby)
 }
 
 // push appends an event. It reports false once the queue is closed.
@@ -96,6 +99,22 @@ func (q *eventQueue) push(e Event) bool {
 	}
 	q.raiseIfEmpty()
 	q.items = append(q.items, e)
+	q.mu.Unlock()
+	q.signal()
+	return true
+}
+
+// pushAll appends events in order, atomically with respect to other pushes.
+func (q *eventQueue) pushAll(es []Event) bool {
+	q.mu.Lock()
+	if q.closed {
+		q.mu.Unlock()
+		return false
+	}
+	if len(es) > 0 {
+		q.raiseIfEmpty()
+	}
+	q.items = append(q.items, es...)
 	q.mu.Unlock()
 	q.signal()
 	return true
@@ -126,20 +145,14 @@ func (q *eventQueue) notifier() (*notifier, error) {
 	return q.notify, nil
 }
 
-// pushAll appends events in order, atomically with respect to other pushes.
-func (q *eventQueue) pushAll(es []Event) bool {
+// closeNotifier closes the notifier's pipe, if there is one.
+func (q *eventQueue) closeNotifier() {
 	q.mu.Lock()
-	if q.closed {
-		q.mu.Unlock()
-		return false
+	defer q.mu.Unlock()
+	if q.notify != nil {
+		q.notify.close()
+		q.notify = nil
 	}
-	if len(es) > 0 {
-		q.raiseIfEmpty()
-	}
-	q.items = append(q.items, es...)
-	q.mu.Unlock()
-	q.signal()
-	return true
 }
 
 func (q *eventQueue) len() int {
@@ -156,65 +169,76 @@ func (q *eventQueue) close() {
 	}
 	q.closed = true
 	q.mu.Unlock()
-	q.signalAll()
+	q.signal()
 }
 
-// take removes up to max events without waiting.
-func (q *eventQueue) take(max int) (batch []Event, closed bool) {
+// endUnseen marks c as ended and reports whether Python has taken any of
+// its events. If not, Python never hears of the call: take drops its
+// queued events, and no EventCancel is due. Every event of a call goes
+// through this queue, so its lock orders the two.
+func (q *eventQueue) endUnseen(c *call) (seen bool) {
 	q.mu.Lock()
-	n := len(q.items) - q.head
-	if n > max {
-		n = max
-	}
-	if n > 0 {
-		batch = make([]Event, n)
-		copy(batch, q.items[q.head:q.head+n])
-		clear(q.items[q.head : q.head+n])
-		q.head += n
-		if q.head == len(q.items) {
-			q.items, q.head = q.items[:0], 0
-			if q.notify != nil && !q.closed {
-				q.notify.lower()
-			}
-		} else if q.head > 1024 && q.head > len(q.items)/2 {
-			q.items = append(q.items[:0], q.items[q.head:]...)
-			q.head = 0
+	c.gone = true
+	seen = c.seen
+	q.mu.Unlock()
+	return seen
+}
+
+// take removes up to max events, and no more than maxBytes of payload
+// unless the first event alone is larger, without waiting. Events of calls
+// that ended before Python saw them are dropped on the way.
+func (q *eventQueue) take(max, maxBytes int) (batch []Event, closed bool) {
+	q.mu.Lock()
+	bytes := 0
+	i := q.head
+	for ; i < len(q.items) && len(batch) < max; i++ {
+		e := &q.items[i]
+		c := e.call
+		if c != nil && e.Kind != EventCancel && c.gone {
+			e.Release()
+			continue
 		}
+		size := e.Payload.Len()
+		if len(batch) > 0 && bytes+size > maxBytes {
+			break
+		}
+		bytes += size
+		if c != nil {
+			c.seen = true
+		}
+		if batch == nil {
+			batch = make([]Event, 0, min(max, len(q.items)-i))
+		}
+		batch = append(batch, *e)
+	}
+	clear(q.items[q.head:i])
+	q.head = i
+	if q.head == len(q.items) {
+		q.items, q.head = q.items[:0], 0
+		if q.notify != nil && !q.closed {
+			q.notify.lower()
+		}
+	} else if q.head > 1024 && q.head > len(q.items)/2 {
+		q.items = append(q.items[:0], q.items[q.head:]...)
+		q.head = 0
 	}
 	more := q.head < len(q.items)
-	ended := q.closed
-	closed = ended && n == 0 && !more
-	q.mu.Unlock()
-	switch {
-	case ended:
-		q.signalAll()
-	case more:
-		q.signal()
+	closed = q.closed && len(batch) == 0 && !more
+	if more || q.closed {
+		q.signal() // pass the wake-up on
 	}
+	q.mu.Unlock()
 	return batch, closed
 }
 
 // recv waits up to timeout (negative: forever) for at least one event and
-// returns up to max of them. It returns closed=true once the queue is
-// closed and empty, and (nil, false) on timeout. A standby consumer gets
-// events only while no regular consumer is waiting.
-func (q *eventQueue) recv(max int, timeout time.Duration, standby bool) (batch []Event, closed bool) {
-	wakeup := q.ready
-	if standby {
-		wakeup = q.standby
-	}
+// returns a batch as take does. It returns closed=true once the queue is
+// closed and empty, and (nil, false) on timeout.
+func (q *eventQueue) recv(max, maxBytes int, timeout time.Duration) (batch []Event, closed bool) {
 	var expired <-chan time.Time
 	for {
-		// A regular consumer counts itself before its last look, so that a
-		// push right after that look wakes it rather than a standby one.
-		if !standby {
-			q.waiting.Add(1)
-		}
-		batch, closed = q.take(max)
+		batch, closed = q.take(max, maxBytes)
 		if batch != nil || closed || timeout == 0 {
-			if !standby {
-				q.waiting.Add(-1)
-			}
 			return batch, closed
 		}
 		if expired == nil && timeout > 0 {
@@ -223,15 +247,9 @@ func (q *eventQueue) recv(max int, timeout time.Duration, standby bool) (batch [
 			expired = t.C
 		}
 		select {
-		case <-wakeup:
+		case <-q.ready:
 		case <-expired:
-			if !standby {
-				q.waiting.Add(-1)
-			}
-			return q.take(max)
-		}
-		if !standby {
-			q.waiting.Add(-1)
+			return q.take(max, maxBytes)
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package front
 
 import (
+	"math"
 	"net"
 	"testing"
 	"time"
@@ -11,7 +12,7 @@ import (
 func TestQueueRecvTimeoutAndClose(t *testing.T) {
 	q := newEventQueue()
 	start := time.Now()
-	if b, closed := q.recv(10, 20*time.Millisecond, false); b != nil || closed {
+	if b, closed := q.recv(10, math.MaxInt, 20*time.Millisecond); b != nil || closed {
 		t.Fatalf("empty queue: %v %v", b, closed)
 	}
 	if time.Since(start) < 20*time.Millisecond {
@@ -21,13 +22,13 @@ func TestQueueRecvTimeoutAndClose(t *testing.T) {
 		q.push(Event{CallID: uint64(i)})
 	}
 	q.close()
-	if b, _ := q.recv(3, -1, false); len(b) != 3 || b[0].CallID != 0 {
+	if b, _ := q.recv(3, math.MaxInt, -1); len(b) != 3 || b[0].CallID != 0 {
 		t.Fatalf("first batch %v", b)
 	}
-	if b, closed := q.recv(10, -1, false); len(b) != 2 || closed {
+	if b, closed := q.recv(10, math.MaxInt, -1); len(b) != 2 || closed {
 		t.Fatalf("second batch %v %v", b, closed)
 	}
-	if _, closed := q.recv(10, -1, false); !closed {
+	if _, closed := q.recv(10, math.MaxInt, -1); !closed {
 		t.Fatal("drained closed queue must report closed")
 	}
 	if q.push(Event{}) {
@@ -39,7 +40,7 @@ func TestQueueWakesManyConsumers(t *testing.T) {
 	q := newEventQueue()
 	got := make(chan int, 4)
 	for i := 0; i < 4; i++ {
-		go func() { b, _ := q.recv(1, -1, false); got <- len(b) }()
+		go func() { b, _ := q.recv(1, math.MaxInt, -1); got <- len(b) }()
 	}
 	time.Sleep(10 * time.Millisecond)
 	q.pushAll([]Event{{}, {}, {}, {}})
@@ -86,16 +87,35 @@ func TestNotifierIsReadableExactlyWhileEventsWait(t *testing.T) {
 	if !readable() {
 		t.Fatal("not readable with events")
 	}
-	q.take(1)
+	q.take(1, math.MaxInt)
 	if !readable() {
 		t.Fatal("not readable with one event left")
 	}
-	q.take(1)
+	q.take(1, math.MaxInt)
 	if readable() {
 		t.Fatal("readable once drained")
 	}
 	q.close()
 	if !readable() {
 		t.Fatal("a closed queue must read as ready")
+	}
+}
+
+func TestCopyMessageReusesDirtyBuffers(t *testing.T) {
+	src := make([]byte, 5000)
+	for i := range src {
+		src[i] = byte(i)
+	}
+	m := CopyMessage(src)
+	if got := m.Materialize(); string(got) != string(src) {
+		t.Fatal("copy differs")
+	}
+	m.Free()
+	small := CopyMessage([]byte("abc"))
+	if string(small.Materialize()) != "abc" {
+		t.Fatal("small copy differs")
+	}
+	if empty := CopyMessage(nil); empty.Len() != 0 {
+		t.Fatal("empty message has bytes")
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"math"
 	"math/big"
 	"net"
 	"net/url"
@@ -23,6 +24,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/mem"
 )
 
 // issued is a key and certificate in PEM.
@@ -192,7 +194,7 @@ func startTLSFront(t *testing.T, p *testPKI, roots []byte, require bool) *Front 
 	}
 	go func() {
 		for {
-			batch, closed := f.Recv(16, -1, false)
+			batch, closed := f.Recv(16, math.MaxInt, -1)
 			if closed {
 				return
 			}
@@ -202,7 +204,7 @@ func startTLSFront(t *testing.T, p *testPKI, roots []byte, require bool) *Front 
 				}
 				d, _ := f.Details(e.CallID)
 				out, _ := json.Marshal(d.Auth)
-				f.Respond(e.CallID, out, true)
+				f.Respond(e.CallID, mem.BufferSlice{mem.SliceBuffer(out)}, true)
 			}
 		}
 	}()

@@ -278,9 +278,6 @@ fail:
 
 typedef struct {
     const char *p, *end;
-    const char *last_key; /* text of the previous 'k' value, for reuse */
-    uint32_t last_key_len;
-    PyObject *last_key_obj; /* borrowed from the result being built */
 } Reader;
 
 static int read_u32(Reader *r, uint32_t *v) {
@@ -329,8 +326,7 @@ static PyObject *decode_value(Reader *r) {
         return PyFloat_FromDouble(v);
     }
     case 'b':
-    case 's':
-    case 'k': {
+    case 's': {
         if (read_u32(r, &n) < 0 || (uint32_t)(r->end - r->p) < n) {
             return corrupt();
         }
@@ -339,17 +335,7 @@ static PyObject *decode_value(Reader *r) {
         if (tag == 'b') {
             return PyBytes_FromStringAndSize(s, n);
         }
-        if (tag == 'k' && r->last_key_obj != NULL && r->last_key_len == n && memcmp(r->last_key, s, n) == 0) {
-            Py_INCREF(r->last_key_obj);
-            return r->last_key_obj;
-        }
-        PyObject *u = PyUnicode_DecodeUTF8(s, n, "surrogateescape");
-        if (u != NULL && tag == 'k') {
-            r->last_key = s;
-            r->last_key_len = n;
-            r->last_key_obj = u;
-        }
-        return u;
+        return PyUnicode_DecodeUTF8(s, n, "surrogateescape");
     }
     case 't':
     case 'l': {
@@ -401,7 +387,7 @@ static PyObject *decode_value(Reader *r) {
 
 /* decode_and_free turns a buffer Go malloc'ed into a Python object. */
 static PyObject *decode_and_free(char *buf, size_t len) {
-    Reader r = {buf, buf + len, NULL, 0, NULL};
+    Reader r = {buf, buf + len};
     PyObject *v = decode_value(&r);
     free(buf);
     return v;
@@ -628,16 +614,164 @@ static PyObject *Front_stop(PyObject *self, PyObject *args, PyObject *kwds) {
     Py_RETURN_NONE;
 }
 
-typedef int (*recv_fn)(int64_t, int, int64_t, int, char **, size_t *);
+/* ---- taking events -------------------------------------------------------- */
+
+/* Most events one pgn_recv describes, whatever max_events asks: the arrays
+ * below are allocated per batch. */
+#define RECV_MAX_EVENTS 1024
+/* Payload bytes per batch (unless the first event alone has more), so that
+ * a burst of large requests is handed over in pieces a handler can start on
+ * rather than as one multi-MiB batch. */
+#define RECV_MAX_BYTES (1LL << 20)
+
+/* The per-batch arrays: Go's description of each event, where its payload
+ * goes, and the Python object that owns that memory. */
+typedef struct {
+    pgn_event *events;
+    char **dsts;
+    PyObject **payloads;
+} BatchArrays;
+
+static int batch_arrays_alloc(BatchArrays *b, int n) {
+    b->events = PyMem_Malloc((size_t)n * sizeof(pgn_event));
+    b->dsts = PyMem_Malloc((size_t)n * sizeof(char *));
+    b->payloads = PyMem_Malloc((size_t)n * sizeof(PyObject *));
+    if (b->events == NULL || b->dsts == NULL || b->payloads == NULL) {
+        PyMem_Free(b->events);
+        PyMem_Free(b->dsts);
+        PyMem_Free(b->payloads);
+        PyErr_NoMemory();
+        return -1;
+    }
+    return 0;
+}
+
+static void batch_arrays_free(BatchArrays *b) {
+    PyMem_Free(b->events);
+    PyMem_Free(b->dsts);
+    PyMem_Free(b->payloads);
+}
+
+/* key_object returns a new reference to the client key at key (len bytes),
+ * reusing *last when the previous key had the same text: the keys of one
+ * batch mostly come from a few connections. */
+static PyObject *key_object(const char *key, uint64_t len, const char **last_key, uint64_t *last_len,
+                            PyObject **last) {
+    if (*last != NULL && *last_len == len && memcmp(*last_key, key, (size_t)len) == 0) {
+        Py_INCREF(*last);
+        return *last;
+    }
+    PyObject *u = PyUnicode_DecodeUTF8(key, (Py_ssize_t)len, "surrogateescape");
+    if (u != NULL) {
+        *last_key = key;
+        *last_len = len;
+        *last = u;
+    }
+    return u;
+}
+
+/* event_list turns a batch pgn_recv described into a list of event tuples
+ * (kind, call_id, method_id, payload, client_key): it allocates each
+ * payload as a bytes object, has Go copy the payloads (and keys) straight
+ * into them (pgn_fill), then builds the tuples. pgn_fill runs exactly once
+ * whatever fails: a payload that could not be allocated ends its call with
+ * RESOURCE_EXHAUSTED in Go, and calls taken but not handed to Python are
+ * cancelled, so nothing is lost unseen. */
+static PyObject *event_list(int64_t h, pgn_recv_args *a, BatchArrays *b) {
+    int n = a->count;
+    int failed = 0;
+    char *keys = NULL;
+    if (a->with_keys && a->keys_len > 0) {
+        keys = PyMem_Malloc((size_t)a->keys_len);
+        failed = keys == NULL;
+    }
+    for (int i = 0; i < n; i++) {
+        b->payloads[i] = NULL;
+        b->dsts[i] = NULL;
+        if (failed || b->events[i].kind == PGN_EVENT_CANCEL) {
+            continue;
+        }
+        PyObject *p = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)b->events[i].payload_len);
+        if (p == NULL) {
+            failed = 1;
+            continue;
+        }
+        b->payloads[i] = p;
+        b->dsts[i] = PyBytes_AsString(p);
+    }
+    if (failed) {
+        /* Every call of the batch is ended in Go rather than half-delivered. */
+        for (int i = 0; i < n; i++) {
+            b->dsts[i] = NULL;
+        }
+    }
+    pgn_fill(a->batch, b->dsts, keys);
+    PyObject *list = failed ? NULL : PyList_New(n);
+    const char *last_key = NULL, *key = keys;
+    uint64_t last_len = 0;
+    PyObject *last = NULL;
+    int built = 0;
+    for (; list != NULL && built < n; built++) {
+        pgn_event *e = &b->events[built];
+        PyObject *payload = b->payloads[built] ? b->payloads[built] : Py_None;
+        PyObject *k = Py_None;
+        if (keys != NULL) {
+            k = key_object(key, e->key_len, &last_key, &last_len, &last);
+            key += e->key_len;
+        } else if (a->with_keys) {
+            k = PyUnicode_FromString("");
+        } else {
+            Py_INCREF(k);
+        }
+        PyObject *t = PyTuple_New(5);
+        PyObject *kind = PyLong_FromLong(e->kind);
+        PyObject *id = PyLong_FromUnsignedLongLong(e->call_id);
+        PyObject *method = PyLong_FromLong(e->method_id);
+        if (t == NULL || kind == NULL || id == NULL || method == NULL || k == NULL) {
+            Py_XDECREF(t);
+            Py_XDECREF(kind);
+            Py_XDECREF(id);
+            Py_XDECREF(method);
+            Py_XDECREF(k);
+            Py_CLEAR(list);
+            break;
+        }
+        Py_INCREF(payload);
+        PyTuple_SetItem(t, 0, kind);
+        PyTuple_SetItem(t, 1, id);
+        PyTuple_SetItem(t, 2, method);
+        PyTuple_SetItem(t, 3, payload);
+        PyTuple_SetItem(t, 4, k);
+        PyList_SetItem(list, built, t);
+    }
+    for (int i = 0; i < n; i++) {
+        Py_XDECREF(b->payloads[i]);
+    }
+    PyMem_Free(keys);
+    if (list == NULL) {
+        if (!failed) {
+            /* Calls already taken from Go but not handed to Python. */
+            for (int i = 0; i < n; i++) {
+                if (b->events[i].kind != PGN_EVENT_CANCEL) {
+                    pgn_cancel(h, b->events[i].call_id);
+                }
+            }
+        }
+        if (!PyErr_Occurred()) {
+            PyErr_NoMemory();
+        }
+    }
+    return list;
+}
 
 /* recv_events implements recv_batch, (max_events, timeout=None,
- * standby=False), and recv_watched, (max_events, timeout=None). Keywords
- * are allowed; parsed by hand because it runs once per batch on the hot
- * path. */
+ * client_keys=True), and recv_watched, (max_events, timeout=None).
+ * Keywords are allowed; parsed by hand because it runs once per batch on
+ * the hot path. */
 static PyObject *recv_events(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
-                             recv_fn recv, int takes_standby) {
-    static const char *names[] = {"max_events", "timeout", "standby"};
-    Py_ssize_t nparams = takes_standby ? 3 : 2;
+                             int queue) {
+    static const char *names[] = {"max_events", "timeout", "client_keys"};
+    Py_ssize_t nparams = queue == PGN_QUEUE_MAIN ? 3 : 2;
     PyObject *vals[3] = {NULL, NULL, NULL};
     Py_ssize_t nkw = kwnames ? PyTuple_Size(kwnames) : 0;
     if (nargs > nparams) {
@@ -664,20 +798,18 @@ static PyObject *recv_events(PyObject *self, PyObject *const *args, Py_ssize_t n
         PyErr_SetString(PyExc_TypeError, "missing required argument 'max_events'");
         return NULL;
     }
-    int standby = 0;
-    if (vals[2] != NULL && (standby = PyObject_IsTrue(vals[2])) < 0) {
+    int with_keys = 1;
+    if (vals[2] != NULL && (with_keys = PyObject_IsTrue(vals[2])) < 0) {
         return NULL;
     }
-    nargs = vals[1] != NULL ? 2 : 1;
-    args = vals;
     int64_t h = front_handle(self);
     if (h == 0) {
         return NULL;
     }
-    if (!PyLong_Check(args[0])) {
-        return PyErr_Format(PyExc_TypeError, "max_events must be an int, not %S", (PyObject *)Py_TYPE(args[0]));
+    if (!PyLong_Check(vals[0])) {
+        return PyErr_Format(PyExc_TypeError, "max_events must be an int, not %S", (PyObject *)Py_TYPE(vals[0]));
     }
-    long max_events = PyLong_AsLong(args[0]);
+    long max_events = PyLong_AsLong(vals[0]);
     if (max_events == -1 && PyErr_Occurred()) {
         return NULL;
     }
@@ -685,44 +817,57 @@ static PyObject *recv_events(PyObject *self, PyObject *const *args, Py_ssize_t n
         return PyErr_Format(PyExc_ValueError, "max_events must be between 1 and 1000000, got %ld", max_events);
     }
     long long left;
-    if (seconds_to_ns(nargs == 2 ? args[1] : NULL, "timeout", -1, &left) < 0) {
+    if (seconds_to_ns(vals[1], "timeout", -1, &left) < 0) {
         return NULL;
     }
+    int room = max_events < RECV_MAX_EVENTS ? (int)max_events : RECV_MAX_EVENTS;
+    BatchArrays b;
+    if (batch_arrays_alloc(&b, room) < 0) {
+        return NULL;
+    }
+    pgn_recv_args a = {.queue = queue, .max_events = room, .max_bytes = RECV_MAX_BYTES, .with_keys = with_keys,
+                       .events = b.events};
+    PyObject *result = NULL;
     for (;;) {
-        long long slice = (left < 0 || left > RECV_SLICE_NS) ? RECV_SLICE_NS : left;
-        char *buf = NULL;
-        size_t len = 0;
+        a.timeout_ns = (left < 0 || left > RECV_SLICE_NS) ? RECV_SLICE_NS : left;
         int rc;
         Py_BEGIN_ALLOW_THREADS
-        rc = recv(h, (int)max_events, slice, standby, &buf, &len);
+        rc = pgn_recv(h, &a);
         Py_END_ALLOW_THREADS
-        switch (rc) {
-        case PGN_RECV_BATCH:
-            return decode_and_free(buf, len);
-        case PGN_RECV_CLOSED:
-            Py_RETURN_NONE;
-        case PGN_RECV_BAD_HANDLE:
+        if (rc == PGN_RECV_BATCH) {
+            result = event_list(h, &a, &b);
+            break;
+        }
+        if (rc == PGN_RECV_CLOSED) {
+            result = Py_None;
+            Py_INCREF(result);
+            break;
+        }
+        if (rc == PGN_RECV_BAD_HANDLE) {
             PyErr_SetString(PyExc_RuntimeError, "the front is closed");
-            return NULL;
+            break;
         }
         if (PyErr_CheckSignals() < 0) {
-            return NULL;
+            break;
         }
         if (left >= 0) {
-            left -= slice;
+            left -= a.timeout_ns;
             if (left <= 0) {
-                return PyList_New(0);
+                result = PyList_New(0);
+                break;
             }
         }
     }
+    batch_arrays_free(&b);
+    return result;
 }
 
 static PyObject *Front_recv_batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
-    return recv_events(self, args, nargs, kwnames, pgn_recv, 1);
+    return recv_events(self, args, nargs, kwnames, PGN_QUEUE_MAIN);
 }
 
 static PyObject *Front_recv_watched(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
-    return recv_events(self, args, nargs, kwnames, pgn_recv_watched, 0);
+    return recv_events(self, args, nargs, kwnames, PGN_QUEUE_WATCHED);
 }
 
 /* Runs a Go call that may report PGN_WOULD_BLOCK first without releasing the
@@ -1037,9 +1182,9 @@ static PyMethodDef Front_methods[] = {
      "route($self, call_id, method_id, /)\n--\n\nContinue a call that arrived as EVENT_LOOKUP as a method "
      "added with add_method()."},
     {"recv_batch", (PyCFunction)(void (*)(void))Front_recv_batch, METH_FASTCALL | METH_KEYWORDS,
-     "recv_batch($self, /, max_events, timeout=None, standby=False)\n--\n\nWait for events; return a list of up "
+     "recv_batch($self, /, max_events, timeout=None, client_keys=True)\n--\n\nWait for events; return a list of up "
      "to max_events (kind, call_id, method_id, payload, client_key) tuples, [] on timeout, None once stopped and "
-     "drained. A standby caller gets events only while no other thread waits in recv_batch()."},
+     "drained. With client_keys=False the client_key of every event is None (saves building it)."},
     {"respond", (PyCFunction)(void (*)(void))Front_respond, METH_FASTCALL,
      "respond($self, call_id, payload, /)\n--\n\nAnswer a unary call with one message and status OK. "
      "Returns False if the call had already ended."},

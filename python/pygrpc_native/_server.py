@@ -2,18 +2,29 @@
 
 Threads, and why:
 
-* Calls run in the user's thread pool, as in grpcio, but not one
-  ``submit()`` per call. Events are taken from Go in batches (one GIL trip
-  for many calls); calls go to a deque, and *drain tasks* in the pool work
-  it off. A drain task that finds the deque empty takes the next batch from
-  Go itself, so under load a pool thread goes from call to call with no
-  thread hop at all; after ``_IDLE`` without calls it returns its thread to
-  the pool.
-* One dispatcher thread waits for events as a *standby* receiver: Go gives
-  it events only while no drain task is waiting for them, that is when the
-  server is idle (so an idle server holds no pool thread) or every drain
-  task is busy in a handler (so new calls still reach idle pool threads).
-  It runs no user code.
+* Handlers run in the user's executor, as in grpcio, but calls are not
+  submitted one by one. *Drain tasks* run in the executor: each takes calls
+  from a deque shared with the others and, when it is empty, the next batch
+  from Go itself (the GIL released while it waits, only one task waiting at
+  a time). Under load one task goes from call to call with no thread hop
+  and no GIL hand-off, which is the cheapest way to run handlers that don't
+  block: with the GIL, more threads would only take turns.
+* More tasks start only when a handler holds its task up. A monitor thread
+  looks every ``_TICK`` while tasks exist: if calls wait and a task is still
+  in the call it was in at the previous look, it submits one more task,
+  unless the last one it submitted has not started yet (the executor has
+  no free thread, and more would only queue up). So handlers that block get
+  as many threads as the executor gives, whatever kind of executor it is,
+  while fast handlers share one; and a look costs a few microseconds.
+* A task gives its thread back when there is nothing to do for ``_IDLE``,
+  when another task already waits for Go's next batch, or when more tasks
+  run than the monitor last wanted (it lowers the number after every look
+  that finds no task held up).
+* While no task runs, the monitor itself waits for calls in Go and starts
+  the first task when some arrive.
+* Calls whose client has gone (cancelled, deadline passed) before a handler
+  picked them up are not run: Go drops the ones still queued there, and the
+  drain tasks skip the ones already taken whose EVENT_CANCEL has come.
 * Calls with callbacks (add_callback) are watched: if one ends without its
   handler finishing it (client cancel, deadline), Go reports it on a queue
   of its own, which a callback thread started on first use drains, so
@@ -51,15 +62,25 @@ _LOGGER = logging.getLogger("pygrpc_native")
 _UNKNOWN = grpc.StatusCode.UNKNOWN.value[0]
 _UNAVAILABLE = grpc.StatusCode.UNAVAILABLE.value[0]
 
-# Events taken from Go at once; large enough that a burst is one GIL trip.
+# Events taken from Go at once (Go also caps a batch at 1 MiB of payload).
 _BATCH = 256
-# Drain tasks used when the executor doesn't say how many threads it has.
-_DEFAULT_DRAINERS = 16
 # How long a drain task waits for more calls before it gives its thread back.
 _IDLE = 0.02
+# How often the monitor looks for handlers that hold their task up.
+_TICK = 0.002
 # How often wait_for_termination() lets Python run signal handlers.
 _WAIT_SLICE = 0.1
 
+
+class _Runner:
+    """One drain task, as the monitor sees it: the call it is in (None
+    while it isn't in one), and what that was at the monitor's last look."""
+
+    __slots__ = ("call", "looked")
+
+    def __init__(self) -> None:
+        self.call: Optional[int] = None
+        self.looked: Optional[int] = None
 
 
 class _Server(ServerCore, grpc.Server):
@@ -85,11 +106,20 @@ class _Server(ServerCore, grpc.Server):
         self._pool = thread_pool
         self._watched: Dict[int, ServicerContext] = {}
         self._callback_thread: Optional[threading.Thread] = None
+        # Calls taken from Go, waiting for a drain task.
         self._pending: collections.deque = collections.deque()
-        self._drain_lock = threading.Lock()
-        self._drainers = 0
+        # Ids of EVENT_CANCELs taken while calls were pending; cleared when
+        # the deque is empty, since only pending calls can be skipped.
+        self._cancelled: set = set()
+        # Guards the task counts below (not the per-call path).
+        self._tasks_lock = threading.Lock()
+        self._runners: set = set()  # tasks that have started
+        self._tasks = 0  # tasks submitted and not ended
+        self._starting = 0  # tasks submitted and not started yet
+        self._want = 1  # how many tasks the monitor wants running
+        self._waiting = 0  # tasks waiting in Go for the next batch
         self._closed = False  # Go's queue reported its end
-        self._max_drainers = getattr(thread_pool, "_max_workers", None) or _DEFAULT_DRAINERS
+        self._monitor_wake = threading.Event()
         self._dispatcher: Optional[threading.Thread] = None
         self._termination = threading.Event()
         self._shutdown_events: List[threading.Event] = []
@@ -111,7 +141,7 @@ class _Server(ServerCore, grpc.Server):
                 self.fallback.start()
                 self.front.start()
                 self._dispatcher = threading.Thread(
-                    target=self._dispatch, name="pygrpc_native-dispatcher", daemon=True
+                    target=self._monitor, name="pygrpc_native-monitor", daemon=True
                 )
                 self._dispatcher.start()
             self.stage = STARTED
@@ -176,23 +206,59 @@ class _Server(ServerCore, grpc.Server):
 
     # -- dispatch ------------------------------------------------------------
 
-    def _dispatch(self) -> None:
-        """Takes events while no drain task waits for them, until the front
-        stops."""
+    def _monitor(self) -> None:
+        """Waits for calls in Go while no drain task runs; otherwise looks
+        every _TICK for handlers that hold their task up (see the module
+        docstring). Ends when Go's queue does."""
+        front = self.front
         try:
-            while (events := self.front.recv_batch(_BATCH, None, True)) is not None:
-                self._take(events, draining=False)
-            self._closed = True
+            while not self._closed:
+                if self._tasks == 0:
+                    events = front.recv_batch(_BATCH, None, client_keys=False)
+                    if events is None:
+                        self._closed = True
+                    else:
+                        self._take(events)
+                    continue
+                if self._monitor_wake.wait(_TICK):
+                    self._monitor_wake.clear()
+                    continue
+                self._look()
         except Exception:  # noqa: BLE001 - the server must not die silently
-            _LOGGER.exception("pygrpc_native dispatcher failed; stopping the server")
+            _LOGGER.exception("pygrpc_native monitor failed; stopping the server")
             self.front.stop(None)
             self._terminated()
 
-    def _take(self, events: List[Any], draining: bool) -> None:
-        """Sorts a batch: calls to the deque, lookups to the pool. Then
-        starts drain tasks for the calls no running task will take: one per
-        call, up to the pool's size, less the caller if it is a drain task
-        (it takes one itself)."""
+    def _look(self) -> None:
+        """One look of the monitor: grows the drain tasks by one when a
+        handler has held its task since the last look while calls wait;
+        otherwise lowers the number of tasks it wants."""
+        held = False
+        for runner in list(self._runners):
+            call = runner.call
+            if call is not None and call == runner.looked:
+                held = True
+            runner.looked = call
+        if not held:
+            if self._want > 1:
+                self._want -= 1
+            return
+        if self._waiting == 0 and not self._pending:
+            # Every task is busy: see whether calls wait in Go.
+            events = self.front.recv_batch(_BATCH, 0, client_keys=False)
+            if events is None:
+                self._closed = True
+                return
+            self._take(events)
+        with self._tasks_lock:
+            if self._pending and self._starting == 0 and not self._closed:
+                self._want = max(self._want, self._tasks + 1)
+                self._spawn()
+
+    def _take(self, events: List[Any]) -> None:
+        """Sorts a batch: calls to the deque, lookups to the pool, and the
+        ids of cancelled calls, which pending calls are checked against.
+        Starts a drain task if none runs."""
         methods = self.methods
         pending = self._pending
         for kind, call_id, method_id, payload, _client in events:
@@ -200,53 +266,67 @@ class _Server(ServerCore, grpc.Server):
                 pending.append((methods[method_id], call_id, payload))
             elif kind == EVENT_LOOKUP:
                 self._submit(self.lookup, call_id, payload.decode("utf-8", "replace"))
-            # EVENT_CANCEL: only watched calls have callbacks to run, and
-            # their cancellations come through _watch_calls.
-        if pending:
-            with self._drain_lock:
-                want = min(len(pending) - draining, self._max_drainers - self._drainers)
-                for _ in range(want):
-                    self._drainers += 1
-                    if not self._submit(self._drain):
-                        self._drainers -= 1
+            elif pending:
+                # EVENT_CANCEL (watched calls' come through _watch_calls).
+                self._cancelled.add(call_id)
+        if pending and self._tasks == 0:
+            with self._tasks_lock:
+                if self._tasks == 0:
+                    self._spawn()
 
-    def _drain(self) -> None:
-        left = False
+    def _spawn(self) -> None:
+        """Submits one drain task; called with _tasks_lock held."""
+        runner = _Runner()
+        self._tasks += 1
+        self._starting += 1
+        if not self._submit(self._drain, runner):
+            self._tasks -= 1
+            self._starting -= 1
+
+    def _drain(self, runner: _Runner) -> None:
+        with self._tasks_lock:
+            self._starting -= 1
+            self._runners.add(runner)
         try:
-            left = self._drain_calls()
-        finally:
-            if not left:  # an unexpected error: still give the slot back
-                self._leave()
+            self._drain_calls(runner)
+        except Exception:  # noqa: BLE001 - only a bug gets here
+            _LOGGER.exception("pygrpc_native: a drain task failed")
+            self._end_task(runner)
 
-    def _leave(self) -> None:
-        with self._drain_lock:
-            self._release_slot()
+    def _end_task(self, runner: _Runner) -> None:
+        with self._tasks_lock:
+            self._end_task_locked(runner)
 
-    def _release_slot(self) -> None:
-        """Gives a drain task's slot back; called with _drain_lock held."""
-        self._drainers -= 1
+    def _end_task_locked(self, runner: _Runner) -> None:
+        self._runners.discard(runner)
+        self._tasks -= 1
+        if self._tasks == 0:
+            self._monitor_wake.set()  # the monitor waits in Go from now on
 
-    def _drain_calls(self) -> bool:
-        """Runs calls until none wait; returns True once it has given its
-        slot back, which it does under the same lock as its last look at
-        the deque, so that _take never counts on a task that is leaving."""
+    def _drain_calls(self, runner: _Runner) -> None:
+        """Runs calls until there are none for _IDLE, another task waits
+        for Go, or the monitor wants fewer tasks. Ends the task under the
+        same lock as its last look at the deque, so that _take never counts
+        on a task that is leaving."""
         pending = self._pending
+        cancelled = self._cancelled
         front = self.front
         while True:
             try:
                 method, call_id, payload = pending.popleft()
             except IndexError:
-                events = None if self._closed else front.recv_batch(_BATCH, _IDLE)
-                if events:
-                    self._take(events, draining=True)
+                runner.call = None
+                cancelled.clear()
+                if self._receive():
                     continue
-                if events is None:
-                    self._closed = True
-                with self._drain_lock:
+                with self._tasks_lock:
                     if not pending:
-                        self._release_slot()
-                        return True
+                        self._end_task_locked(runner)
+                        return
                 continue
+            if cancelled and call_id in cancelled:
+                continue  # the client is gone; Go counted it as cancelled
+            runner.call = call_id
             try:
                 run_call(self, method, call_id, payload)
             except Exception:  # noqa: BLE001 - never lose the drain task
@@ -255,6 +335,28 @@ class _Server(ServerCore, grpc.Server):
                     front.finish(call_id, _UNKNOWN, "Unexpected server error")
                 except RuntimeError:
                     pass  # the server has stopped
+            if self._tasks > self._want:
+                with self._tasks_lock:
+                    if self._tasks > self._want:
+                        runner.call = None
+                        self._end_task_locked(runner)
+                        return
+
+    def _receive(self) -> bool:
+        """Takes the next batch from Go into the deque, waiting up to _IDLE,
+        unless another task already waits for it. True if calls wait now."""
+        if self._closed or self._waiting:
+            return bool(self._pending)
+        self._waiting += 1
+        try:
+            events = self.front.recv_batch(_BATCH, _IDLE, client_keys=False)
+        finally:
+            self._waiting -= 1
+        if events is None:
+            self._closed = True
+        elif events:
+            self._take(events)
+        return bool(self._pending)
 
     def _submit(self, fn: Any, *args: Any) -> bool:
         try:

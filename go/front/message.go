@@ -1,0 +1,61 @@
+package front
+
+import (
+	"math/bits"
+	"sync"
+
+	"google.golang.org/grpc/mem"
+)
+
+// CopyMessage copies a message that grpc-go will send (Respond, Send,
+// Finish) into a buffer it frees once written: one copy, into memory that
+// is not cleared first. grpc-go's default pool clears every buffer it hands
+// out, which for a reply copied in whole right away costs as much as the
+// copy itself; replies come from replyPool instead. Messages below grpc-go's
+// pooling threshold are plain slices, as grpc-go's own are.
+func CopyMessage(src []byte) mem.BufferSlice {
+	if mem.IsBelowBufferPoolingThreshold(len(src)) {
+		return mem.BufferSlice{mem.SliceBuffer(append([]byte(nil), src...))}
+	}
+	buf := replyPool.Get(len(src))
+	copy(*buf, src)
+	return mem.BufferSlice{mem.NewBuffer(buf, replyPool)}
+}
+
+// Tiers of replyPool: powers of two from 1 KiB to 16 MiB; larger buffers
+// are allocated and dropped.
+const (
+	minTierExp = 10
+	maxTierExp = 24
+)
+
+var replyPool mem.BufferPool = &dirtyPool{}
+
+// dirtyPool is a mem.BufferPool of power-of-two buffers that are handed out
+// as they were returned, not cleared: only for buffers overwritten whole.
+type dirtyPool struct {
+	tiers [maxTierExp - minTierExp + 1]sync.Pool
+}
+
+func (p *dirtyPool) Get(n int) *[]byte {
+	exp := max(bits.Len(uint(n-1)), minTierExp)
+	if exp > maxTierExp {
+		b := make([]byte, n)
+		return &b
+	}
+	if bp, ok := p.tiers[exp-minTierExp].Get().(*[]byte); ok {
+		*bp = (*bp)[:n]
+		return bp
+	}
+	b := make([]byte, n, 1<<exp)
+	return &b
+}
+
+func (p *dirtyPool) Put(bp *[]byte) {
+	c := cap(*bp)
+	exp := bits.Len(uint(c)) - 1
+	if c != 1<<exp || exp < minTierExp || exp > maxTierExp {
+		return // not one of ours
+	}
+	p.tiers[exp-minTierExp].Put(bp)
+}
