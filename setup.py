@@ -21,6 +21,10 @@ from setuptools.command.build_ext import build_ext
 
 ROOT = Path(__file__).resolve().parent
 
+# The Go runtime settings the library is built with (go/front/front.go,
+# streamWorkers, says why); the Bazel graph sets the same (go/capi/BUILD.bazel).
+GODEBUG = "gcshrinkstackoff=1"
+
 
 NO_WHEEL = (
     "pygrpc-native: no prebuilt wheel matches this platform, so pip is building it from source, "
@@ -54,7 +58,7 @@ class BuildGoExtension(build_ext):
         try:
             subprocess.run(
                 [go, "build", "-buildmode=c-archive", "-trimpath", "-buildvcs=false",
-                 "-ldflags=-s -w -buildid=", "-o", str(archive), "./go/capi"],
+                 f"-ldflags=-s -w -buildid= -X=runtime.godebugDefault={GODEBUG}", "-o", str(archive), "./go/capi"],
                 cwd=ROOT, env=env, check=True,
             )
         except subprocess.CalledProcessError as exc:

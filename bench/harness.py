@@ -619,11 +619,17 @@ def describe(m: dict) -> str:
     )
 
 
+# The ceiling runs the Go front with the runtime settings the library is
+# built with (setup.py's GODEBUG); the other Go tools keep Go's defaults.
+_LIBRARY_LDFLAGS = {"ceiling": "-X=runtime.godebugDefault=gcshrinkstackoff=1"}
+
+
 def go_build(package: str, dest_dir: Path) -> Path:
     """go build ./bench/<package> into dest_dir; returns the binary's path."""
     out = dest_dir / package
     subprocess.run(
-        ["go", "build", "-trimpath", "-o", str(out), f"./bench/{package}"],
+        ["go", "build", "-trimpath", f"-ldflags={_LIBRARY_LDFLAGS.get(package, '')}", "-o", str(out),
+         f"./bench/{package}"],
         cwd=REPO_ROOT,
         check=True,
         timeout=600,

@@ -87,6 +87,11 @@ def link_flags(target: dict, work: Path) -> list[str]:
     return ["-lpthread", f"-Wl,--version-script={exports}"]
 
 
+# The Go runtime settings the library is built with: setup.py's GODEBUG
+# (go/front/front.go, streamWorkers, says why).
+GODEBUG = "gcshrinkstackoff=1"
+
+
 def build_extension(name: str, target: dict, zig: Path, env: dict[str, str], headers: Path,
                     work: Path) -> Path:
     """Go c-archive + shim -> work/_native.abi3.so, stripped."""
@@ -96,7 +101,7 @@ def build_extension(name: str, target: dict, zig: Path, env: dict[str, str], hea
     print(f"[{name}] go build -buildmode=c-archive ({target['goos']}/{target['goarch']})", flush=True)
     subprocess.run(
         ["go", "build", "-buildmode=c-archive", "-trimpath", "-buildvcs=false",
-         "-ldflags=-s -w -buildid=", "-o", str(archive), "./go/capi"],
+         f"-ldflags=-s -w -buildid= -X=runtime.godebugDefault={GODEBUG}", "-o", str(archive), "./go/capi"],
         cwd=ROOT, check=True,
         env=dict(env, GOOS=target["goos"], GOARCH=target["goarch"], CC=shlex.join(cc)),
     )
