@@ -34,16 +34,6 @@ type op struct {
 	method     int32 // opRoute
 }
 
-// How many ops Python may queue on one call before a send blocks. For a
-// server-streaming call this is what lets the handler run ahead of HTTP/2
-// flow control by a few messages, and no further; a unary call needs room
-// for its initial metadata and its answer only, and a small buffer keeps
-// the per-call allocation small (an op is ~80 bytes).
-const (
-	streamOpsBuffer = 16
-	unaryOpsBuffer  = 4
-)
-
 // call is one live call. The handler goroutine that created it is its only
 // owner: it alone writes to the stream, so Python's threads talk to it
 // through ops and never touch grpc-go directly.
@@ -57,9 +47,10 @@ type call struct {
 	stop      context.CancelFunc
 	conn      *connAddr
 	clientKey string
-	ops       chan op
-	// ended is closed when the handler goroutine is done with the call, to
-	// release Python threads blocked on a full ops channel.
+	ops       opQueue
+	// ended is closed when the handler goroutine is done with the call:
+	// ops posted afterwards report ResultEnded, and Python threads waiting
+	// for room in ops are released.
 	ended chan struct{}
 	// watched sends the call's EventCancel to the watched queue instead of
 	// the main one. Guarded by the call's shard lock, so that Watch and the

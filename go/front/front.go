@@ -458,22 +458,7 @@ func (f *Front) post(id uint64, o op, block bool) Result {
 	if r != ResultOK {
 		return r
 	}
-	select {
-	case c.ops <- o:
-		return ResultOK
-	case <-c.ended:
-		return ResultEnded
-	default:
-	}
-	if !block {
-		return ResultWouldBlock
-	}
-	select {
-	case c.ops <- o:
-		return ResultOK
-	case <-c.ended:
-		return ResultEnded
-	}
+	return c.ops.put(o, block, c.ended)
 }
 
 // Respond answers a unary call with one message and status OK. The

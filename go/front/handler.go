@@ -62,7 +62,7 @@ func (f *Front) dispatch(_ any, ss grpc.ServerStream) error {
 // resolve asks Python what an unknown path is (EventLookup) and continues
 // the call as the method Python routes it to, or ends it as Python says.
 func (f *Front) resolve(ss grpc.ServerStream, path string) error {
-	c, err := f.newCall(ss.Context(), path, -1, streamOpsBuffer)
+	c, err := f.newCall(ss.Context(), path, -1)
 	if err != nil {
 		return err
 	}
@@ -71,21 +71,25 @@ func (f *Front) resolve(ss grpc.ServerStream, path string) error {
 	if err := f.deliver(c, lookup); err != nil {
 		return err
 	}
+	var batch []op
 	for {
 		select {
-		case o := <-c.ops:
-			if o.kind == opRoute {
-				c.lookup.Store(false)
-				if o.method == FallbackMethodID {
-					// Python's part ends here: the fallback serves it.
-					f.end(c)
-					f.m.callsCompleted.Add(1)
-					return f.proxy(ss, path)
+		case <-c.ops.ready:
+			batch = c.ops.take(batch[:0])
+			for _, o := range batch {
+				if o.kind == opRoute {
+					c.lookup.Store(false)
+					if o.method == FallbackMethodID {
+						// Python's part ends here: the fallback serves it.
+						f.end(c)
+						f.m.callsCompleted.Add(1)
+						return f.proxy(ss, path)
+					}
+					return f.serveMethod(ss, o.method, c)
 				}
-				return f.serveMethod(ss, o.method, c)
-			}
-			if err, done := f.apply(c, o, ss); done {
-				return err
+				if err, done := f.apply(c, o, ss); done {
+					return err
+				}
 			}
 		case <-c.ctx.Done():
 			return f.abandon(c, c.ctx.Err())
@@ -120,11 +124,7 @@ func (f *Front) serveMethod(ss grpc.ServerStream, methodID int32, c *call) error
 	m, _ := f.methods.get(methodID)
 	if c == nil {
 		var err error
-		buffer := unaryOpsBuffer
-		if m.ServerStreaming {
-			buffer = streamOpsBuffer
-		}
-		if c, err = f.newCall(ctx, m.Path, methodID, buffer); err != nil {
+		if c, err = f.newCall(ctx, m.Path, methodID); err != nil {
 			req.Free()
 			return err
 		}
@@ -157,7 +157,7 @@ func (f *Front) refuse(ctx context.Context, err error) error {
 }
 
 // newCall registers a call, unless the concurrency limit refuses it.
-func (f *Front) newCall(ctx context.Context, path string, methodID int32, opsBuffer int) (*call, error) {
+func (f *Front) newCall(ctx context.Context, path string, methodID int32) (*call, error) {
 	if limit := f.cfg.MaxConcurrentRPCs; limit > 0 && f.m.callsActive.Load() >= int64(limit) {
 		return nil, f.refuse(ctx, status.Error(codes.ResourceExhausted, detailsConcurrencyLimit))
 	}
@@ -166,7 +166,7 @@ func (f *Front) newCall(ctx context.Context, path string, methodID int32, opsBuf
 		methodID: methodID,
 		path:     path,
 		ctx:      ctx,
-		ops:      make(chan op, opsBuffer),
+		ops:      newOpQueue(),
 		ended:    make(chan struct{}),
 	}
 	if _, ok := ctx.Deadline(); ok {
@@ -214,11 +214,15 @@ func (f *Front) end(c *call) (watched bool) {
 // serve applies Python's ops to the call until Python finishes it or the
 // call ends on its own (cancel, deadline, lost connection, server stop).
 func (f *Front) serve(c *call, out grpc.ServerStream) error {
+	var batch []op
 	for {
 		select {
-		case o := <-c.ops:
-			if err, done := f.apply(c, o, out); done {
-				return err
+		case <-c.ops.ready:
+			batch = c.ops.take(batch[:0])
+			for _, o := range batch {
+				if err, done := f.apply(c, o, out); done {
+					return err
+				}
 			}
 		case <-c.ctx.Done():
 			return f.abandon(c, c.ctx.Err())

@@ -1,0 +1,89 @@
+package front
+
+import "sync"
+
+// Limits of what Python may queue on one call before a send waits (or, for
+// an event loop's front, reports ResultWouldBlock). They let a handler run
+// ahead of the client by about one HTTP/2 window, and no further, however
+// small its messages; a single larger message always goes through alone.
+const (
+	maxQueuedOps   = 256
+	maxQueuedBytes = 64 << 10
+)
+
+// opQueue carries a call's ops from Python's threads to the call's
+// goroutine, in order. The goroutine takes every queued op at once, and a
+// sender wakes it only when it put the first op into an empty queue: while
+// the goroutine is busy sending, a burst of messages costs no wake-ups.
+type opQueue struct {
+	mu    sync.Mutex
+	ops   []op
+	bytes int
+	// full is set by a sender that found no room; the goroutine then
+	// signals room after its next take.
+	full bool
+	// ready holds a token while ops may wait (for the call's goroutine);
+	// room holds one when room was made (for a waiting sender).
+	ready, room chan struct{}
+}
+
+func newOpQueue() opQueue {
+	return opQueue{ready: make(chan struct{}, 1), room: make(chan struct{}, 1)}
+}
+
+func signal(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// put queues o. Without block it never waits; with block it waits for room
+// until ended is closed (the call has ended: ResultEnded).
+func (q *opQueue) put(o op, block bool, ended <-chan struct{}) Result {
+	size := o.payload.Len()
+	for {
+		select {
+		case <-ended:
+			return ResultEnded
+		default:
+		}
+		q.mu.Lock()
+		n := len(q.ops)
+		if n == 0 || (n < maxQueuedOps && q.bytes+size <= maxQueuedBytes) {
+			q.ops = append(q.ops, o)
+			q.bytes += size
+			q.mu.Unlock()
+			if n == 0 {
+				signal(q.ready)
+			}
+			return ResultOK
+		}
+		q.full = true
+		q.mu.Unlock()
+		if !block {
+			return ResultWouldBlock
+		}
+		select {
+		case <-q.room:
+		case <-ended:
+			return ResultEnded
+		}
+	}
+}
+
+// take moves every queued op to the end of dst and returns it. Called by
+// the call's goroutine when ready fires.
+func (q *opQueue) take(dst []op) []op {
+	q.mu.Lock()
+	dst = append(dst, q.ops...)
+	clear(q.ops)
+	q.ops, q.bytes = q.ops[:0], 0
+	full := q.full
+	q.full = false
+	q.mu.Unlock()
+	if full {
+		signal(q.room)
+	}
+	return dst
+}
