@@ -14,6 +14,9 @@ import (
 // copy itself; replies come from replyPool instead. Messages below grpc-go's
 // pooling threshold are plain slices, as grpc-go's own are.
 func CopyMessage(src []byte) mem.BufferSlice {
+	if len(src) == 0 {
+		return nil // an empty message, with nothing to allocate
+	}
 	if mem.IsBelowBufferPoolingThreshold(len(src)) {
 		return mem.BufferSlice{mem.SliceBuffer(append([]byte(nil), src...))}
 	}

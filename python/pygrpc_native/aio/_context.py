@@ -90,7 +90,14 @@ class ServicerContext(CallInfo, grpc.aio.ServicerContext):
         self._check_open("RPC already finished.")
         body = self._server.serialize(self, message)
         self.initial_metadata_sent = True
-        if not await self._post(self._front.send_message, body):
+        try:
+            # Most writes find room in the call's buffer: no await needed.
+            sent = self._front.send_message(self._call_id, body)
+        except RuntimeError:
+            sent = False  # the server has stopped: the call has ended
+        if sent is None:
+            sent = await self._post(self._front.send_message, body)
+        if not sent:
             raise asyncio.CancelledError()
 
     async def read(self) -> Any:
