@@ -165,17 +165,6 @@ def test_refused_addresses(address):
     assert _for_both(check) == ("RuntimeError", True)
 
 
-def test_unix_without_a_path_binds_an_unnamed_socket():
-    def check(kind):
-        server, pool = _server(kind)
-        try:
-            return server.add_insecure_port("unix:")
-        finally:
-            _stop(server, pool)
-
-    assert _for_both(check) == 1
-
-
 def test_empty_address_message():
     def check(kind):
         server, pool = _server(kind)

@@ -52,7 +52,7 @@ func parseBindAddress(address string) (bindAddress, error) {
 }
 
 // unixFile is a socket file address. An empty path binds an unnamed socket
-// that Linux names itself (autobind), as grpcio does for "unix:".
+// that Linux names itself (autobind).
 // isLocalhost reports a TCP address on "localhost", which grpcio binds on
 // both loopback interfaces.
 func isLocalhost(address string) bool {
