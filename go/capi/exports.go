@@ -567,3 +567,46 @@ func decodeMetadata(p *C.char, n C.size_t) metadata.MD {
 	}
 	return md
 }
+
+// pgn_enable_health makes the front answer grpc.health.v1.Health's Check
+// and Watch itself (Front.EnableHealth).
+//
+//export pgn_enable_health
+func pgn_enable_health(h C.int64_t) C.int {
+	f := getHandle(int64(h))
+	if f == nil {
+		return C.PGN_BAD_HANDLE
+	}
+	f.EnableHealth()
+	return C.PGN_OK
+}
+
+// pgn_set_health sets a service's health status: 0, or an error kind with
+// *errOut set.
+//
+//export pgn_set_health
+func pgn_set_health(h C.int64_t, service *C.char, serviceLen C.size_t, status C.int32_t, errOut **C.char) C.int {
+	f := getHandle(int64(h))
+	if f == nil {
+		return setError(errors.New("the front is closed"), errOut)
+	}
+	if err := f.SetHealth(string(goBytes(service, serviceLen)), int32(status)); err != nil {
+		return setError(err, errOut)
+	}
+	return 0
+}
+
+// pgn_enter_health_shutdown sets every service NOT_SERVING for good: 0, or
+// an error kind with *errOut set.
+//
+//export pgn_enter_health_shutdown
+func pgn_enter_health_shutdown(h C.int64_t, errOut **C.char) C.int {
+	f := getHandle(int64(h))
+	if f == nil {
+		return setError(errors.New("the front is closed"), errOut)
+	}
+	if err := f.EnterHealthShutdown(); err != nil {
+		return setError(err, errOut)
+	}
+	return 0
+}

@@ -50,7 +50,8 @@ type Front struct {
 	// Python can take them on a thread of their own.
 	watchedQueue *eventQueue
 	methods      *methodTable
-	fallback     *grpc.ClientConn // nil without a fallback server
+	health       atomic.Pointer[healthTable] // nil until EnableHealth
+	fallback     *grpc.ClientConn            // nil without a fallback server
 	calls        callTable
 	lastID       atomic.Uint64
 	m            metrics

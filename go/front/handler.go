@@ -44,6 +44,9 @@ func (f *Front) dispatch(_ any, ss grpc.ServerStream) error {
 	}
 	f.applyDefaultCompression(ctx)
 	path, _ := grpc.MethodFromServerStream(ss)
+	if h := f.health.Load(); h != nil && (path == healthCheckPath || path == healthWatchPath) {
+		return f.serveHealth(h, ss, path)
+	}
 	if id, m, ok := f.methods.lookup(path); ok {
 		if m.Fallback {
 			return f.proxy(ss, path)
@@ -104,13 +107,7 @@ func (f *Front) serveMethod(ss grpc.ServerStream, methodID int32, c *call) error
 	ctx := ss.Context()
 	var req mem.BufferSlice
 	if err := ss.RecvMsg(&req); err != nil {
-		if errors.Is(err, io.EOF) {
-			// The client half-closed without a request; grpcio's answer.
-			path, _ := grpc.MethodFromServerStream(ss)
-			err = status.Errorf(codes.Unimplemented, "%q requires exactly one request message.", path)
-		}
-		// Otherwise grpc-go has already sent the client its status (e.g.
-		// RESOURCE_EXHAUSTED for a request over the size limit).
+		err = requestMissing(ss, err)
 		if c != nil {
 			// Started when Python saw its lookup, so it ends with an
 			// outcome, never as a refusal (metrics invariant).
@@ -145,6 +142,19 @@ func (f *Front) serveMethod(ss grpc.ServerStream, methodID int32, c *call) error
 		}
 	}
 	return f.serve(c, ss)
+}
+
+// requestMissing is the status of a call whose request could not be read
+// (err from RecvMsg).
+func requestMissing(ss grpc.ServerStream, err error) error {
+	if errors.Is(err, io.EOF) {
+		// The client half-closed without a request; grpcio's answer.
+		path, _ := grpc.MethodFromServerStream(ss)
+		return status.Errorf(codes.Unimplemented, "%q requires exactly one request message.", path)
+	}
+	// Otherwise grpc-go has already sent the client its status (e.g.
+	// RESOURCE_EXHAUSTED for a request over the size limit).
+	return err
 }
 
 // refuse ends a call that never reaches Python.

@@ -72,6 +72,11 @@ def fallback_options(options: Sequence[Any]) -> List[Any]:
     return [o for o in options if not (isinstance(o, (tuple, list)) and len(o) == 2 and o[0] in _FRONT_ONLY_OPTIONS)]
 
 
+# Marks the methods of pygrpc_native.health.HealthServicer, which a server
+# answers in Go instead of calling them.
+NATIVE_HEALTH_MARK = "_pygrpc_native_health"
+
+
 class ServerCore:
     """The routing half of a server; subclasses add dispatch and lifecycle.
 
@@ -155,6 +160,16 @@ class ServerCore:
         if handler.request_streaming:
             self.front.add_fallback_method(path)
             return FALLBACK
+        behavior = handler.unary_unary or handler.unary_stream
+        if getattr(behavior, NATIVE_HEALTH_MARK, False):
+            from .health import native_servicer  # imported already: it made the mark
+
+            servicer = native_servicer(behavior)
+            if servicer is not None:
+                # From now on Go answers Check and Watch before the method
+                # table is consulted; the method stays registered below only
+                # for a call already routed here by a lookup.
+                servicer._serve_on(self.front)
         method_id = self.front.add_method(path, handler.response_streaming)
         self.methods[method_id] = Method(path, handler)
         return method_id

@@ -110,6 +110,9 @@ class NativeGrpcFront(_native.Front):
     ``add_fallback_method``, and (without ``resolve_unknown``) every unknown
     path. ``credentials`` (from ``pygrpc_native.ssl_server_credentials()``)
     serves TLS; ``call_details()`` then reports the client's identity.
+    ``health=True`` answers ``grpc.health.v1.Health``'s Check and Watch in
+    Go, before any event reaches Python, from a status table that
+    ``set_health()`` updates (``enable_health()`` does the same later).
     """
 
     def __init__(
@@ -123,6 +126,7 @@ class NativeGrpcFront(_native.Front):
         maximum_concurrent_rpcs: Optional[int] = None,
         fallback: Optional[str] = None,
         credentials: Optional[Any] = None,
+        health: bool = False,
     ) -> None:
         super().__init__(
             _config_json(
@@ -138,6 +142,8 @@ class NativeGrpcFront(_native.Front):
             )
         )
         self.address = address
+        if health:
+            self.enable_health()
 
     def __repr__(self) -> str:
         return f"<NativeGrpcFront {self.address!r} port={self.port}>"

@@ -1164,6 +1164,57 @@ static PyObject *Front_metrics(PyObject *self, PyObject *unused) {
     return decode_and_free(buf, len);
 }
 
+/* ---- native health service (grpc.health.v1.Health) --------------------- */
+
+static PyObject *Front_enable_health(PyObject *self, PyObject *unused) {
+    int64_t h = front_handle(self);
+    if (h == 0) {
+        return NULL;
+    }
+    if (pgn_enable_health(h) != PGN_OK) {
+        return result_to_py(PGN_BAD_HANDLE, 0);
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *Front_set_health(PyObject *self, PyObject *args) {
+    PyObject *service_obj;
+    Py_ssize_t service_len;
+    int status;
+    if (!PyArg_ParseTuple(args, "Oi:set_health", &service_obj, &status)) {
+        return NULL;
+    }
+    const char *service = utf8_arg(service_obj, "service", &service_len);
+    if (service == NULL) {
+        return NULL;
+    }
+    int64_t h = front_handle(self);
+    if (h == 0) {
+        return NULL;
+    }
+    char *err = NULL;
+    int rc = pgn_set_health(h, (char *)service, (size_t)service_len, (int32_t)status, &err);
+    if (rc != 0) {
+        raise_go_error(rc, err);
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *Front_enter_health_shutdown(PyObject *self, PyObject *unused) {
+    int64_t h = front_handle(self);
+    if (h == 0) {
+        return NULL;
+    }
+    char *err = NULL;
+    int rc = pgn_enter_health_shutdown(h, &err);
+    if (rc != 0) {
+        raise_go_error(rc, err);
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef Front_methods[] = {
     {"start", (PyCFunction)Front_start, METH_NOARGS, "start($self, /)\n--\n\nBind the address and start serving."},
     {"stop", (PyCFunction)(void (*)(void))Front_stop, METH_VARARGS | METH_KEYWORDS,
@@ -1217,6 +1268,16 @@ static PyMethodDef Front_methods[] = {
      "time_remaining($self, call_id, /)\n--\n\nSeconds left before the call's deadline, or None without one."},
     {"call_details", (PyCFunction)Front_call_details, METH_O,
      "call_details($self, call_id, /)\n--\n\nA dict describing a live call."},
+    {"enable_health", (PyCFunction)Front_enable_health, METH_NOARGS,
+     "enable_health($self, /)\n--\n\nAnswer grpc.health.v1.Health's Check and Watch in Go, from the front's "
+     "status table (\"\" starts SERVING), from now on."},
+    {"set_health", (PyCFunction)Front_set_health, METH_VARARGS,
+     "set_health($self, service, status, /)\n--\n\nSet a service's health status (a HealthCheckResponse."
+     "ServingStatus value); Watch streams of that service get it at once. Ignored after "
+     "enter_health_shutdown()."},
+    {"enter_health_shutdown", (PyCFunction)Front_enter_health_shutdown, METH_NOARGS,
+     "enter_health_shutdown($self, /)\n--\n\nSet every service NOT_SERVING and ignore later set_health() "
+     "calls, as grpcio-health-checking's enter_graceful_shutdown()."},
     {"metrics", (PyCFunction)Front_metrics, METH_NOARGS, "metrics($self, /)\n--\n\nThe front's counters."},
     {"_set_tls", (PyCFunction)Front_set_tls, METH_O,
      "_set_tls($self, tls_json, /)\n--\n\nReplace the TLS credentials before start() (internal)."},

@@ -1,0 +1,224 @@
+package front
+
+import (
+	"context"
+	"sync"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+)
+
+// The two methods of grpc.health.v1.Health that a front answers itself
+// once health is enabled (EnableHealth). Other methods of the service (List)
+// are routed like any other path.
+const (
+	healthCheckPath = "/grpc.health.v1.Health/Check"
+	healthWatchPath = "/grpc.health.v1.Health/Watch"
+)
+
+// detailsBadRequest is grpcio's status details for request bytes its
+// deserializer refuses.
+const detailsBadRequest = "Exception deserializing request!"
+
+// watchBacklog bounds the statuses queued for one Watch stream whose client
+// reads slower than statuses change; past it the oldest queued one is
+// dropped, so the stream always ends on the latest status and a stalled
+// client can't make the server hold more than this.
+const watchBacklog = 64
+
+// healthTable is a front's health status table (service name -> status),
+// answered natively so that probes never wait for Python: not for the GIL,
+// not for a free worker. Its semantics are grpcio-health-checking's: the
+// overall entry "" starts SERVING; Check of an unknown service is
+// NOT_FOUND; Watch sends the current status (SERVICE_UNKNOWN for an unknown
+// service) and then one message per Set of that service; Shutdown sets
+// every service NOT_SERVING and makes later Sets no-ops.
+type healthTable struct {
+	mu       sync.Mutex
+	statuses map[string]healthpb.HealthCheckResponse_ServingStatus
+	shutdown bool
+	watchers map[string]map[*healthWatcher]struct{}
+}
+
+func newHealthTable() *healthTable {
+	return &healthTable{
+		statuses: map[string]healthpb.HealthCheckResponse_ServingStatus{"": healthpb.HealthCheckResponse_SERVING},
+		watchers: make(map[string]map[*healthWatcher]struct{}),
+	}
+}
+
+// healthWatcher is one Watch stream's queue of statuses to send. Set
+// appends under the table's lock and never blocks; the stream's goroutine
+// takes them.
+type healthWatcher struct {
+	mu      sync.Mutex
+	pending []healthpb.HealthCheckResponse_ServingStatus
+	wake    chan struct{} // capacity 1: "pending may have grown"
+}
+
+func (w *healthWatcher) push(s healthpb.HealthCheckResponse_ServingStatus) {
+	w.mu.Lock()
+	if len(w.pending) >= watchBacklog {
+		w.pending = w.pending[1:]
+	}
+	w.pending = append(w.pending, s)
+	w.mu.Unlock()
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (w *healthWatcher) take() []healthpb.HealthCheckResponse_ServingStatus {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := w.pending
+	w.pending = nil
+	return out
+}
+
+func (h *healthTable) check(service string) (healthpb.HealthCheckResponse_ServingStatus, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	s, ok := h.statuses[service]
+	return s, ok
+}
+
+// set records a status and queues it for the service's watchers, unless
+// the table is shut down.
+func (h *healthTable) set(service string, s healthpb.HealthCheckResponse_ServingStatus) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.shutdown {
+		h.setLocked(service, s)
+	}
+}
+
+func (h *healthTable) setLocked(service string, s healthpb.HealthCheckResponse_ServingStatus) {
+	h.statuses[service] = s
+	for w := range h.watchers[service] {
+		w.push(s)
+	}
+}
+
+// enterShutdown sets every service NOT_SERVING, for good.
+func (h *healthTable) enterShutdown() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.shutdown {
+		return
+	}
+	for service := range h.statuses {
+		h.setLocked(service, healthpb.HealthCheckResponse_NOT_SERVING)
+	}
+	h.shutdown = true
+}
+
+// watch registers a watcher whose queue starts with the current status,
+// taken under the same lock as the registration so that no Set is missed.
+func (h *healthTable) watch(service string) *healthWatcher {
+	w := &healthWatcher{wake: make(chan struct{}, 1)}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	s, ok := h.statuses[service]
+	if !ok {
+		s = healthpb.HealthCheckResponse_SERVICE_UNKNOWN
+	}
+	w.push(s)
+	if h.watchers[service] == nil {
+		h.watchers[service] = make(map[*healthWatcher]struct{})
+	}
+	h.watchers[service][w] = struct{}{}
+	return w
+}
+
+func (h *healthTable) unwatch(service string, w *healthWatcher) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.watchers[service], w)
+	if len(h.watchers[service]) == 0 {
+		delete(h.watchers, service)
+	}
+}
+
+// EnableHealth makes the front answer grpc.health.v1.Health's Check and
+// Watch itself, from its status table, from now on. Enabling it again does
+// nothing.
+func (f *Front) EnableHealth() {
+	f.health.CompareAndSwap(nil, newHealthTable())
+}
+
+// errHealthDisabled is SetHealth or EnterHealthShutdown before
+// EnableHealth.
+var errHealthDisabled = &LifecycleError{"the native health service is not enabled; call enable_health() first"}
+
+// SetHealth sets a service's status ("" is the whole server's). It is
+// ignored after EnterHealthShutdown.
+func (f *Front) SetHealth(service string, s int32) error {
+	h := f.health.Load()
+	if h == nil {
+		return errHealthDisabled
+	}
+	h.set(service, healthpb.HealthCheckResponse_ServingStatus(s))
+	return nil
+}
+
+// EnterHealthShutdown sets every service NOT_SERVING and ignores later
+// SetHealth calls, as grpcio-health-checking's enter_graceful_shutdown().
+func (f *Front) EnterHealthShutdown() error {
+	h := f.health.Load()
+	if h == nil {
+		return errHealthDisabled
+	}
+	h.enterShutdown()
+	return nil
+}
+
+// serveHealth answers a Check or Watch call from the health table, without
+// Python.
+func (f *Front) serveHealth(h *healthTable, ss grpc.ServerStream, path string) error {
+	if t := ticketFrom(ss.Context()); t != nil {
+		t.resolve(f.queue, nil) // this call never reaches Python's queue
+	}
+	var raw []byte
+	if err := ss.RecvMsg(&raw); err != nil {
+		return requestMissing(ss, err)
+	}
+	req := &healthpb.HealthCheckRequest{}
+	if err := proto.Unmarshal(raw, req); err != nil {
+		return status.Error(codes.Internal, detailsBadRequest)
+	}
+	if path == healthCheckPath {
+		s, ok := h.check(req.GetService())
+		if !ok {
+			return status.Error(codes.NotFound, "")
+		}
+		return sendHealth(ss, s)
+	}
+	w := h.watch(req.GetService())
+	defer h.unwatch(req.GetService(), w)
+	ctx := ss.Context()
+	for {
+		for _, s := range w.take() {
+			if err := sendHealth(ss, s); err != nil {
+				return err
+			}
+		}
+		select {
+		case <-w.wake:
+		case <-ctx.Done():
+			return status.FromContextError(context.Cause(ctx)).Err()
+		}
+	}
+}
+
+func sendHealth(ss grpc.ServerStream, s healthpb.HealthCheckResponse_ServingStatus) error {
+	b, err := proto.Marshal(&healthpb.HealthCheckResponse{Status: s})
+	if err != nil {
+		return status.Errorf(codes.Internal, "encoding the health status: %v", err)
+	}
+	return ss.SendMsg(b)
+}
