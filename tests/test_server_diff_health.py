@@ -42,18 +42,8 @@ def test_watch_sends_the_current_status_then_each_change():
 
 
 def test_watch_sends_every_set_even_of_the_same_status():
-    def scenario(channel, setter):
-        watch = h.Watch(channel, "a")
-        try:
-            seen = [watch.next()]
-            for status in (h.SERVING, h.SERVING, h.NOT_SERVING):
-                setter.set("a", status)
-                seen.append(watch.next())
-            return seen
-        finally:
-            watch.close()
-
-    assert same(h.health_setup(h.BEFORE_START), _scenario(scenario)) == [h.SERVING, h.SERVING, h.SERVING, h.NOT_SERVING]
+    seen = same(h.health_setup(h.BEFORE_START), _scenario(h.watch_repeats))
+    assert seen == [h.SERVING, h.SERVING, h.NOT_SERVING]
 
 
 def test_enter_graceful_shutdown():
@@ -198,14 +188,14 @@ def test_ours_on_grpc_server_is_grpcio_health_checking():
     """Our servicer is a drop-in elsewhere too: on grpc.server() it behaves
     as grpcio-health-checking's."""
 
-    def scenario(run):
-        setter = h.Setter(run.state.wait_for("servicer"))
-        return [h.checks(run.channel, setter), h.watch_changes(run.channel, setter)]
+    def outcomes(servicer_class):
+        seen = []
+        for scenario in (h.checks, h.watch_changes, h.watch_repeats):
+            with running("grpcio", h.health_setup(h.BEFORE_START, servicer_class)) as run:
+                seen.append(scenario(run.channel, h.Setter(run.state.wait_for("servicer"))))
+        return seen
 
-    with running("grpcio", h.health_setup(h.BEFORE_START)) as ref:
-        expected = scenario(ref)
-    with running("grpcio", h.health_setup(h.BEFORE_START, pygrpc_native.health.HealthServicer)) as ours:
-        assert scenario(ours) == expected
+    assert outcomes(pygrpc_native.health.HealthServicer) == outcomes(None)
 
 
 def test_one_servicer_on_two_servers():

@@ -572,12 +572,12 @@ func decodeMetadata(p *C.char, n C.size_t) metadata.MD {
 // and Watch itself (Front.EnableHealth).
 //
 //export pgn_enable_health
-func pgn_enable_health(h C.int64_t) C.int {
+func pgn_enable_health(h C.int64_t, changesOnly C.int) C.int {
 	f := getHandle(int64(h))
 	if f == nil {
 		return C.PGN_BAD_HANDLE
 	}
-	f.EnableHealth()
+	f.EnableHealth(changesOnly != 0)
 	return C.PGN_OK
 }
 

@@ -1,8 +1,8 @@
 package front
 
 import (
-	"context"
 	"sync"
+	"sync/atomic"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -34,9 +34,14 @@ const watchBacklog = 64
 // not for a free worker. Its semantics are grpcio-health-checking's: the
 // overall entry "" starts SERVING; Check of an unknown service is
 // NOT_FOUND; Watch sends the current status (SERVICE_UNKNOWN for an unknown
-// service) and then one message per Set of that service; Shutdown sets
+// service) and then one message per Set of that service (the sync
+// servicer's), or with changesOnly, the latest status whenever it differs
+// from the last one sent (the aio servicer's, and grpc-go's); Shutdown sets
 // every service NOT_SERVING and makes later Sets no-ops.
 type healthTable struct {
+	// changesOnly applies to the watchers registered after it is set.
+	changesOnly atomic.Bool
+
 	mu       sync.Mutex
 	statuses map[string]healthpb.HealthCheckResponse_ServingStatus
 	shutdown bool
@@ -54,17 +59,26 @@ func newHealthTable() *healthTable {
 // appends under the table's lock and never blocks; the stream's goroutine
 // takes them.
 type healthWatcher struct {
+	changesOnly bool
+
 	mu      sync.Mutex
 	pending []healthpb.HealthCheckResponse_ServingStatus
 	wake    chan struct{} // capacity 1: "pending may have grown"
+	// The last status taken, for changesOnly.
+	last  healthpb.HealthCheckResponse_ServingStatus
+	taken bool
 }
 
 func (w *healthWatcher) push(s healthpb.HealthCheckResponse_ServingStatus) {
 	w.mu.Lock()
-	if len(w.pending) >= watchBacklog {
-		w.pending = w.pending[1:]
+	switch {
+	case w.changesOnly:
+		w.pending = append(w.pending[:0], s)
+	case len(w.pending) >= watchBacklog:
+		w.pending = append(w.pending[1:], s)
+	default:
+		w.pending = append(w.pending, s)
 	}
-	w.pending = append(w.pending, s)
 	w.mu.Unlock()
 	select {
 	case w.wake <- struct{}{}:
@@ -72,11 +86,18 @@ func (w *healthWatcher) push(s healthpb.HealthCheckResponse_ServingStatus) {
 	}
 }
 
+// take returns the statuses to send now, in order.
 func (w *healthWatcher) take() []healthpb.HealthCheckResponse_ServingStatus {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	out := w.pending
 	w.pending = nil
+	if w.changesOnly && len(out) == 1 {
+		if w.taken && out[0] == w.last {
+			return nil
+		}
+		w.last, w.taken = out[0], true
+	}
 	return out
 }
 
@@ -120,7 +141,7 @@ func (h *healthTable) enterShutdown() {
 // watch registers a watcher whose queue starts with the current status,
 // taken under the same lock as the registration so that no Set is missed.
 func (h *healthTable) watch(service string) *healthWatcher {
-	w := &healthWatcher{wake: make(chan struct{}, 1)}
+	w := &healthWatcher{wake: make(chan struct{}, 1), changesOnly: h.changesOnly.Load()}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	s, ok := h.statuses[service]
@@ -145,10 +166,12 @@ func (h *healthTable) unwatch(service string, w *healthWatcher) {
 }
 
 // EnableHealth makes the front answer grpc.health.v1.Health's Check and
-// Watch itself, from its status table, from now on. Enabling it again does
-// nothing.
-func (f *Front) EnableHealth() {
+// Watch itself, from its status table, from now on. changesOnly chooses how
+// Watch streams that start from now on follow the table (healthTable).
+// Enabling it again keeps the table.
+func (f *Front) EnableHealth(changesOnly bool) {
 	f.health.CompareAndSwap(nil, newHealthTable())
+	f.health.Load().changesOnly.Store(changesOnly)
 }
 
 // errHealthDisabled is SetHealth or EnterHealthShutdown before
@@ -200,7 +223,10 @@ func (f *Front) serveHealth(h *healthTable, ss grpc.ServerStream, path string) e
 	}
 	w := h.watch(req.GetService())
 	defer h.unwatch(req.GetService(), w)
-	ctx := ss.Context()
+	// Ended a little before the deadline, as calls Python serves are, so
+	// that the client gets DEADLINE_EXCEEDED rather than grpc-go's reset.
+	ctx, stop := beforeDeadline(ss.Context())
+	defer stop()
 	for {
 		for _, s := range w.take() {
 			if err := sendHealth(ss, s); err != nil {
@@ -210,7 +236,10 @@ func (f *Front) serveHealth(h *healthTable, ss grpc.ServerStream, path string) e
 		select {
 		case <-w.wake:
 		case <-ctx.Done():
-			return status.FromContextError(context.Cause(ctx)).Err()
+			if deadlinePassed(ctx, ctx.Err()) {
+				return status.Error(codes.DeadlineExceeded, "Deadline Exceeded")
+			}
+			return status.Error(codes.Canceled, "Cancelled")
 		}
 	}
 }

@@ -19,7 +19,7 @@ func startHealthFront(t *testing.T, extra string) (*Front, healthpb.HealthClient
 	f, _ := startFront(t, extra, func(_ *Front, e Event) {
 		t.Errorf("a health call reached the event queue: %+v", e)
 	})
-	f.EnableHealth()
+	f.EnableHealth(false)
 	cc, err := grpc.NewClient(fmt.Sprintf("127.0.0.1:%d", f.Port()),
 		grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -133,7 +133,7 @@ func TestHealthOrderedFrontDoesNotStall(t *testing.T) {
 	// place up at once, or calls after a long Watch on the same connection
 	// would wait for the Watch to end.
 	f, _ := startFront(t, `, "ordered": true`, echo)
-	f.EnableHealth()
+	f.EnableHealth(false)
 	cc, err := grpc.NewClient(fmt.Sprintf("127.0.0.1:%d", f.Port()),
 		grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -152,5 +152,58 @@ func TestHealthOrderedFrontDoesNotStall(t *testing.T) {
 	in, out := []byte("after"), []byte(nil)
 	if err := cc.Invoke(ctx, sayPath, &in, &out, grpc.ForceCodecV2(clientCodec{})); err != nil || string(out) != "after" {
 		t.Fatalf("call after a Watch: %q, %v", out, err)
+	}
+}
+
+func TestHealthWatchChangesOnly(t *testing.T) {
+	f, hc := startHealthFront(t, "")
+	f.EnableHealth(true)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	stream, err := hc.Watch(ctx, &healthpb.HealthCheckRequest{Service: "svc"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []healthpb.HealthCheckResponse_ServingStatus
+	for len(got) < 3 {
+		resp, err := stream.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, resp.GetStatus())
+		if len(got) == 1 {
+			// A repeat of the status last sent sends nothing.
+			f.SetHealth("svc", int32(healthpb.HealthCheckResponse_SERVICE_UNKNOWN))
+			f.SetHealth("svc", int32(healthpb.HealthCheckResponse_SERVING))
+		}
+		if len(got) == 2 {
+			f.SetHealth("svc", int32(healthpb.HealthCheckResponse_SERVING))
+			f.SetHealth("svc", int32(healthpb.HealthCheckResponse_NOT_SERVING))
+		}
+	}
+	want := []healthpb.HealthCheckResponse_ServingStatus{
+		healthpb.HealthCheckResponse_SERVICE_UNKNOWN, healthpb.HealthCheckResponse_SERVING, healthpb.HealthCheckResponse_NOT_SERVING,
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+}
+
+func TestHealthChangesOnlyWatcherKeepsTheLatest(t *testing.T) {
+	h := newHealthTable()
+	h.changesOnly.Store(true)
+	w := h.watch("svc")
+	if got := w.take(); len(got) != 1 || got[0] != healthpb.HealthCheckResponse_SERVICE_UNKNOWN {
+		t.Fatalf("first take %v", got)
+	}
+	h.set("svc", healthpb.HealthCheckResponse_SERVING)
+	h.set("svc", healthpb.HealthCheckResponse_SERVICE_UNKNOWN)
+	if got := w.take(); got != nil {
+		t.Fatalf("back to the status last sent, yet %v to send", got)
+	}
+	h.set("svc", healthpb.HealthCheckResponse_SERVING)
+	h.set("svc", healthpb.HealthCheckResponse_NOT_SERVING)
+	if got := w.take(); len(got) != 1 || got[0] != healthpb.HealthCheckResponse_NOT_SERVING {
+		t.Fatalf("got %v, want the latest only", got)
 	}
 }

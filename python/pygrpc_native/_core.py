@@ -162,7 +162,7 @@ class ServerCore:
             return FALLBACK
         behavior = handler.unary_unary or handler.unary_stream
         if getattr(behavior, NATIVE_HEALTH_MARK, False):
-            from .health import native_servicer  # imported already: it made the mark
+            from .health._shared import native_servicer  # imported already: it made the mark
 
             servicer = native_servicer(behavior)
             if servicer is not None:

@@ -1166,12 +1166,17 @@ static PyObject *Front_metrics(PyObject *self, PyObject *unused) {
 
 /* ---- native health service (grpc.health.v1.Health) --------------------- */
 
-static PyObject *Front_enable_health(PyObject *self, PyObject *unused) {
+static PyObject *Front_enable_health(PyObject *self, PyObject *args, PyObject *kwds) {
+    static char *kwlist[] = {"changes_only", NULL};
+    int changes_only = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|p:enable_health", kwlist, &changes_only)) {
+        return NULL;
+    }
     int64_t h = front_handle(self);
     if (h == 0) {
         return NULL;
     }
-    if (pgn_enable_health(h) != PGN_OK) {
+    if (pgn_enable_health(h, changes_only) != PGN_OK) {
         return result_to_py(PGN_BAD_HANDLE, 0);
     }
     Py_RETURN_NONE;
@@ -1268,9 +1273,11 @@ static PyMethodDef Front_methods[] = {
      "time_remaining($self, call_id, /)\n--\n\nSeconds left before the call's deadline, or None without one."},
     {"call_details", (PyCFunction)Front_call_details, METH_O,
      "call_details($self, call_id, /)\n--\n\nA dict describing a live call."},
-    {"enable_health", (PyCFunction)Front_enable_health, METH_NOARGS,
-     "enable_health($self, /)\n--\n\nAnswer grpc.health.v1.Health's Check and Watch in Go, from the front's "
-     "status table (\"\" starts SERVING), from now on."},
+    {"enable_health", (PyCFunction)(void (*)(void))Front_enable_health, METH_VARARGS | METH_KEYWORDS,
+     "enable_health($self, /, changes_only=False)\n--\n\nAnswer grpc.health.v1.Health's Check and Watch in Go, "
+     "from the front's status table (\"\" starts SERVING), from now on. Watch streams send each "
+     "set_health() of their service, or with changes_only=True, the latest status when it differs from the "
+     "last one sent."},
     {"set_health", (PyCFunction)Front_set_health, METH_VARARGS,
      "set_health($self, service, status, /)\n--\n\nSet a service's health status (a HealthCheckResponse."
      "ServingStatus value); Watch streams of that service get it at once. Ignored after "

@@ -34,19 +34,18 @@ def is_native(server: Any) -> bool:
 
 def servicer_for(server: Any) -> Any:
     """The servicer a user of that server would register: ours on ours,
-    grpcio-health-checking's (sync or aio) on grpcio's."""
-    if is_native(server):
-        return pygrpc_native.health.HealthServicer()
+    grpcio-health-checking's on grpcio's, the aio one on aio servers."""
+    module = pygrpc_native.health if is_native(server) else reference
     if isinstance(server, grpc.aio.Server):
-        return reference.aio.HealthServicer()
-    return reference.HealthServicer()
+        return module.aio.HealthServicer()
+    return module.HealthServicer()
 
 
 def health_setup(statuses: Iterable[Tuple[str, int]] = (), servicer_class: Optional[Callable[[], Any]] = None):
     """A setup that registers a health servicer (servicer_class, or the
     server's own kind's) the way generated code does; ``statuses`` are set
-    before the server starts (synchronously: for an aio reference servicer,
-    through its internal table, as nothing awaits yet)."""
+    before the server starts (synchronously: for an aio servicer, through
+    its table, as nothing can await here)."""
 
     def setup(server: Any, state: Any) -> None:
         servicer = servicer_class() if servicer_class else servicer_for(server)
@@ -169,3 +168,19 @@ def watch_deadline(channel: grpc.Channel, setter: Setter) -> List[Any]:
 
 
 BEFORE_START = (("a", SERVING), ("b", NOT_SERVING), ("c", SERVICE_UNKNOWN), ("d", UNKNOWN))
+
+
+def watch_repeats(channel: grpc.Channel, setter: Setter) -> List[Any]:
+    """set() of the status a watcher already has, then a change: the sync
+    servicers send both, the aio ones only the change."""
+    watch = Watch(channel, "a")
+    try:
+        seen = [watch.next()]
+        setter.set("a", SERVING)
+        setter.set("a", NOT_SERVING)
+        seen.append(watch.next())
+        if seen[-1] == SERVING:  # the repeat was sent: the change follows
+            seen.append(watch.next())
+        return seen
+    finally:
+        watch.close()
