@@ -22,8 +22,10 @@ class NativeHealth:
 
     Invariant: every front in ``_fronts`` holds the statuses and shutdown
     state the servicer holds. A front is filled from the servicer's state
-    when the server takes the servicer on (``_serve_on``), and each change is
-    made to the servicer and to its fronts under ``_native_lock``.
+    when the server takes the servicer on (``_serve_on``), and each later
+    change reaches every front under ``_native_lock``, in the order the
+    changes were made (the sync servicer changes its own state under the
+    same lock; the aio one right after, on its event loop).
     """
 
     # How Watch streams follow the table: False sends every set() (the sync
