@@ -38,9 +38,12 @@ def _secure_channel(port, pki, client=None):
     return grpc.secure_channel(f"127.0.0.1:{port}", creds, [("grpc.use_local_subchannel_pool", 1)])
 
 
-def test_credentials_is_the_last_parameter_with_a_default():
+def test_credentials_is_a_parameter_with_a_default_among_the_last():
+    # New parameters are added at the end, with a default (health=... came after).
     params = list(inspect.signature(pygrpc_native.NativeGrpcFront).parameters.values())
-    assert params[-1].name == "credentials" and params[-1].default is None
+    at = [p.name for p in params].index("credentials")
+    assert params[at].default is None
+    assert all(p.default is not inspect.Parameter.empty for p in params[at:])
 
 
 def test_mutual_tls_identity_in_call_details(pki):
