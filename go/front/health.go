@@ -7,6 +7,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 )
@@ -206,12 +207,14 @@ func (f *Front) serveHealth(h *healthTable, ss grpc.ServerStream, path string) e
 	if t := ticketFrom(ss.Context()); t != nil {
 		t.resolve(f.queue, nil) // this call never reaches Python's queue
 	}
-	var raw []byte
+	var raw mem.BufferSlice
 	if err := ss.RecvMsg(&raw); err != nil {
 		return requestMissing(ss, err)
 	}
 	req := &healthpb.HealthCheckRequest{}
-	if err := proto.Unmarshal(raw, req); err != nil {
+	err := proto.Unmarshal(raw.Materialize(), req)
+	raw.Free()
+	if err != nil {
 		return status.Error(codes.Internal, detailsBadRequest)
 	}
 	if path == healthCheckPath {
@@ -249,5 +252,5 @@ func sendHealth(ss grpc.ServerStream, s healthpb.HealthCheckResponse_ServingStat
 	if err != nil {
 		return status.Errorf(codes.Internal, "encoding the health status: %v", err)
 	}
-	return ss.SendMsg(b)
+	return ss.SendMsg(mem.BufferSlice{mem.SliceBuffer(b)})
 }
