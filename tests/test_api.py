@@ -79,6 +79,7 @@ METRIC_KEYS = {
     "bytes_in",
     "bytes_out",
     "calls_proxied",
+    "goroutines",
 }
 
 

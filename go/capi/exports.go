@@ -538,13 +538,22 @@ func pgn_metrics(h C.int64_t, out **C.char, outLen *C.size_t) C.int {
 // from a sequence of (str, str | bytes) pairs; a malformed buffer yields
 // what could be read, never a crash.
 func decodeMetadata(p *C.char, n C.size_t) metadata.MD {
-	if p == nil || n < 4 {
+	if p == nil {
 		return nil
 	}
-	b := unsafe.Slice((*byte)(unsafe.Pointer(p)), int(n))
+	return decodeMetadataBytes(unsafe.Slice((*byte)(unsafe.Pointer(p)), int(n)))
+}
+
+// decodeMetadataBytes is decodeMetadata on a Go slice (fuzzed). The count
+// is only a hint, capped by what the buffer can hold (8 bytes a pair), so a
+// corrupt count can't make it allocate more than the buffer's size.
+func decodeMetadataBytes(b []byte) metadata.MD {
+	if len(b) < 4 {
+		return nil
+	}
 	count := int(binary.LittleEndian.Uint32(b))
 	b = b[4:]
-	md := make(metadata.MD, count)
+	md := make(metadata.MD, min(count, len(b)/8))
 	next := func() (string, bool) {
 		if len(b) < 4 {
 			return "", false

@@ -240,11 +240,11 @@ func (l *Limits) apply(name string, n int64, softMeta, hardMeta *int64) error {
 		*hardMeta = n
 	case "grpc.keepalive_time_ms":
 		if n > 0 {
-			l.KeepaliveTime = time.Duration(n) * time.Millisecond
+			l.KeepaliveTime = milliseconds(n)
 		}
 	case "grpc.keepalive_timeout_ms":
 		if n > 0 {
-			l.KeepaliveTimeout = time.Duration(n) * time.Millisecond
+			l.KeepaliveTimeout = milliseconds(n)
 		}
 	case "grpc.keepalive_permit_without_calls":
 		l.KeepalivePermitNoCalls = n != 0
@@ -261,6 +261,12 @@ func lifetime(ms int64) time.Duration {
 		return infinity
 	}
 	return time.Duration(ms) * time.Millisecond
+}
+
+// milliseconds is n ms as a Duration, capped at the longest one (n ms
+// would overflow past about 292 years and turn negative).
+func milliseconds(n int64) time.Duration {
+	return time.Duration(min(n, math.MaxInt64/int64(time.Millisecond))) * time.Millisecond
 }
 
 // sizeLimit maps grpcio's message size option to a byte count: a negative

@@ -46,7 +46,7 @@ func (clientCodec) Unmarshal(d mem.BufferSlice, v any) error {
 
 // startFront starts a front from a JSON config body (address and methods
 // are filled in) and a Python stand-in that runs handle for every event.
-func startFront(t *testing.T, extra string, handle func(f *Front, e Event)) (*Front, *grpc.ClientConn) {
+func startFront(t testing.TB, extra string, handle func(f *Front, e Event)) (*Front, *grpc.ClientConn) {
 	t.Helper()
 	doc := fmt.Sprintf(`{"address": "127.0.0.1:0", "methods": [[%q, false], [%q, true]]%s}`, sayPath, countPath, extra)
 	cfg, err := ParseConfig([]byte(doc))

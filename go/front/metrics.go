@@ -1,6 +1,9 @@
 package front
 
-import "sync/atomic"
+import (
+	"runtime"
+	"sync/atomic"
+)
 
 // metrics are the front's counters. Every field is updated with atomics so
 // that reading them never stops the server.
@@ -43,6 +46,7 @@ var MetricNames = []string{
 	"bytes_in",                // bytes read from client connections
 	"bytes_out",               // bytes written to client connections
 	"calls_proxied",           // calls relayed to the fallback server
+	"goroutines",              // goroutines in the process (Go's runtime.NumGoroutine), for leak checks
 }
 
 func (m *metrics) snapshot(queued int) []Metric {
@@ -61,6 +65,7 @@ func (m *metrics) snapshot(queued int) []Metric {
 		int64(m.bytesIn.Load()),
 		int64(m.bytesOut.Load()),
 		int64(m.callsProxied.Load()),
+		int64(runtime.NumGoroutine()),
 	}
 	out := make([]Metric, len(values))
 	for i, v := range values {
