@@ -30,6 +30,11 @@ py="$venv/bin/python"
 "$py" -m pip install -q --upgrade pip
 "$py" -m pip install -q -r tests/requirements.txt
 "$py" -m pip install -q --force-reinstall --no-deps .
+# h2spec, pinned, for tests/reliability (not a module dependency: go.mod
+# doesn't list it).
+if [ ! -x build/tools/h2spec ]; then
+  GOBIN="$PWD/build/tools" go install github.com/summerwind/h2spec/cmd/h2spec@v2.2.1+incompatible
+fi
 
 echo "== go test"
 go vet ./...
