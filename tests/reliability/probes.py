@@ -35,7 +35,8 @@ def load_soak(server: ServerProcess, scale: Scale, clients: int = 4) -> Figures:
     """Calls at full speed from `clients` threads (one connection each) for
     scale.soak_seconds, sampling the server's RSS, OS threads and goroutines
     every second. Growth compares the median of the last three samples with
-    the median of the three taken once the first third (the warm-up) is over."""
+    the median of the three taken once the first third (the warm-up) is
+    over: as a percentage for RSS, as a count for threads and goroutines."""
     stop = threading.Event()
     done = [0] * clients
     failed = [0] * clients
@@ -65,9 +66,16 @@ def load_soak(server: ServerProcess, scale: Scale, clients: int = 4) -> Figures:
     elapsed = time.monotonic() - t0
     warm = samples[len(samples) // 3 :]
 
-    def growth(key: str) -> float:
+    def ends(key: str) -> tuple[float, float]:
         values = [_sample_value(s, key) for s in warm]
-        return growth_percent(_median(values[:3]), _median(values[-3:]))
+        return _median(values[:3]), _median(values[-3:])
+
+    def growth(key: str) -> float:
+        return growth_percent(*ends(key))
+
+    def added(key: str) -> float:
+        first, last = ends(key)
+        return last - first
 
     return {
         "calls": sum(done),
@@ -76,9 +84,11 @@ def load_soak(server: ServerProcess, scale: Scale, clients: int = 4) -> Figures:
         "seconds": round(elapsed, 1),
         "rss_mib": round(_sample_value(samples[-1], "rss_kib") / 1024, 1),
         "rss_growth_pct": round(growth("rss_kib"), 2),
-        "threads_growth_pct": round(growth("threads"), 2),
-        "goroutines_growth_pct": None if samples[-1]["metrics"] is None else round(growth("goroutines"), 2),
+        # Counts in the tens: growth as a count, since 5 % is under one.
         "threads": _sample_value(samples[-1], "threads"),
+        "threads_added": added("threads"),
+        "goroutines": None if samples[-1]["metrics"] is None else _sample_value(samples[-1], "goroutines"),
+        "goroutines_added": None if samples[-1]["metrics"] is None else added("goroutines"),
     }
 
 

@@ -1,5 +1,6 @@
 """Load and soak: calls at full speed for a while, with the server's RSS,
-OS threads and goroutines sampled; none may keep growing once warm."""
+OS threads and goroutines sampled; none may keep growing once warm (RSS
+under 5 %, threads and goroutines by a handful at most)."""
 
 import pytest
 import scale
@@ -17,5 +18,8 @@ def test_memory_threads_and_goroutines_stay_flat_under_load(kind):
     assert f["failed"] == 0, f
     assert f["calls"] > 0, f
     assert f["rss_growth_pct"] < 5, f
-    assert f["threads_growth_pct"] < 5, f
-    assert f["goroutines_growth_pct"] < 5, f
+    # A leak grows with the calls (tens of thousands here); the runtimes add
+    # a thread or a goroutine now and then (Go starts threads for blocking
+    # calls), so a count, not 5 % of a number in the tens, is the bar.
+    assert f["threads_added"] <= 4, f
+    assert f["goroutines_added"] <= 10, f
