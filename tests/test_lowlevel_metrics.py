@@ -185,7 +185,10 @@ def test_deadline_counter_counts_every_deadline():
         for stream_id in streams:
             conn.unary(stream_id, SAY, b"d", timeout="200m")
         next_events(front, n, kind=EVENT_CALL)
-        assert set(conn.statuses(streams).values()) == {str(grpc.StatusCode.DEADLINE_EXCEEDED.value[0])}
+        # Trailers with DEADLINE_EXCEEDED; or, where the front's timer ran
+        # late on a busy machine, grpc-go's own reset at the deadline (None).
+        ends = set(conn.statuses(streams).values())
+        assert ends <= {str(grpc.StatusCode.DEADLINE_EXCEEDED.value[0]), None}, ends
         m = wait_until(lambda: (x := front.metrics())["calls_active"] == 0 and x, what="calls to end")
         assert (m["calls_deadline_exceeded"], m["calls_cancelled"]) == (n, 0)
 
