@@ -111,9 +111,10 @@ def disconnects(server: ServerProcess, scale: Scale) -> Figures:
     RST_STREAM or by closing the TCP connection, during a unary call (its
     handler waits for the cancel, with a callback registered), a
     server-streaming one (reading nothing) or, where there is a fallback,
-    a bidi one. A first round of a quarter as many warms the server up
-    (thread pools, buffers), so that RSS growth measures what stays behind."""
-    _vanish(server, scale.disconnects // 4, random.Random(0))
+    a bidi one. A first round as large warms the server up (thread pools,
+    buffer pools), so that RSS growth measures what each round leaves
+    behind."""
+    _vanish(server, scale.disconnects, random.Random(0))
     baseline = settled_stats(server)
     _vanish(server, scale.disconnects, random.Random(1))
     after = settled_stats(server)

@@ -59,7 +59,8 @@ def probes_for(s: scales.Scale, pki: Any) -> List[Probe]:
               "growth compares the end with the samples just after the first third (warm-up).", ALL,
               lambda srv: probes.load_soak(srv, s)),
         Probe("Disconnects", f"{s.disconnects} clients vanishing mid-call (half RST_STREAM, half TCP close; unary "
-              "with a callback, server-streaming, fallback bidi); leaked calls from metrics().", ALL,
+              "with a callback, server-streaming, fallback bidi), after a warm-up round as large; leaked calls from "
+              "metrics(), RSS growth over the measured round.", ALL,
               lambda srv: probes.disconnects(srv, s)),
         Probe("Idle connections", f"{s.idle_connections} connections that send half a preface and stop; "
               "p99 of 50 live calls meanwhile.", SERVERS, lambda srv: probes.idle_connections(srv, s)),
