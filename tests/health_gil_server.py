@@ -26,7 +26,7 @@ import pygrpc_native
 import pygrpc_native.aio
 import pygrpc_native.health
 
-HOLD_SECONDS = 2.0
+HOLD_SECONDS = 3.0
 
 # Matching this against "x" * n backtracks through ~2**n ways to split the
 # x's before failing, all inside one C call.

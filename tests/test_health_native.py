@@ -14,6 +14,7 @@ import pathlib
 import shutil
 import subprocess
 import sys
+import time
 
 import grpc
 import pytest
@@ -157,6 +158,9 @@ class _GilServer:
         it, with the call's future."""
         future = channel.unary_unary("/hold.Hold/Hold").future(b"", timeout=60)
         self._line("holding")
+        # The handler printed that just before its match: give it time to
+        # take the GIL back from the write (seconds of holding remain).
+        time.sleep(0.2)
         return future
 
     def held_seconds(self):
@@ -181,7 +185,7 @@ def _probe_while_the_gil_is_held(kind, probe):
             check = h.check(channel, timeout=PROBE_DEADLINE)
             go_probe = probe(server.port, timeout="500ms")
             assert held.result(timeout=60) == b"held"
-            assert server.held_seconds() > 0.6, "the handler held the GIL too briefly to show anything"
+            assert server.held_seconds() > 1.0, "the handler held the GIL too briefly to show anything"
             return check[0], go_probe[0]
     finally:
         server.close()
