@@ -4,17 +4,17 @@
     python -m bench.compare --tls      # and the TLS rows (about 36 minutes)
     python -m bench.compare --quick    # a smoke check in under 2 minutes
 
-Servers: grpc.server(), grpc.aio.server(), pygrpc_native.server(),
-pygrpc_native.aio.server() (on asyncio and on uvloop), the low-level API
-(NativeGrpcFront), and the ceiling: the same Go front answering in Go, with no
-Python. Clients: one grpcio client thread; 32 grpcio client threads as 8
+Servers: grpc.server(), grpc.aio.server(), pygrpc_native.server() (with 4
+and 16 workers), pygrpc_native.aio.server() (on asyncio and on uvloop), the
+low-level API (NativeGrpcFront), the ceiling: the same Go front answering in
+Go, with no Python, and plain grpc-go, the reference for CPU per call. Clients: one grpcio client thread; 32 grpcio client threads as 8
 processes x 4 threads; the Go load generator (bench/loadgen), which saturates
-the server. Workloads: empty unary, 1 KiB and 64 KiB unary, server streaming
-of 100 messages. Per cell: calls/s (median of the runs, min–max), p50 and p99
+the server. Workloads: empty unary, 1 KiB, 64 KiB and 1 MiB unary, server
+streaming of 100 messages. Per cell: calls/s (median of the runs, min–max), p50 and p99
 latency, server CPU seconds per 1,000 calls, server peak RSS, and ratios to
 grpc.server() (and grpc.aio.server() for the aio rows) from the same run; then
-the targets of issue 7, each met or NOT met. Writes the table (markdown), a
-PNG chart and every measurement (JSON) to bench/results/.
+the targets of issues 7 and 14, each met or NOT met. Writes the table
+(markdown), a PNG chart and every measurement (JSON) to bench/results/.
 """
 
 from __future__ import annotations
@@ -37,10 +37,13 @@ CEILING = "ceiling"
 TLS_BASELINE = "grpcio_sync_tls"
 AIO_SERVERS = ("grpcio_aio", "native_aio", "native_aio_uvloop")
 
-DEFAULT_SERVERS = "grpcio_sync,native_sync,grpcio_aio,native_aio,native_aio_uvloop,lowlevel,ceiling"
-ALL_SERVERS = DEFAULT_SERVERS + ",grpcgo,grpcio_sync_tls,native_sync_tls"
+DEFAULT_SERVERS = (
+    "grpcio_sync,native_sync,native_sync16,grpcio_aio,native_aio,native_aio_uvloop,lowlevel,ceiling,grpcgo"
+)
+ALL_SERVERS = DEFAULT_SERVERS + ",grpcio_sync_tls,native_sync_tls"
+GRPCGO = "grpcgo"
 DEFAULT_CLIENTS = "grpcio_1thread,grpcio_8x4,loadgen"
-DEFAULT_WORKLOADS = "empty,1k,64k,stream100"
+DEFAULT_WORKLOADS = "empty,1k,64k,1m,stream100"
 TLS_SERVERS = ("grpcio_sync_tls", "native_sync_tls")
 TLS_WORKLOADS = ("empty", "64k")  # the TLS rows run these of the chosen workloads
 
@@ -54,6 +57,7 @@ WORKLOADS = {
         Workload("empty", "Empty unary", short="empty unary"),
         Workload("1k", "1 KiB unary", payload=1024, short="1 KiB unary"),
         Workload("64k", "64 KiB unary", payload=65536, short="64 KiB unary"),
+        Workload("1m", "1 MiB unary", payload=1 << 20, short="1 MiB unary"),
         Workload(
             "stream100",
             "Server streaming, 100 empty messages per call",
@@ -154,6 +158,13 @@ def server_kinds(args, ceiling: Optional[Path], goserver: Optional[Path], tls, w
                 "native_sync",
                 "pygrpc_native.server()",
                 (py, "-m", "bench.servers.grpcio_sync", "--impl", "native", *workers),
+                requires="pygrpc_native",
+                counterpart="grpcio_sync",
+            ),
+            ServerKind(
+                "native_sync16",
+                "pygrpc_native.server(), 16 workers",
+                (py, "-m", "bench.servers.grpcio_sync", "--impl", "native", "--workers", "16"),
                 requires="pygrpc_native",
                 counterpart="grpcio_sync",
             ),
@@ -266,7 +277,8 @@ def _row(rows, server, client="loadgen", workload="empty"):
 def check_targets(
     rows: list[dict], records: list[dict], names: dict, counterparts: dict
 ) -> list[tuple[str, Optional[bool], str]]:
-    """The targets of issue 7 as (target, met (None: not measured), the numbers)."""
+    """The targets of issues 7 and 14 as (target, met (None: not measured),
+    the numbers)."""
     out: list = []
 
     def ratio(server, base, client="loadgen", workload="empty", what="calls"):
@@ -321,6 +333,8 @@ def check_targets(
             client="grpcio_1thread",
         )
 
+    out.extend(issue14_targets(rows, names))
+
     slower, compared = [], 0
     for row in rows:
         base = counterparts.get(row["server"])
@@ -346,6 +360,65 @@ def check_targets(
                 + ("; slower:" + "".join(f"\n  - {cell}" for cell in slower) if slower else ""),
             )
         )
+    return out
+
+
+# Issue 14: server CPU per call relative to plain grpc-go (the grpcgo row) in
+# the same workload under the Go loadgen, at most this much.
+CPU_VS_GRPCGO = {
+    "lowlevel": {"empty": 0.9, "64k": 0.85, "stream100": 2.5},
+    "native_sync": {"empty": 1.85, "64k": 1.0, "stream100": 3.0},
+    "native_sync16": {"empty": 1.85, "64k": 1.0, "stream100": 3.0},
+    "native_aio": {"empty": 1.5, "64k": 1.0, "stream100": 2.5},
+    "native_aio_uvloop": {"empty": 1.5, "64k": 1.0, "stream100": 2.5},
+    CEILING: {"empty": 0.75, "64k": 0.8, "stream100": 1.2},
+}
+
+
+def _median(row: Optional[dict], metric: str) -> Optional[float]:
+    value = row and row.get(metric)
+    return value["median"] if value else None
+
+
+def issue14_targets(rows: list[dict], names: dict) -> list[tuple[str, Optional[bool], str]]:
+    """Issue 14's targets: CPU per call against grpc-go alone, server() with
+    16 workers against 4, latency with one grpcio client thread, peak RSS."""
+    out: list = []
+    for server, limits in CPU_VS_GRPCGO.items():
+        for workload, limit in limits.items():
+            label = f"{names.get(server, server)} CPU per call <= {limit}x grpc-go alone's ({workload}, Go loadgen)"
+            ours = _median(_row(rows, server, workload=workload), "server_cpu_us_per_call")
+            go = _median(_row(rows, GRPCGO, workload=workload), "server_cpu_us_per_call")
+            if ours is None or go is None:
+                out.append((label, None, "not measured"))
+                continue
+            out.append((label, ours <= limit * go, f"{ours / go:.2f}x ({ours:.1f} vs {go:.1f} µs)"))
+    for workload in ("empty", "64k", "stream100"):
+        label = f"server() CPU per call with 16 workers within 10% of 4 workers' ({workload})"
+        w16 = _median(_row(rows, "native_sync16", workload=workload), "server_cpu_us_per_call")
+        w4 = _median(_row(rows, "native_sync", workload=workload), "server_cpu_us_per_call")
+        if w16 is None or w4 is None:
+            out.append((label, None, "not measured"))
+        else:
+            out.append((label, w16 <= 1.1 * w4, f"{w16 / w4:.2f}x ({w16:.1f} vs {w4:.1f} µs)"))
+    go_p50 = _median(_row(rows, GRPCGO, client="grpcio_1thread"), "p50_us")
+    for server, limit in (("lowlevel", 1.0), ("native_sync", 1.3)):
+        label = f"1 grpcio client thread: {names.get(server, server)} p50 latency <= {limit}x grpc-go alone's (empty)"
+        p50 = _median(_row(rows, server, client="grpcio_1thread"), "p50_us")
+        if p50 is None or go_p50 is None:
+            out.append((label, None, "not measured"))
+        else:
+            out.append((label, p50 <= limit * go_p50, f"{p50:.0f} vs {go_p50:.0f} µs"))
+    grpcio_rss = [_median(r, "server_rss_peak_mib") for r in rows if r["server"] == BASELINE]
+    grpcio_peak = max((v for v in grpcio_rss if v is not None), default=None)
+    for server in ("native_sync", "native_sync16", "native_aio", "lowlevel"):
+        label = f"{names.get(server, server)} peak RSS <= grpc.server()'s + 10 MiB"
+        ours = [_median(r, "server_rss_peak_mib") for r in rows if r["server"] == server]
+        peak = max((v for v in ours if v is not None), default=None)
+        if peak is None or grpcio_peak is None:
+            out.append((label, None, "not measured"))
+        else:
+            out.append((label, peak <= grpcio_peak + 10, f"{peak:.0f} vs {grpcio_peak:.0f} MiB"))
     return out
 
 
@@ -526,7 +599,7 @@ def main(argv=None) -> int:
         "run-by-run ratios. Streaming: calls/s counts whole streams of 100 messages, and the latency "
         "runs to the end of the stream.",
         "",
-        "### Targets (issue 7)",
+        "### Targets (issues 7 and 14)",
         "",
         *target_lines,
     ]

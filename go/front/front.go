@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	_ "google.golang.org/grpc/encoding/gzip" // gzip for requests and responses, as grpcio
+	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/metadata"
@@ -106,6 +107,7 @@ func New(cfg *Config) (*Front, error) {
 		// so the queue can be closed behind them.
 		grpc.WaitForHandlers(true),
 		grpc.NumStreamWorkers(streamWorkers),
+		experimental.BufferPool(messagePool),
 	}
 	f.opts = append(opts, grpc.InTapHandle(f.tap))
 	if cfg.Fallback != "" {

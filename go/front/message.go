@@ -9,10 +9,8 @@ import (
 
 // CopyMessage copies a message that grpc-go will send (Respond, Send,
 // Finish) into a buffer it frees once written: one copy, into memory that
-// is not cleared first. grpc-go's default pool clears every buffer it hands
-// out, which for a reply copied in whole right away costs as much as the
-// copy itself; replies come from replyPool instead. Messages below grpc-go's
-// pooling threshold are plain slices, as grpc-go's own are.
+// is not cleared first (messagePool). Messages below grpc-go's pooling
+// threshold are plain slices, as grpc-go's own are.
 func CopyMessage(src []byte) mem.BufferSlice {
 	if len(src) == 0 {
 		return nil // an empty message, with nothing to allocate
@@ -20,19 +18,24 @@ func CopyMessage(src []byte) mem.BufferSlice {
 	if mem.IsBelowBufferPoolingThreshold(len(src)) {
 		return mem.BufferSlice{mem.SliceBuffer(append([]byte(nil), src...))}
 	}
-	buf := replyPool.Get(len(src))
+	buf := messagePool.Get(len(src))
 	copy(*buf, src)
-	return mem.BufferSlice{mem.NewBuffer(buf, replyPool)}
+	return mem.BufferSlice{mem.NewBuffer(buf, messagePool)}
 }
 
-// Tiers of replyPool: powers of two from 1 KiB to 16 MiB; larger buffers
+// Tiers of messagePool: powers of two from 1 KiB to 16 MiB; larger buffers
 // are allocated and dropped.
 const (
 	minTierExp = 10
 	maxTierExp = 24
 )
 
-var replyPool mem.BufferPool = &dirtyPool{}
+// messagePool holds the buffers of messages both ways: the replies
+// CopyMessage fills, and the frames grpc-go reads requests into (the
+// server's buffer pool). Both are written whole before anything reads
+// them, so the clearing grpc-go's default pool does on every Get (which
+// costs about half as much as the copy that follows) is left out.
+var messagePool mem.BufferPool = &dirtyPool{}
 
 // dirtyPool is a mem.BufferPool of power-of-two buffers that are handed out
 // as they were returned, not cleared: only for buffers overwritten whole.
