@@ -46,6 +46,17 @@ class ServicerContext(CallInfo, grpc.aio.ServicerContext):
 
     # -- sending ---------------------------------------------------------------
 
+    def _send_now(self, send: Callable[..., Optional[bool]], *args: Any) -> Optional[bool]:
+        """Hands an op to Go when that needs no await (the usual case): None
+        when the call's buffer is full or a compression change still waits
+        to go first, and then _post must send it."""
+        if self.compression_pending is not None or self.uncompressed_next_pending:
+            return None
+        try:
+            return send(self._call_id, *args)
+        except RuntimeError:
+            return False  # the server has stopped: the call has ended
+
     async def _post(self, send: Callable[..., Optional[bool]], *args: Any) -> bool:
         """Hands an op to Go without blocking the loop: a full call buffer
         (a slow client) is waited out here, not in Go."""
@@ -70,8 +81,14 @@ class ServicerContext(CallInfo, grpc.aio.ServicerContext):
             return
         self.status_sent = True
         value = code if isinstance(code, int) else _CODE_VALUES.get(code, 2)
+        front = self._front
+        metadata = self.trailing_metadata_ or None
         try:
-            await self._post(self._front.finish, value, details, self.trailing_metadata_ or None, payload)
+            if value == 0 and payload is not None and not details and metadata is None:
+                if self._send_now(front.respond, payload) is None:
+                    await self._post(front.respond, payload)
+            elif self._send_now(front.finish, value, details, metadata, payload) is None:
+                await self._post(front.finish, value, details, metadata, payload)
         except ValueError:
             # Metadata gRPC can't carry: Go has already ended the call.
             self._server.log_error("Cannot send trailing metadata %r", self.trailing_metadata_)
@@ -90,11 +107,7 @@ class ServicerContext(CallInfo, grpc.aio.ServicerContext):
         self._check_open("RPC already finished.")
         body = self._server.serialize(self, message)
         self.initial_metadata_sent = True
-        try:
-            # Most writes find room in the call's buffer: no await needed.
-            sent = self._front.send_message(self._call_id, body)
-        except RuntimeError:
-            sent = False  # the server has stopped: the call has ended
+        sent = self._send_now(self._front.send_message, body)
         if sent is None:
             sent = await self._post(self._front.send_message, body)
         if not sent:
