@@ -505,8 +505,10 @@ def add_ratio(rows: list[dict], records: list[dict], row: dict, base_key: str) -
     if base is None or not base["calls_per_s"] or not row["calls_per_s"]:
         return None
     out = {"calls": row["calls_per_s"]["median"] / base["calls_per_s"]["median"]}
-    if base["server_cpu_us_per_call"] and row["server_cpu_us_per_call"]:
-        out["cpu"] = base["server_cpu_us_per_call"]["median"] / row["server_cpu_us_per_call"]["median"]
+    base_cpu, row_cpu = base["server_cpu_us_per_call"], row["server_cpu_us_per_call"]
+    if base_cpu and row_cpu and base_cpu["median"] > 0 and row_cpu["median"] > 0:
+        # (A server so starved that a run measured no CPU gives no ratio.)
+        out["cpu"] = base_cpu["median"] / row_cpu["median"]
         out["cpu_cost"] = 1 / out["cpu"]
     base_runs = {
         r["run"]: r
@@ -519,6 +521,7 @@ def add_ratio(rows: list[dict], records: list[dict], row: dict, base_key: str) -
         if r["ok"]
         and (r["workload"], r["client"], r["server"]) == (row["workload"], row["client"], row["server"])
         and r["run"] in base_runs
+        and base_runs[r["run"]]["calls_per_s"]
     ]
     out["calls_runs"] = _med_range(per_run)
     row["vs"][base_key] = out

@@ -38,7 +38,7 @@ def _run(servers: str, clients: str, workloads: str) -> str:
 @pytest.mark.timeout(LIMIT_S + 30)
 def test_compare_quick_grpcio_client():
     out = _run("grpcio_sync,native_sync,lowlevel", "grpcio_1thread", "empty,stream100")
-    assert "### Targets (issue 7)" in out
+    assert "### Targets (issues 7 and 14)" in out
     assert "### Empty unary" in out and "### Server streaming" in out
     for name in ("| grpc.server() |", "| pygrpc_native.server() |", "| Low-level API (NativeGrpcFront) |"):
         assert name in out

@@ -18,8 +18,10 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <poll.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -50,6 +52,7 @@ typedef struct {
     PyObject_HEAD
     int64_t handle; /* 0 until __init__ succeeds */
     int blocking;   /* sends wait for room in a full call buffer (default) */
+    int event_fd;   /* the front's event descriptor once asked for, else -1 */
 } FrontObject;
 
 static int64_t front_handle(PyObject *self) {
@@ -434,6 +437,7 @@ static int Front_init(PyObject *self, PyObject *args, PyObject *kwds) {
     }
     f->handle = h;
     f->blocking = 1;
+    f->event_fd = -1;
     return 0;
 }
 
@@ -764,6 +768,9 @@ static PyObject *event_list(int64_t h, pgn_recv_args *a, BatchArrays *b) {
     return list;
 }
 
+static PyObject *recv_main(PyObject *self, int64_t h, pgn_recv_args *a, BatchArrays *b, long long left);
+static PyObject *recv_in_go(int64_t h, pgn_recv_args *a, BatchArrays *b, long long left);
+
 /* recv_events implements recv_batch, (max_events, timeout=None,
  * client_keys=True), and recv_watched, (max_events, timeout=None).
  * Keywords are allowed; parsed by hand because it runs once per batch on
@@ -828,38 +835,100 @@ static PyObject *recv_events(PyObject *self, PyObject *const *args, Py_ssize_t n
     pgn_recv_args a = {.queue = queue, .max_events = room, .max_bytes = RECV_MAX_BYTES, .with_keys = with_keys,
                        .events = b.events};
     PyObject *result = NULL;
-    for (;;) {
-        a.timeout_ns = (left < 0 || left > RECV_SLICE_NS) ? RECV_SLICE_NS : left;
-        int rc;
-        Py_BEGIN_ALLOW_THREADS
-        rc = pgn_recv(h, &a);
-        Py_END_ALLOW_THREADS
-        if (rc == PGN_RECV_BATCH) {
-            result = event_list(h, &a, &b);
-            break;
-        }
-        if (rc == PGN_RECV_CLOSED) {
-            result = Py_None;
-            Py_INCREF(result);
-            break;
-        }
-        if (rc == PGN_RECV_BAD_HANDLE) {
-            PyErr_SetString(PyExc_RuntimeError, "the front is closed");
-            break;
-        }
-        if (PyErr_CheckSignals() < 0) {
-            break;
-        }
-        if (left >= 0) {
-            left -= a.timeout_ns;
-            if (left <= 0) {
-                result = PyList_New(0);
-                break;
-            }
-        }
+    if (queue == PGN_QUEUE_MAIN) {
+        result = recv_main(self, h, &a, &b, left);
+    } else {
+        result = recv_in_go(h, &a, &b, left);
     }
     batch_arrays_free(&b);
     return result;
+}
+
+/* A batch's outcome as recv_batch returns it, or NULL to keep waiting
+ * (nothing came). */
+static PyObject *batch_result(int rc, int64_t h, pgn_recv_args *a, BatchArrays *b) {
+    switch (rc) {
+    case PGN_RECV_BATCH:
+        return event_list(h, a, b);
+    case PGN_RECV_CLOSED:
+        Py_RETURN_NONE;
+    case PGN_RECV_BAD_HANDLE:
+        PyErr_SetString(PyExc_RuntimeError, "the front is closed");
+        return NULL;
+    }
+    return NULL;
+}
+
+static long long monotonic_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* recv_main waits for the main queue on the front's event descriptor, in C
+ * with the GIL released, and takes events with a zero timeout. A thread
+ * parked inside Go instead is a cgo callback's thread, locked to its
+ * goroutine: waking it makes Go's scheduler hand its P over and put the
+ * waking thread to sleep, two context switches per batch, where the
+ * descriptor costs Go one write and this thread one wake-up. */
+static PyObject *recv_main(PyObject *self, int64_t h, pgn_recv_args *a, BatchArrays *b, long long left) {
+    FrontObject *f = (FrontObject *)self;
+    if (f->event_fd < 0) {
+        char *err = NULL;
+        int fd = pgn_event_fd(h, &err);
+        if (fd < 0) {
+            raise_go_error(PGN_ERR_OS, err);
+            return NULL;
+        }
+        f->event_fd = fd;
+    }
+    struct pollfd pfd = {.fd = f->event_fd, .events = POLLIN};
+    long long deadline = left < 0 ? -1 : monotonic_ns() + left;
+    for (;;) {
+        a->timeout_ns = 0;
+        int rc = pgn_recv(h, a);
+        if (rc != PGN_RECV_TIMEOUT) {
+            return batch_result(rc, h, a, b);
+        }
+        if (deadline >= 0) {
+            left = deadline - monotonic_ns();
+            if (left <= 0) {
+                return PyList_New(0);
+            }
+        }
+        long long slice = (left < 0 || left > RECV_SLICE_NS) ? RECV_SLICE_NS : left;
+        int ms = (int)((slice + 999999) / 1000000);
+        Py_BEGIN_ALLOW_THREADS
+        poll(&pfd, 1, ms);
+        Py_END_ALLOW_THREADS
+        if (PyErr_CheckSignals() < 0) {
+            return NULL;
+        }
+    }
+}
+
+/* recv_in_go waits inside Go (pgn_recv with a timeout), in slices so that
+ * signal handlers run: for the watched queue, which has no descriptor. */
+static PyObject *recv_in_go(int64_t h, pgn_recv_args *a, BatchArrays *b, long long left) {
+    for (;;) {
+        a->timeout_ns = (left < 0 || left > RECV_SLICE_NS) ? RECV_SLICE_NS : left;
+        int rc;
+        Py_BEGIN_ALLOW_THREADS
+        rc = pgn_recv(h, a);
+        Py_END_ALLOW_THREADS
+        if (rc != PGN_RECV_TIMEOUT) {
+            return batch_result(rc, h, a, b);
+        }
+        if (PyErr_CheckSignals() < 0) {
+            return NULL;
+        }
+        if (left >= 0) {
+            left -= a->timeout_ns;
+            if (left <= 0) {
+                return PyList_New(0);
+            }
+        }
+    }
 }
 
 static PyObject *Front_recv_batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {

@@ -23,8 +23,9 @@ Threads, and why:
 * While no task runs, the monitor itself waits for calls in Go and starts
   the first task when some arrive.
 * Calls whose client has gone (cancelled, deadline passed) before a handler
-  picked them up are not run: Go drops the ones still queued there, and the
-  drain tasks skip the ones already taken whose EVENT_CANCEL has come.
+  picked them up are not run: Go drops the ones still queued there, and a
+  drain task asks Go whether a call that waited in the deque for more than
+  ``_STALE`` is still live before running it.
 * Calls with callbacks (add_callback) are watched: if one ends without its
   handler finishing it (client cancel, deadline), Go reports it on a queue
   of its own, which a callback thread started on first use drains, so
@@ -68,6 +69,9 @@ _BATCH = 256
 _IDLE = 0.02
 # How often the monitor looks for handlers that hold their task up.
 _TICK = 0.002
+# A call that waited in the deque longer than this is run only if Go says
+# its client is still there.
+_STALE = 0.002
 # How often wait_for_termination() lets Python run signal handlers.
 _WAIT_SLICE = 0.1
 
@@ -106,11 +110,9 @@ class _Server(ServerCore, grpc.Server):
         self._pool = thread_pool
         self._watched: Dict[int, ServicerContext] = {}
         self._callback_thread: Optional[threading.Thread] = None
-        # Calls taken from Go, waiting for a drain task.
+        # Calls taken from Go, waiting for a drain task:
+        # (method, call_id, payload, when taken).
         self._pending: collections.deque = collections.deque()
-        # Ids of EVENT_CANCELs taken while calls were pending; cleared when
-        # the deque is empty, since only pending calls can be skipped.
-        self._cancelled: set = set()
         # Guards the task counts below (not the per-call path).
         self._tasks_lock = threading.Lock()
         self._runners: set = set()  # tasks that have started
@@ -256,19 +258,18 @@ class _Server(ServerCore, grpc.Server):
                 self._spawn()
 
     def _take(self, events: List[Any]) -> None:
-        """Sorts a batch: calls to the deque, lookups to the pool, and the
-        ids of cancelled calls, which pending calls are checked against.
-        Starts a drain task if none runs."""
+        """Sorts a batch: calls to the deque, lookups to the pool. Starts a
+        drain task if none runs."""
         methods = self.methods
         pending = self._pending
+        now = time.monotonic()
         for kind, call_id, method_id, payload, _client in events:
             if kind == EVENT_CALL:
-                pending.append((methods[method_id], call_id, payload))
+                pending.append((methods[method_id], call_id, payload, now))
             elif kind == EVENT_LOOKUP:
                 self._submit(self.lookup, call_id, payload.decode("utf-8", "replace"))
-            elif pending:
-                # EVENT_CANCEL (watched calls' come through _watch_calls).
-                self._cancelled.add(call_id)
+            # EVENT_CANCEL: only watched calls have callbacks to run, and
+            # their cancellations come through _watch_calls.
         if pending and self._tasks == 0:
             with self._tasks_lock:
                 if self._tasks == 0:
@@ -309,14 +310,13 @@ class _Server(ServerCore, grpc.Server):
         same lock as its last look at the deque, so that _take never counts
         on a task that is leaving."""
         pending = self._pending
-        cancelled = self._cancelled
         front = self.front
+        monotonic = time.monotonic
         while True:
             try:
-                method, call_id, payload = pending.popleft()
+                method, call_id, payload, taken = pending.popleft()
             except IndexError:
                 runner.call = None
-                cancelled.clear()
                 if self._receive():
                     continue
                 with self._tasks_lock:
@@ -324,7 +324,7 @@ class _Server(ServerCore, grpc.Server):
                         self._end_task_locked(runner)
                         return
                 continue
-            if cancelled and call_id in cancelled:
+            if monotonic() - taken > _STALE and not self._is_live(call_id):
                 continue  # the client is gone; Go counted it as cancelled
             runner.call = call_id
             try:
@@ -341,6 +341,12 @@ class _Server(ServerCore, grpc.Server):
                         runner.call = None
                         self._end_task_locked(runner)
                         return
+
+    def _is_live(self, call_id: int) -> bool:
+        try:
+            return self.front.is_active(call_id)
+        except RuntimeError:
+            return False  # the server has stopped: every call has ended
 
     def _receive(self) -> bool:
         """Takes the next batch from Go into the deque, waiting up to _IDLE,
@@ -366,7 +372,7 @@ class _Server(ServerCore, grpc.Server):
             # The executor was shut down: calls can no longer be served.
             _LOGGER.error("pygrpc_native: the thread pool refused work (was it shut down?)")
             while self._pending:
-                _, call_id, _ = self._pending.popleft()
+                _, call_id, _, _ = self._pending.popleft()
                 self.front.finish(call_id, _UNAVAILABLE, "Server thread pool is shut down")
             if fn == self.lookup:
                 self.front.finish(args[0], _UNAVAILABLE, "Server thread pool is shut down")

@@ -1,0 +1,160 @@
+"""How server() spreads calls over the user's executor, against grpc.server():
+every call the executor will take runs at once, whatever kind of executor it
+is, and calls whose client has gone before a handler picked them up are not
+run, so a burst of abandoned calls doesn't delay the live ones."""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent import futures
+
+import grpc
+import pytest
+
+from diff.harness import KINDS, SERVICE, WAIT, factory, method, setup_handlers, unary
+
+pytestmark = pytest.mark.timeout(120)
+
+
+class DelegatingExecutor(futures.Executor):
+    """An executor that is not a ThreadPoolExecutor and says nothing about
+    how many threads it has (no _max_workers)."""
+
+    def __init__(self, threads: int) -> None:
+        self._pool = futures.ThreadPoolExecutor(threads)
+
+    def submit(self, fn, /, *args, **kwargs):
+        return self._pool.submit(fn, *args, **kwargs)
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        self._pool.shutdown(wait=wait, cancel_futures=cancel_futures)
+
+
+def _serve(kind: str, executor: futures.Executor, handlers) -> tuple[grpc.Server, grpc.Channel]:
+    server = factory(kind)(executor)
+    setup_handlers(handlers)(server, None)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+    grpc.channel_ready_future(channel).result(timeout=WAIT)
+    return server, channel
+
+
+def _blocking_calls_started(kind: str, executor: futures.Executor, calls: int) -> int:
+    """How many of `calls` blocking calls run at the same time: each handler
+    waits until all have started (or 10 s pass)."""
+    started = threading.Semaphore(0)
+    count = [0]
+    lock = threading.Lock()
+    everyone = threading.Event()
+
+    def block(request, context):
+        with lock:
+            count[0] += 1
+            if count[0] == calls:
+                everyone.set()
+        everyone.wait(10)
+        return request
+
+    server, channel = _serve(kind, executor, {"Block": unary(block)})
+    try:
+        stub = channel.unary_unary(method("Block"))
+        pending = [stub.future(b"x", timeout=30) for _ in range(calls)]
+        everyone.wait(15)
+        with lock:
+            seen = count[0]
+        for f in pending:
+            f.result(timeout=30)
+        return seen
+    finally:
+        server.stop(0).wait(WAIT)
+        channel.close()
+        executor.shutdown(wait=False)
+        del started
+
+
+@pytest.mark.parametrize("make_executor", [lambda: DelegatingExecutor(32), lambda: futures.ThreadPoolExecutor(32)],
+                         ids=["custom-executor", "thread-pool"])
+def test_every_blocking_call_the_executor_takes_runs_at_once(make_executor):
+    seen = {kind: _blocking_calls_started(kind, make_executor(), 25) for kind in KINDS}
+    assert seen == {"grpcio": 25, "native": 25}
+
+
+def test_blocking_calls_beyond_the_pool_wait_for_a_thread():
+    """With 4 threads, 4 blocking calls run and the rest wait, on both."""
+    def started(kind):
+        gate = threading.Event()
+        running = []
+        lock = threading.Lock()
+
+        def block(request, context):
+            with lock:
+                running.append(request)
+            gate.wait(10)
+            return request
+
+        executor = futures.ThreadPoolExecutor(4)
+        server, channel = _serve(kind, executor, {"Block": unary(block)})
+        try:
+            stub = channel.unary_unary(method("Block"))
+            pending = [stub.future(b"%d" % i, timeout=30) for i in range(10)]
+            deadline = time.monotonic() + WAIT
+            while len(running) < 4 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            time.sleep(0.3)  # room for a fifth to start, if one wrongly could
+            with lock:
+                n = len(running)
+            gate.set()
+            assert sorted(f.result(timeout=30) for f in pending) == sorted(b"%d" % i for i in range(10))
+            return n
+        finally:
+            server.stop(0).wait(WAIT)
+            channel.close()
+            executor.shutdown(wait=False)
+
+    assert {kind: started(kind) for kind in KINDS} == {"grpcio": 4, "native": 4}
+
+
+def _abandoned_burst(kind: str, calls: int) -> tuple[int, float]:
+    """`calls` calls cancelled 5 ms after they start, against handlers that
+    sleep 20 ms on 16 threads; then one live call. Returns how many handlers
+    ran and how long the live call took."""
+    ran = [0]
+    lock = threading.Lock()
+
+    def slow(request, context):
+        with lock:
+            ran[0] += 1
+        time.sleep(0.02)
+        return request
+
+    executor = futures.ThreadPoolExecutor(16)
+    server, channel = _serve(kind, executor, {"Slow": unary(slow)})
+    try:
+        stub = channel.unary_unary(method("Slow"))
+        burst = [stub.future(b"x", timeout=60) for _ in range(calls)]
+        time.sleep(0.005)
+        for f in burst:
+            f.cancel()
+        start = time.monotonic()
+        assert stub(b"live", timeout=60) == b"live"
+        took = time.monotonic() - start
+        time.sleep(0.2)  # handlers already running finish
+        with lock:
+            return ran[0], took
+    finally:
+        server.stop(0).wait(WAIT)
+        channel.close()
+        executor.shutdown(wait=False)
+
+
+def test_calls_abandoned_while_queued_are_not_run():
+    calls = 1000
+    (grpcio_ran, grpcio_took), (native_ran, native_took) = (_abandoned_burst(kind, calls) for kind in KINDS)
+    # Running every abandoned call would take calls * 20 ms / 16 threads
+    # (1.25 s) before the live one; skipping them answers it at once. The
+    # bounds leave room for a slow machine, and are far from running them all.
+    assert native_ran < calls // 2, (native_ran, grpcio_ran)
+    assert native_took < 1.0, (native_took, grpcio_took)
+    assert grpcio_ran < calls // 2 and grpcio_took < 1.0, "the control itself"
