@@ -9,8 +9,8 @@
 # With PGN_WHEELS=1, and always under CI (CI set), it then builds every
 # release wheel and the sdist and checks them (wheels/check.sh: twice for
 # reproducibility, auditwheel, abi3audit, smoke runs on CPython 3.10-3.13 and
-# under qemu-aarch64; needs root for apt the first time, ~10 minutes on a
-# fresh 2-core machine, about 3 once the caches are warm).
+# under qemu-aarch64; needs root for apt the first time; ~10 CPU-minutes with
+# cold Go and zig caches, about 4 minutes once they are warm).
 #
 # With PGN_BAZEL=1, and always under CI (CI set), it then runs the Bazel
 # graph offline (bazel/offline/test_all.sh: Debian's Bazel in a sid root it
