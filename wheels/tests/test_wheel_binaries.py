@@ -97,6 +97,9 @@ def test_macos_extension(name: str) -> None:
     assert binary.build_version.platform == lief.MachO.BuildVersion.PLATFORMS.MACOS
     assert binary.build_version.minos[:2] == [int(major), int(minor)], "minos must match the wheel tag"
     assert "_PyInit__native" in {s.name for s in binary.exported_symbols}
+    if _arch(tag) == "arm64":
+        # Apple silicon runs no unsigned code: the linker's ad-hoc signature must be there.
+        assert binary.has_code_signature, "arm64 extension without a code signature"
 
     load = lief.MachO.LoadCommand.TYPE.LOAD_DYLIB
     libraries = {lib.name for lib in binary.libraries if lib.command == load}
