@@ -68,7 +68,10 @@ openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
   -addext subjectAltName=DNS:localhost,IP:127.0.0.1 2>/dev/null
 x86_wheel=$(ls dist/*manylinux_2_17_x86_64*.whl)
 tested=
-for python in python3 $(ls -d "$(pyenv root 2>/dev/null || echo /nonexistent)"/versions/3.1[0-3]*/bin/python3 2>/dev/null); do
+pyenv_root=$(pyenv root 2>/dev/null || echo "${PYENV_ROOT:-$HOME/.pyenv}")
+candidates="python3 $(command -v python3.10 python3.11 python3.12 python3.13 || true)"
+candidates="$candidates $(ls -d "$pyenv_root"/versions/3.1[0-3]*/bin/python3 2>/dev/null || true)"
+for python in $candidates; do
   version=$("$python" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null) || continue
   case " $tested " in *" $version "*) continue ;; esac
   case "$version" in 3.10|3.11|3.12|3.13) ;; *) continue ;; esac

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Host packages the wheel build and its checks need, installed once:
 # apt's arm64 architecture (the arm64 CPython headers and the aarch64 smoke
-# test's root) and qemu-user (runs that root). Idempotent: does nothing when
-# everything is there already.
+# test's root), qemu-user (runs that root) and openssl (the smoke test's
+# certificate). Idempotent: does nothing when everything is there already.
 set -euo pipefail
 
 need_update=
@@ -10,7 +10,7 @@ if ! dpkg --print-foreign-architectures | grep -qx arm64; then
   dpkg --add-architecture arm64
   need_update=1
 fi
-if ! command -v qemu-aarch64 >/dev/null; then
+if ! command -v qemu-aarch64 >/dev/null || ! command -v openssl >/dev/null; then
   need_update=1
 fi
 if ! apt-cache show libpython3.11-dev:arm64 >/dev/null 2>&1; then
@@ -19,6 +19,9 @@ fi
 if [ -n "$need_update" ]; then
   apt-get update -q >/dev/null
 fi
-if ! command -v qemu-aarch64 >/dev/null; then
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -q qemu-user >/dev/null
+missing=
+command -v qemu-aarch64 >/dev/null || missing="$missing qemu-user"
+command -v openssl >/dev/null || missing="$missing openssl"
+if [ -n "$missing" ]; then
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q $missing >/dev/null
 fi
