@@ -13,11 +13,14 @@ fi
 if ! command -v qemu-aarch64 >/dev/null || ! command -v openssl >/dev/null; then
   need_update=1
 fi
-if ! apt-cache show libpython3.11-dev:arm64 >/dev/null 2>&1; then
+# Lists a day old may name .debs the mirror no longer has: refresh them daily.
+stamp=/var/tmp/pgn-apt-updated
+if [ -z "$(find "$stamp" -mmin -1440 2>/dev/null)" ]; then
   need_update=1
 fi
 if [ -n "$need_update" ]; then
   apt-get update -q >/dev/null
+  touch "$stamp"
 fi
 missing=
 command -v qemu-aarch64 >/dev/null || missing="$missing qemu-user"
