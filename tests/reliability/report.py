@@ -29,6 +29,7 @@ import grpc  # noqa: E402
 import h2spec  # noqa: E402
 import probes  # noqa: E402
 import scale as scales  # noqa: E402
+from summary import VERDICTS  # noqa: E402
 from harness import GRPC_GO, ROOT, ServerProcess  # noqa: E402
 from tls_certs import make_pki  # noqa: E402
 
@@ -110,6 +111,11 @@ def table(results: Dict[str, Dict[str, Any]]) -> List[str]:
     return out
 
 
+def _anchor(title: str) -> str:
+    """GitHub's anchor for a heading."""
+    return "".join(c for c in title.lower().replace(" ", "-") if c.isalnum() or c == "-")
+
+
 def run_h2spec() -> List[str]:
     if h2spec.binary() is None:
         return ["h2spec is not installed (scripts/test.sh installs it); not run."]
@@ -120,8 +126,14 @@ def run_h2spec() -> List[str]:
     h2spec.GRPC_GO_FAILURES.write_text("\n".join(sorted(found[GRPC_GO])) + "\n")
     lines = ["| | " + " | ".join(COLUMNS[k] for k in found) + " |", "|---" * (len(found) + 1) + "|",
              "| cases failed (of 145) | " + " | ".join(str(len(v)) for v in found.values()) + " |"]
-    extras = [", ".join(sorted(found[k] - found[GRPC_GO])) or "none" for k in ("server", "aio")]
+    extras, again = [], []
+    for kind in ("server", "aio"):
+        with ServerProcess(kind) as srv:
+            extra = found[kind] - found[GRPC_GO]
+            extras.append(", ".join(sorted(extra)) or "none")
+            again.append(", ".join(sorted(h2spec.confirmed(srv.port, extra))) or "none")
     lines.append("| failures grpc-go doesn't have | – | " + " | ".join(extras) + " |")
+    lines.append("| of those, failing again when run alone (twice) | – | " + " | ".join(again) + " |")
     return lines
 
 
@@ -132,6 +144,7 @@ def main() -> None:
     s = scales.current()
     t0 = time.monotonic()
     sections: List[str] = []
+    verdicts: List[str] = ["| Probe | ours (worst of them) | controls |", "|---|---|---|"]
     pki = make_pki()
     with tempfile.TemporaryDirectory() as tmp:
         tls_dir = probes.write_tls_files(pki, Path(tmp))
@@ -142,8 +155,14 @@ def main() -> None:
                 with ServerProcess(kind, workers=probe.workers, tls_dir=tls_dir if probe.tls else None) as srv:
                     results[kind] = probe.run(srv)
             sections += [f"### {probe.title}", "", probe.what, "", *table(results), ""]
+            ours, theirs = VERDICTS[probe.title](results)
+            verdicts.append(f"| [{probe.title}](#{_anchor(probe.title)}) | {ours} | {theirs} |")
     print("h2spec", file=sys.stderr, flush=True)
-    sections += ["### h2spec", "", f"h2spec {h2spec.VERSION}, every case, 2 s timeout.", "", *run_h2spec(), ""]
+    h2 = run_h2spec()
+    sections += ["### h2spec", "", f"h2spec {h2spec.VERSION}, every case, 2 s timeout.", "", *h2, ""]
+    verdicts.append(f"| [h2spec](#h2spec) | failing beyond grpc-go's failures: "
+                    f"{h2[-1].split('|')[3].strip() if len(h2) > 1 else 'not run'} (README: races) | "
+                    "grpc-go: the reference |")
     header = [
         "# Reliability figures",
         "",
@@ -159,7 +178,8 @@ def main() -> None:
         "(grpcio has no metrics(); the low-level API has no callbacks nor fallback).",
         "",
     ]
-    Path(args.out).write_text("\n".join(header + sections + _SUITE))
+    summary = ["## Summary", "", *verdicts, "", "## Figures", ""]
+    Path(args.out).write_text("\n".join(header + summary + sections + _SUITE))
     print(f"wrote {args.out}", file=sys.stderr)
 
 

@@ -1,0 +1,121 @@
+"""The one-line verdicts of report.py's summary table: for each probe, what
+our servers showed (the worst of them) and what the controls showed."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, List, Tuple
+
+Results = Dict[str, Dict[str, Any]]  # kind -> the probe's figures
+
+OURS = ("server", "aio", "lowlevel")
+CONTROLS = ("grpc", "grpc_aio")
+
+
+def _split(results: Results) -> Tuple[List[Dict[str, Any]], List[Dict[str, Any]]]:
+    return ([f for k, f in results.items() if k in OURS], [f for k, f in results.items() if k in CONTROLS])
+
+
+def _worst(figures: List[Dict[str, Any]], key: str) -> Any:
+    values = [f[key] for f in figures if f.get(key) is not None]
+    return max(values) if values else None
+
+
+def load(r: Results) -> Tuple[str, str]:
+    def line(fs: List[Dict[str, Any]]) -> str:
+        return (f"{sum(f['calls'] for f in fs):,} calls, {sum(f['failed'] for f in fs)} failed; "
+                f"RSS +{_worst(fs, 'rss_growth_pct')} % at most once warm, threads +{_worst(fs, 'threads_added')}")
+
+    ours, theirs = _split(r)
+    return line(ours) + f", goroutines +{_worst(ours, 'goroutines_added')}", line(theirs)
+
+
+def disconnects(r: Results) -> Tuple[str, str]:
+    def line(fs: List[Dict[str, Any]]) -> str:
+        leaked = _worst(fs, "leaked_calls")
+        return (f"{sum(f['clients'] for f in fs):,} clients gone mid-call: "
+                + (f"{leaked} calls leaked, " if leaked is not None else "")
+                + f"{sum(f['callbacks_missing'] for f in fs)} callbacks missing, "
+                f"RSS {_worst(fs, 'rss_growth_pct'):+} % at most, live call {_worst(fs, 'live_call_s')} s")
+
+    ours, theirs = _split(r)
+    return line(ours), line(theirs)
+
+
+def _by(key: str, fmt: str) -> Callable[[Results], Tuple[str, str]]:
+    def verdict(r: Results) -> Tuple[str, str]:
+        ours, theirs = _split(r)
+        return fmt.format(_worst(ours, key)), fmt.format(_worst(theirs, key))
+
+    return verdict
+
+
+def continuation(r: Results) -> Tuple[str, str]:
+    def line(fs: List[Dict[str, Any]]) -> str:
+        closed = all(f["server_closed_connection"] for f in fs)
+        return f"connection closed after {_worst(fs, 'sent_kib'):,} KiB at most" if closed else "not cut off"
+
+    ours, theirs = _split(r)
+    return line(ours), line(theirs)
+
+
+# The control each of ours answers like.
+_CONTROL_OF = {"server": "grpc", "aio": "grpc_aio", "lowlevel": "grpc"}
+
+
+def _answers(f: Dict[str, Any], ignore: Tuple[str, ...] = ()) -> Any:
+    skip = ("live_call_s", "alive", *ignore)
+    return f.get("outcomes") or {k: v for k, v in f.items() if k not in skip}
+
+
+def same_as_control(r: Results, ignore: Tuple[str, ...] = ()) -> Tuple[str, str]:
+    """Each of ours compared with its grpcio control, or with grpc-go where
+    it ran (malformed frames)."""
+    grpc_go = "grpcgo" in r
+    pairs = {k: ("grpcgo" if grpc_go else _CONTROL_OF[k]) for k in r if k in OURS}
+    same = all(_answers(r[k], ignore) == _answers(r[c], ignore) for k, c in pairs.items() if c in r)
+    alive = all(r[k].get("alive", True) for k in pairs)
+    n = len(_answers(next(iter(r.values())), ignore))
+    reference = "grpc-go's" if grpc_go else "grpcio's"
+    ours = f"{n} cases, answers {'identical to' if same else 'differ from'} {reference}" + (
+        "" if alive else "; a server died")
+    controls = [k for k in r if k in CONTROLS]
+    differ = sum(_answers(r[k], ignore) != _answers(r["grpcgo"], ignore) for k in controls) if grpc_go else 0
+    theirs = f"{n} cases" + (f"; grpcio's servers answer {differ} of {len(controls)} sets unlike grpc-go" if grpc_go else "")
+    return ours, theirs
+
+
+def tls(r: Results) -> Tuple[str, str]:
+    ours, theirs = same_as_control(r, ignore=("random ClientHello",))
+    return ours + " (a garbage ClientHello gets a TLS alert, grpcio just closes)", theirs
+
+
+def stop(r: Results) -> Tuple[str, str]:
+    def line(fs: List[Dict[str, Any]]) -> str:
+        return (f"exit codes {sorted({f['exit_code'] for f in fs})}, {sum(f['clients_stuck'] for f in fs)} clients "
+                f"stuck, stopped within {_worst(fs, 'stop_s')} s")
+
+    ours, theirs = _split(r)
+    return line(ours), line(theirs)
+
+
+def queued(r: Results) -> Tuple[str, str]:
+    def line(f: Dict[str, Any]) -> str:
+        return f"{f['handlers_run']} of {f['calls']} handlers ran; live call {f['live_call_s']} s"
+
+    return line(r["server"]), line(r["grpc"])
+
+
+VERDICTS: Dict[str, Callable[[Results], Tuple[str, str]]] = {
+    "Load and soak": load,
+    "Disconnects": disconnects,
+    "Idle connections": _by("live_p99_ms", "live calls p99 {} ms"),
+    "Rapid reset": _by("handlers_run", "{} handlers ran; still serving"),
+    "CONTINUATION flood": continuation,
+    "Stalled streams": _by("rss_kib_per_stream", "{} KiB per stalled stream"),
+    "Over the limits": same_as_control,
+    "Malformed frames": same_as_control,
+    "Handler faults": same_as_control,
+    "Stop under load": stop,
+    "Calls reset while queued": queued,
+    "TLS": tls,
+}
