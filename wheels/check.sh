@@ -25,6 +25,8 @@ tools=build/wheel-tools
 smoke=build/wheel-smoke
 rebuild=build/wheels-rebuild
 grpcio=$(grep -E '^grpcio==' tests/requirements.txt)
+# One timestamp for both builds, even if a commit lands between them.
+export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct)}
 
 echo "== wheels: build"
 rm -rf dist "$rebuild"
