@@ -26,7 +26,7 @@ smoke=build/wheel-smoke
 rebuild=build/wheels-rebuild
 grpcio=$(grep -E '^grpcio==' tests/requirements.txt)
 # One timestamp for both builds, even if a commit lands between them.
-export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct)}
+export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || date +%s)}
 
 echo "== wheels: build"
 rm -rf dist "$rebuild"
