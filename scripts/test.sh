@@ -40,7 +40,7 @@ echo "== go test"
 go vet ./...
 go test -count=1 -race ./...
 
-echo "== go fuzz (${PGN_FUZZTIME:=3s} per target)"
+echo "== go fuzz (${PGN_FUZZTIME:=2s} per target)"
 # Each target briefly, beyond its committed seeds (testdata/fuzz): the wire
 # (raw frames against a running front), method paths, metadata checks and
 # decoding, the Go->C value encoding, option parsing. A longer hunt:
