@@ -1,0 +1,138 @@
+package front
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/mem"
+)
+
+// newTestFront starts a front whose queue the test drains itself.
+func newTestFront(t *testing.T) (*Front, *grpc.ClientConn) {
+	t.Helper()
+	cfg, err := ParseConfig([]byte(fmt.Sprintf(`{"address": "127.0.0.1:0", "methods": [[%q, false], [%q, true]]}`, sayPath, countPath)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Start(); err != nil {
+		t.Fatal(err)
+	}
+	cc, err := grpc.NewClient(fmt.Sprintf("127.0.0.1:%d", f.Port()),
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(clientCodec{})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cc.Close(); f.Stop(-1) })
+	return f, cc
+}
+
+// A call whose client goes away before Python took its event never
+// reaches Python: no EventCall, and no EventCancel either.
+func TestCallEndedUnseenIsNeverDelivered(t *testing.T) {
+	f, cc := newTestFront(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	go say(ctx, cc, "gone")
+	waitFor(t, func() bool { return f.queue.len() == 1 })
+	cancel()
+	waitFor(t, func() bool { return metric(f, "calls_active") == 0 })
+
+	if batch, _ := f.Recv(64, math.MaxInt, 50*time.Millisecond); len(batch) != 0 {
+		t.Fatalf("the abandoned call reached Python: %+v", batch)
+	}
+	if metric(f, "calls_cancelled") != 1 {
+		t.Fatalf("calls_cancelled = %d, want 1", metric(f, "calls_cancelled"))
+	}
+}
+
+// A call Python has taken gets exactly one EventCancel when it ends.
+func TestCallEndedSeenGetsOneCancel(t *testing.T) {
+	f, cc := newTestFront(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	go say(ctx, cc, "seen")
+	var call Event
+	waitFor(t, func() bool {
+		b, _ := f.Recv(1, math.MaxInt, 0)
+		if len(b) == 1 {
+			call = b[0]
+		}
+		return len(b) == 1
+	})
+	cancel()
+	b, _ := f.Recv(8, math.MaxInt, 5*time.Second)
+	if len(b) != 1 || b[0].Kind != EventCancel || b[0].CallID != call.CallID {
+		t.Fatalf("got %+v, want one EventCancel for call %d", b, call.CallID)
+	}
+}
+
+// Recv stops a batch at maxBytes of payload, unless the first event alone
+// is larger.
+func TestRecvCapsBatchesByBytes(t *testing.T) {
+	q := newEventQueue()
+	for i := 0; i < 5; i++ {
+		q.push(Event{Kind: EventCall, CallID: uint64(i + 1), Payload: msg(string(make([]byte, 100)))})
+	}
+	if b, _ := q.take(10, 250); len(b) != 2 {
+		t.Fatalf("batch of %d events, want 2 (250 bytes hold two of 100)", len(b))
+	}
+	if b, _ := q.take(10, 50); len(b) != 1 {
+		t.Fatalf("batch of %d events, want 1 (the first event alone is over the cap)", len(b))
+	}
+	if b, _ := q.take(10, math.MaxInt); len(b) != 2 {
+		t.Fatalf("batch of %d events, want the last 2", len(b))
+	}
+}
+
+// The op queue holds a burst of messages without waking the call's
+// goroutine for each, refuses more than its limits without block, and
+// releases a blocked sender when the goroutine takes the ops or the call
+// ends.
+func TestOpQueueLimitsAndWakeUps(t *testing.T) {
+	q := newOpQueue()
+	ended := make(chan struct{})
+	for i := 0; i < maxQueuedOps; i++ {
+		if r := q.put(op{kind: opMessage}, false, ended); r != ResultOK {
+			t.Fatalf("op %d: %v", i, r)
+		}
+	}
+	if len(q.ready) != 1 {
+		t.Fatal("a burst must leave exactly one wake-up")
+	}
+	if r := q.put(op{kind: opMessage}, false, ended); r != ResultWouldBlock {
+		t.Fatalf("over the op limit: %v, want ResultWouldBlock", r)
+	}
+	done := make(chan Result)
+	go func() { done <- q.put(op{kind: opMessage}, true, ended) }()
+	time.Sleep(10 * time.Millisecond)
+	<-q.ready
+	if got := len(q.take(nil)); got != maxQueuedOps {
+		t.Fatalf("took %d ops", got)
+	}
+	if r := <-done; r != ResultOK {
+		t.Fatalf("blocked sender: %v, want ResultOK once room was made", r)
+	}
+
+	big := op{kind: opMessage, payload: mem.BufferSlice{mem.SliceBuffer(make([]byte, maxQueuedBytes+1))}}
+	q.take(nil)
+	if r := q.put(big, false, ended); r != ResultOK {
+		t.Fatalf("a large message alone: %v, want ResultOK", r)
+	}
+	if r := q.put(op{kind: opMessage, payload: msg("x")}, false, ended); r != ResultWouldBlock {
+		t.Fatalf("over the byte limit: %v, want ResultWouldBlock", r)
+	}
+	go func() { done <- q.put(op{kind: opMessage}, true, ended) }()
+	time.Sleep(10 * time.Millisecond)
+	close(ended)
+	if r := <-done; r != ResultEnded {
+		t.Fatalf("sender blocked when the call ended: %v, want ResultEnded", r)
+	}
+}
