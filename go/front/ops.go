@@ -23,12 +23,14 @@ type opQueue struct {
 	// signals room after its next take.
 	full bool
 	// ready holds a token while ops may wait (for the call's goroutine);
-	// room holds one when room was made (for a waiting sender).
+	// room holds one when room was made (for a waiting sender). room is
+	// made by the first sender that has to wait (most calls never do), and
+	// read under mu.
 	ready, room chan struct{}
 }
 
 func newOpQueue() opQueue {
-	return opQueue{ready: make(chan struct{}, 1), room: make(chan struct{}, 1)}
+	return opQueue{ready: make(chan struct{}, 1)}
 }
 
 func signal(ch chan struct{}) {
@@ -60,12 +62,16 @@ func (q *opQueue) put(o op, block bool, ended <-chan struct{}) Result {
 			return ResultOK
 		}
 		q.full = true
+		if q.room == nil {
+			q.room = make(chan struct{}, 1)
+		}
+		room := q.room
 		q.mu.Unlock()
 		if !block {
 			return ResultWouldBlock
 		}
 		select {
-		case <-q.room:
+		case <-room:
 		case <-ended:
 			return ResultEnded
 		}
@@ -79,11 +85,12 @@ func (q *opQueue) take(dst []op) []op {
 	dst = append(dst, q.ops...)
 	clear(q.ops)
 	q.ops, q.bytes = q.ops[:0], 0
+	room := q.room
 	full := q.full
 	q.full = false
 	q.mu.Unlock()
 	if full {
-		signal(q.room)
+		signal(room)
 	}
 	return dst
 }
