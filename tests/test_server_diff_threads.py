@@ -5,6 +5,7 @@ run, so a burst of abandoned calls doesn't delay the live ones."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from concurrent import futures
@@ -12,7 +13,7 @@ from concurrent import futures
 import grpc
 import pytest
 
-from diff.harness import KINDS, SERVICE, WAIT, factory, method, setup_handlers, unary
+from diff.harness import KINDS, WAIT, factory, method, setup_handlers, unary
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -31,20 +32,27 @@ class DelegatingExecutor(futures.Executor):
         self._pool.shutdown(wait=wait, cancel_futures=cancel_futures)
 
 
-def _serve(kind: str, executor: futures.Executor, handlers) -> tuple[grpc.Server, grpc.Channel]:
+@contextlib.contextmanager
+def _serving(kind: str, executor: futures.Executor, handlers):
+    """A started server of one kind on `executor`, with a channel to it;
+    server, channel and executor are closed at the end."""
     server = factory(kind)(executor)
     setup_handlers(handlers)(server, None)
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
     channel = grpc.insecure_channel(f"127.0.0.1:{port}")
-    grpc.channel_ready_future(channel).result(timeout=WAIT)
-    return server, channel
+    try:
+        grpc.channel_ready_future(channel).result(timeout=WAIT)
+        yield channel
+    finally:
+        server.stop(0).wait(WAIT)
+        channel.close()
+        executor.shutdown(wait=False)
 
 
 def _blocking_calls_started(kind: str, executor: futures.Executor, calls: int) -> int:
     """How many of `calls` blocking calls run at the same time: each handler
     waits until all have started (or 10 s pass)."""
-    started = threading.Semaphore(0)
     count = [0]
     lock = threading.Lock()
     everyone = threading.Event()
@@ -57,8 +65,7 @@ def _blocking_calls_started(kind: str, executor: futures.Executor, calls: int) -
         everyone.wait(10)
         return request
 
-    server, channel = _serve(kind, executor, {"Block": unary(block)})
-    try:
+    with _serving(kind, executor, {"Block": unary(block)}) as channel:
         stub = channel.unary_unary(method("Block"))
         pending = [stub.future(b"x", timeout=30) for _ in range(calls)]
         everyone.wait(15)
@@ -67,11 +74,6 @@ def _blocking_calls_started(kind: str, executor: futures.Executor, calls: int) -
         for f in pending:
             f.result(timeout=30)
         return seen
-    finally:
-        server.stop(0).wait(WAIT)
-        channel.close()
-        executor.shutdown(wait=False)
-        del started
 
 
 @pytest.mark.parametrize("make_executor", [lambda: DelegatingExecutor(32), lambda: futures.ThreadPoolExecutor(32)],
@@ -94,9 +96,7 @@ def test_blocking_calls_beyond_the_pool_wait_for_a_thread():
             gate.wait(10)
             return request
 
-        executor = futures.ThreadPoolExecutor(4)
-        server, channel = _serve(kind, executor, {"Block": unary(block)})
-        try:
+        with _serving(kind, futures.ThreadPoolExecutor(4), {"Block": unary(block)}) as channel:
             stub = channel.unary_unary(method("Block"))
             pending = [stub.future(b"%d" % i, timeout=30) for i in range(10)]
             deadline = time.monotonic() + WAIT
@@ -108,10 +108,6 @@ def test_blocking_calls_beyond_the_pool_wait_for_a_thread():
             gate.set()
             assert sorted(f.result(timeout=30) for f in pending) == sorted(b"%d" % i for i in range(10))
             return n
-        finally:
-            server.stop(0).wait(WAIT)
-            channel.close()
-            executor.shutdown(wait=False)
 
     assert {kind: started(kind) for kind in KINDS} == {"grpcio": 4, "native": 4}
 
@@ -129,9 +125,7 @@ def _abandoned_burst(kind: str, calls: int) -> tuple[int, float]:
         time.sleep(0.02)
         return request
 
-    executor = futures.ThreadPoolExecutor(16)
-    server, channel = _serve(kind, executor, {"Slow": unary(slow)})
-    try:
+    with _serving(kind, futures.ThreadPoolExecutor(16), {"Slow": unary(slow)}) as channel:
         stub = channel.unary_unary(method("Slow"))
         burst = [stub.future(b"x", timeout=60) for _ in range(calls)]
         time.sleep(0.005)
@@ -143,10 +137,6 @@ def _abandoned_burst(kind: str, calls: int) -> tuple[int, float]:
         time.sleep(0.2)  # handlers already running finish
         with lock:
             return ran[0], took
-    finally:
-        server.stop(0).wait(WAIT)
-        channel.close()
-        executor.shutdown(wait=False)
 
 
 def test_calls_abandoned_while_queued_are_not_run():

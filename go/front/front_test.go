@@ -44,9 +44,9 @@ func (clientCodec) Unmarshal(d mem.BufferSlice, v any) error {
 	return nil
 }
 
-// startFront starts a front from a JSON config body (address and methods
-// are filled in) and a Python stand-in that runs handle for every event.
-func startFront(t testing.TB, extra string, handle func(f *Front, e Event)) (*Front, *grpc.ClientConn) {
+// newFront starts a front from a JSON config body (address and methods
+// are filled in) and a client connection to it; both end with the test.
+func newFront(t testing.TB, extra string) (*Front, *grpc.ClientConn) {
 	t.Helper()
 	doc := fmt.Sprintf(`{"address": "127.0.0.1:0", "methods": [[%q, false], [%q, true]]%s}`, sayPath, countPath, extra)
 	cfg, err := ParseConfig([]byte(doc))
@@ -60,6 +60,24 @@ func startFront(t testing.TB, extra string, handle func(f *Front, e Event)) (*Fr
 	if err := f.Start(); err != nil {
 		t.Fatal(err)
 	}
+	cc, err := grpc.NewClient(fmt.Sprintf("127.0.0.1:%d", f.Port()),
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(clientCodec{})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cc.Close()
+		f.Stop(-1)
+	})
+	return f, cc
+}
+
+// startFront is newFront with a Python stand-in that runs handle for
+// every event.
+func startFront(t testing.TB, extra string, handle func(f *Front, e Event)) (*Front, *grpc.ClientConn) {
+	t.Helper()
+	f, cc := newFront(t, extra)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -73,14 +91,7 @@ func startFront(t testing.TB, extra string, handle func(f *Front, e Event)) (*Fr
 			}
 		}
 	}()
-	cc, err := grpc.NewClient(fmt.Sprintf("127.0.0.1:%d", f.Port()),
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(clientCodec{})))
-	if err != nil {
-		t.Fatal(err)
-	}
 	t.Cleanup(func() {
-		cc.Close()
 		f.Stop(-1)
 		<-done
 	})

@@ -2,44 +2,17 @@ package front
 
 import (
 	"context"
-	"fmt"
 	"math"
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/mem"
 )
-
-// newTestFront starts a front whose queue the test drains itself.
-func newTestFront(t *testing.T) (*Front, *grpc.ClientConn) {
-	t.Helper()
-	cfg, err := ParseConfig([]byte(fmt.Sprintf(`{"address": "127.0.0.1:0", "methods": [[%q, false], [%q, true]]}`, sayPath, countPath)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Start(); err != nil {
-		t.Fatal(err)
-	}
-	cc, err := grpc.NewClient(fmt.Sprintf("127.0.0.1:%d", f.Port()),
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(clientCodec{})))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cc.Close(); f.Stop(-1) })
-	return f, cc
-}
 
 // A call whose client goes away before Python took its event never
 // reaches Python: no EventCall, and no EventCancel either.
 func TestCallEndedUnseenIsNeverDelivered(t *testing.T) {
-	f, cc := newTestFront(t)
+	f, cc := newFront(t, "")
 	ctx, cancel := context.WithCancel(context.Background())
 	go say(ctx, cc, "gone")
 	waitFor(t, func() bool { return f.queue.len() == 1 })
@@ -56,7 +29,7 @@ func TestCallEndedUnseenIsNeverDelivered(t *testing.T) {
 
 // A call Python has taken gets exactly one EventCancel when it ends.
 func TestCallEndedSeenGetsOneCancel(t *testing.T) {
-	f, cc := newTestFront(t)
+	f, cc := newFront(t, "")
 	ctx, cancel := context.WithCancel(context.Background())
 	go say(ctx, cc, "seen")
 	var call Event
