@@ -18,6 +18,7 @@ COLOURS = {
     "grpcio_sync": "#9e9e9e",
     "grpcio_aio": "#c7c7c7",
     "native_sync": "#1f77b4",
+    "native_sync16": "#aec7e8",
     "native_aio": "#2ca02c",
     "native_aio_uvloop": "#98df8a",
     "lowlevel": "#ff7f0e",

@@ -251,7 +251,16 @@ class _AioServer(ServerCore, grpc.aio.Server):
             if handler.response_streaming:
                 await self._serve_stream(handler.unary_stream, ctx, request)
             else:
-                await self._serve_unary(handler.unary_unary, ctx, request)
+                # Unary, inline: one coroutine less per call.
+                behavior = handler.unary_unary
+                if self._kind(behavior) is _SYNC:
+                    response = await self._run_sync(behavior, ctx, request)
+                else:
+                    response = await behavior(request, ctx)
+                if not ctx.status_sent:
+                    code = ctx.code_ or _OK
+                    body = self.serialize(ctx, response) if code is _OK else None
+                    await ctx.finish(code, ctx.details_, body)
         except asyncio.CancelledError:
             pass  # the client has its status already
         except grpc.aio.AbortError:
@@ -266,17 +275,6 @@ class _AioServer(ServerCore, grpc.aio.Server):
                     callback(ctx)
             except Exception:  # noqa: BLE001 - as grpc.aio, the first failure ends the run
                 _LOGGER.exception("Exception calling done callback")
-
-    async def _serve_unary(self, behavior: Any, ctx: ServicerContext, request: Any) -> None:
-        if self._kind(behavior) is _SYNC:
-            response = await self._run_sync(behavior, ctx, request)
-        else:
-            response = await behavior(request, ctx)
-        if ctx.status_sent:
-            return
-        code = ctx.code_ or _OK
-        body = self.serialize(ctx, response) if code is _OK else None
-        await ctx.finish(code, ctx.details_, body)
 
     async def _serve_stream(self, behavior: Any, ctx: ServicerContext, request: Any) -> None:
         kind = self._kind(behavior)
