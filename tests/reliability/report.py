@@ -194,7 +194,7 @@ where grpcio's behaviour is the reference, to the control's answers:
 | `test_rel_load.py` | once warm, RSS grows under 5 %, OS threads by 4 at most, goroutines by 10 at most; no call fails |
 | `test_rel_disconnects.py` | no leaked call in `metrics()`, every callback fired, a live call answered promptly (control too) |
 | `test_rel_hostile.py` | live calls served during idle connections, rapid reset, CONTINUATION floods (cut off), stalled streams (bounded memory); limits refused as grpcio does; malformed frames answered as grpc-go answers them |
-| `test_rel_faults.py` | handler faults end calls as grpcio's servers do; stop under load answers every call and exits; calls reset while queued are skipped (bug 1, marked xfail until fixed) |
+| `test_rel_faults.py` | handler faults end calls as grpcio's servers do; stop under load answers every call and exits; calls reset while queued are skipped (bug 1) |
 | `test_rel_h2spec.py` | no h2spec failure that grpc-go doesn't have, beyond the races README lists |
 | `test_rel_tls.py` | plaintext, garbage ClientHellos and untrusted or missing client certificates turned away as grpcio does; trusted clients still served |
 

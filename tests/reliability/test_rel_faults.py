@@ -29,11 +29,10 @@ def test_stop_under_load_answers_every_call_and_exits(kind):
     assert set(f["client_outcomes"]) <= {"OK", "UNAVAILABLE", "CANCELLED"}, f
 
 
-@pytest.mark.xfail(reason="issue 19 bug 1, fixed by the hand-off redesign", strict=False)
 def test_calls_reset_while_queued_are_skipped():
     with ServerProcess("server", workers=4) as server:
         f = cancelled_while_queued(server)
-    # grpc.server() runs ~1-4 % of them, server() once fixed ~10-13 %;
-    # before the fix, ~45 % ran and the live call waited ~1 s.
+    # grpc.server() runs ~1-4 % of them, server() ~10-13 % (issue 19 bug 1:
+    # before the hand-off redesign, ~45 % ran and the live call waited ~1 s).
     assert f["handlers_run"] < f["calls"] // 4, f
     assert f["live_call_s"] < 0.5, f
