@@ -457,6 +457,16 @@ def test_max_receive_and_send_message_length():
     assert ref == (SC.OK, SC.RESOURCE_EXHAUSTED, SC.OK, SC.RESOURCE_EXHAUSTED)
 
 
+def test_option_names_given_as_bytes():
+    # grpc.aio takes bytes option names as it takes str ones: known ones
+    # apply, unknown ones are ignored.
+    def scenario(run):
+        return call_unary(run.channel, method("Echo"), b"x" * 1024).code, call_unary(run.channel, method("Echo"), b"x" * 1025).code
+
+    options = [(b"grpc.some_option_nobody_knows", 1), (b"grpc.max_receive_message_length", 1024)]
+    assert same(_echo_setup, scenario, options=options) == (SC.OK, SC.RESOURCE_EXHAUSTED)
+
+
 def test_ignored_options():
     options = [
         ("grpc.some_option_nobody_knows", 1),

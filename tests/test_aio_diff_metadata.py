@@ -428,6 +428,67 @@ def test_known_difference_request_metadata_order():
     assert ours == ["x-alpha", "x-mid", "x-zeta"]
 
 
+def test_initial_metadata_keys_given_as_bytes():
+    # grpc.aio takes bytes keys in initial metadata (not in trailing
+    # metadata: see below).
+    async def handler(req, ctx):
+        await ctx.send_initial_metadata(((b"x-init", "i"), (b"x-init-bin", b"\x00\x01")))
+        return b"resp"
+
+    ref = _unary_case(handler)
+    assert ref.initial_metadata == (("x-init", "i"), ("x-init-bin", b"\x00\x01"))
+
+
+_WRONG_TRAILING_METADATA = {
+    "int": 42,
+    "None": None,
+    "str": "x-key",
+    "dict": {"x-key": "v"},
+    "bytes-key": ((b"x-key", "v"),),
+    "int-value": (("x-key", 1),),
+    "list-item": (["x-key", "v"],),
+}
+
+
+@pytest.mark.parametrize("via", ["set_trailing_metadata", "abort", "sync-handler"])
+@pytest.mark.parametrize("case", sorted(_WRONG_TRAILING_METADATA))
+def test_trailing_metadata_of_the_wrong_type(case, via):
+    # grpc.aio raises TypeError in set_trailing_metadata() (and abort())
+    # itself; the handler's outcome follows from the exception.
+    value = _WRONG_TRAILING_METADATA[case]
+
+    def record(state, set_it):
+        try:
+            set_it()
+            state.record("seen", "no error")
+        except Exception as exc:  # noqa: BLE001
+            state.record("seen", describe(exc))
+            raise
+
+    async def handler(req, ctx, state):
+        if via == "abort":
+            try:
+                await ctx.abort(SC.NOT_FOUND, "nf", value)
+            except Exception as exc:  # noqa: BLE001
+                state.record("seen", describe(exc))
+                raise
+        record(state, lambda: ctx.set_trailing_metadata(value))
+        return b"resp"
+
+    def sync_setup(server, state):
+        def sync_handler(req, ctx):
+            record(state, lambda: ctx.set_trailing_metadata(value))
+            return b"resp"
+
+        setup_handlers({"M": unary(sync_handler)})(server, state)
+
+    def scenario(run):
+        out = call_unary(run.channel, method("M"), timeout=2)
+        return out.code, run.state.wait_for("seen", 1)
+
+    same(sync_setup if via == "sync-handler" else _recording("M", handler), scenario)
+
+
 @pytest.mark.parametrize(
     "where,key,value",
     [

@@ -178,6 +178,18 @@ def test_ignored_options():
     assert same(_echo_setup, scenario, options=options) == (b"hello",)
 
 
+def test_option_names_given_as_bytes():
+    # grpcio takes bytes option names as it takes str ones: known ones apply,
+    # unknown ones are ignored.
+    def scenario(run):
+        small = call_unary(run.channel, method("Echo"), b"x" * 1024)
+        big = call_unary(run.channel, method("Echo"), b"x" * 1025)
+        return small.code, big.code
+
+    options = [(b"grpc.some_option_nobody_knows", 1), (b"grpc.max_receive_message_length", 1024)]
+    assert same(_echo_setup, scenario, options=options) == (SC.OK, SC.RESOURCE_EXHAUSTED)
+
+
 def test_max_concurrent_streams_serialises_a_connection():
     # With one stream per connection, calls on one channel run one at a time.
     def setup(server, state):

@@ -344,6 +344,18 @@ def test_known_difference_reserved_grpc_key_in_response_metadata():
     assert ours.code == SC.INTERNAL
 
 
+def test_metadata_keys_given_as_bytes():
+    # grpcio takes bytes keys as well as str ones, in both directions.
+    def handler(req, ctx):
+        ctx.send_initial_metadata(((b"x-init", "i"), (b"x-init-bin", b"\x00\x01")))
+        ctx.set_trailing_metadata(((b"x-trail", b"t"), ("x-str", "s")))
+        return b"resp"
+
+    ref = _unary_case(handler)
+    assert ref.initial_metadata == (("x-init", "i"), ("x-init-bin", b"\x00\x01"))
+    assert sorted(ref.trailing_metadata) == [("x-str", "s"), ("x-trail", "t")]
+
+
 @pytest.mark.parametrize(
     "where,key,value",
     [

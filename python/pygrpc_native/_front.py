@@ -59,8 +59,12 @@ def _config_json(
         if not (isinstance(entry, tuple) or isinstance(entry, list)) or len(entry) != 2:
             raise TypeError(f"options must be (name, value) pairs, got {entry!r}")
         name, value = entry
+        if isinstance(name, bytes):
+            # As grpcio. A name that isn't UTF-8 is no option anyone knows,
+            # and unknown options are ignored.
+            name = name.decode("utf-8", "replace")
         if not isinstance(name, str):
-            raise TypeError(f"option names must be str, got {name!r}")
+            raise TypeError(f"option names must be str or bytes, got {name!r}")
         option_list.append([name, _option_value(value)])
     tokens = {}
     if bearer_tokens is not None and not isinstance(bearer_tokens, Mapping):

@@ -193,7 +193,7 @@ static int buf_put_str(Buf *b, const char *s, Py_ssize_t n) {
     return buf_put(b, s, (size_t)n);
 }
 
-/* encode_metadata writes a sequence of (str key, str | bytes value) pairs
+/* encode_metadata writes a sequence of (str | bytes key, str | bytes value) pairs
  * in the layout go/capi decodeMetadata reads: u32 count, then per pair
  * u32 length + key, u32 length + value. None encodes nothing. */
 static int encode_metadata(PyObject *md, Buf *out) {
@@ -227,12 +227,18 @@ static int encode_metadata(PyObject *md, Buf *out) {
         if (key == NULL || value == NULL) {
             goto item_done;
         }
-        if (!PyUnicode_Check(key)) {
-            PyErr_Format(PyExc_TypeError, "metadata keys must be str, got %R", key);
+        /* As grpcio, keys may be str or bytes (sent as they are). */
+        Py_ssize_t klen;
+        const char *k;
+        if (PyUnicode_Check(key)) {
+            k = PyUnicode_AsUTF8AndSize(key, &klen);
+        } else if (PyBytes_Check(key)) {
+            char *kb;
+            k = PyBytes_AsStringAndSize(key, &kb, &klen) < 0 ? NULL : kb;
+        } else {
+            PyErr_Format(PyExc_TypeError, "metadata keys must be str or bytes, got %R", key);
             goto item_done;
         }
-        Py_ssize_t klen;
-        const char *k = PyUnicode_AsUTF8AndSize(key, &klen);
         if (k == NULL || buf_put_str(out, k, klen) < 0) {
             goto item_done;
         }

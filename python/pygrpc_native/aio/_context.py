@@ -20,6 +20,26 @@ if TYPE_CHECKING:  # pragma: no cover
 
 _CODE_VALUES = {code: code.value[0] for code in grpc.StatusCode}
 _UNKNOWN = grpc.StatusCode.UNKNOWN
+_METADATA_SHAPE = "Tuple[Tuple[str, Union[str, bytes]]...]"
+
+
+def check_trailing_metadata(metadata: Any) -> None:
+    """grpc.aio's check of trailing metadata, with its TypeError, so that a
+    handler learns of the mistake where it made it: an iterable (not a
+    dict) of (str, str | bytes) tuples. Unlike initial metadata, keys given
+    as bytes are refused, as grpc.aio refuses them."""
+    if (
+        not hasattr(metadata, "__iter__")
+        or isinstance(metadata, dict)
+        or not all(
+            isinstance(item, tuple)
+            and len(item) == 2
+            and isinstance(item[0], str)
+            and isinstance(item[1], (str, bytes))
+            for item in metadata
+        )
+    ):
+        raise TypeError(f"Invalid trailing metadata type, expected {_METADATA_SHAPE}: {metadata}")
 
 
 class ServicerContext(CallInfo, grpc.aio.ServicerContext):
@@ -126,9 +146,17 @@ class ServicerContext(CallInfo, grpc.aio.ServicerContext):
         await self._post(self._front.send_initial_metadata, tuple(initial_metadata or ()))
 
     async def abort(self, code: grpc.StatusCode, details: str = "", trailing_metadata: Any = ()) -> NoReturn:
+        if trailing_metadata is not None and not isinstance(trailing_metadata, tuple):
+            # grpc.aio's abort() takes a tuple (or None, refused below).
+            raise TypeError(
+                "Argument 'trailing_metadata' has incorrect type"
+                f" (expected tuple, got {type(trailing_metadata).__name__})"
+            )
         if self.status_sent:
             raise grpc.aio.UsageError("Abort already called!")
-        if trailing_metadata:
+        # As grpc.aio: no trailing metadata here keeps what was set before.
+        if trailing_metadata != () or not self.trailing_metadata_:
+            check_trailing_metadata(trailing_metadata)
             self.trailing_metadata_ = trailing_metadata
         if code == grpc.StatusCode.OK:
             # grpc.aio leaves such a call unanswered until its deadline; the
@@ -143,7 +171,8 @@ class ServicerContext(CallInfo, grpc.aio.ServicerContext):
         await self.abort(status.code, status.details, status.trailing_metadata)
 
     def set_trailing_metadata(self, trailing_metadata: Any) -> None:
-        self.trailing_metadata_ = trailing_metadata
+        check_trailing_metadata(trailing_metadata)
+        self.trailing_metadata_ = tuple(trailing_metadata)
 
     def trailing_metadata(self) -> Any:
         return self.trailing_metadata_

@@ -33,7 +33,7 @@ from .._context import ServicerContext as SyncServicerContext
 from .._context import compression_name
 from .._core import NEW, STARTED, STOPPED, ServerCore
 from .._front import EVENT_CALL, EVENT_CANCEL
-from ._context import ServicerContext
+from ._context import ServicerContext, check_trailing_metadata
 
 _LOGGER = logging.getLogger("pygrpc_native")
 
@@ -86,6 +86,10 @@ class _SyncContext(SyncServicerContext):
         # when the call completes (not on a client cancel).
         if self.callbacks is not None and not self.finished:
             self.callbacks.append(callback)
+
+    def set_trailing_metadata(self, trailing_metadata: Any) -> None:
+        check_trailing_metadata(trailing_metadata)
+        self.trailing_metadata_ = tuple(trailing_metadata)
 
     def time_remaining(self) -> Optional[float]:  # type: ignore[override]
         # grpc.aio's context: None without a deadline.
