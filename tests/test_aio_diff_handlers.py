@@ -327,6 +327,39 @@ def test_generic_handler_given_at_construction_and_registered_win():
     assert ref == ((b"registered",), SC.OK)
 
 
+def test_empty_service_name():
+    # grpc.aio serves methods of a service named "" (paths "//Method"), from
+    # registered and generic handlers alike.
+    def setup(server, state):
+        server.add_registered_method_handlers("", {"Echo": unary(_echo), "Count": stream(_count)})
+        server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("", {"Gen": unary(_echo)}),))
+
+    def scenario(run):
+        return (
+            call_unary(run.channel, "//Echo", b"a"),
+            call_stream(run.channel, "//Count", b"b"),
+            call_unary(run.channel, "//Gen", b"c"),
+            call_unary(run.channel, "//Nope", b"d").brief(),
+        )
+
+    ref = same(setup, scenario)
+    assert ref[0].responses == (b"echo:a",) and ref[1].responses == (b"b-0", b"b-1", b"b-2")
+    assert ref[2].responses == (b"echo:c",) and ref[3] == (SC.UNIMPLEMENTED, "Method not found!")
+
+
+def test_known_difference_path_without_leading_slash():
+    """README "Known differences": grpc.aio hands any path to the generic
+    handlers; grpc-go answers a path that is not /service/method (here a
+    client calling method "Echo") UNIMPLEMENTED before any handler sees it."""
+
+    def setup(server, state):
+        server.add_generic_rpc_handlers((_MapHandler({"Echo": unary(_echo)}),))
+
+    ref, ours = both(setup, lambda run: call_unary(run.channel, "Echo", b"x"))
+    assert ref.responses == (b"echo:x",)
+    assert ours.brief() == (SC.UNIMPLEMENTED, 'malformed method name: "Echo"')
+
+
 def test_generic_handler_raises_in_service():
     class Broken(grpc.GenericRpcHandler):
         def service(self, handler_call_details):

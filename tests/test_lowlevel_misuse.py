@@ -263,11 +263,18 @@ def test_bad_methods_list(methods):
 
 @pytest.mark.parametrize(
     "path",
-    ["", "/", "noslash", "echo.Echo/Say", "/echo.Echo/", "//Say", "/echo.Echo"],
+    ["", "/", "noslash", "echo.Echo/Say", "/echo.Echo"],
 )
 def test_bad_method_path_raises_value_error(path):
     with pytest.raises(ValueError):
         NativeGrpcFront("127.0.0.1:0", [(path, False)])
+
+
+@pytest.mark.parametrize("path", ["//Say", "/echo.Echo/"], ids=["empty-service", "empty-method"])
+def test_method_path_with_an_empty_name_is_accepted(path):
+    # grpc-go routes such paths, and grpcio serves them.
+    front = NativeGrpcFront("127.0.0.1:0", [(path, False)])
+    assert front.add_method(path, False) == 0
 
 
 def test_duplicate_method_path_raises_value_error():

@@ -297,13 +297,14 @@ func headerListLimit(soft, hard int64) uint32 {
 }
 
 // splitMethodPath splits "/pkg.Service/Method" into its service and method
-// names.
+// names. Either may be empty ("//Method"): grpc-go routes every path of the
+// form /service/method to the front, and grpcio serves such paths too.
 func splitMethodPath(path string) (service, method string, ok bool) {
 	if !strings.HasPrefix(path, "/") {
 		return "", "", false
 	}
 	i := strings.LastIndex(path, "/")
-	if i <= 1 || i == len(path)-1 {
+	if i == 0 {
 		return "", "", false
 	}
 	return path[1:i], path[i+1:], true
