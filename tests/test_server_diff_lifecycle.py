@@ -331,6 +331,44 @@ def test_stop_before_start():
     assert _for_both(check) == (True, True)
 
 
+# -- no thread pool -------------------------------------------------------------------
+
+
+def _server_without_pool(kind):
+    server = factory(kind)(None)
+    setup_handlers({"Echo": unary(lambda req, ctx: req)})(server, None)
+    return server, server.add_insecure_port("127.0.0.1:0")
+
+
+def test_server_without_thread_pool_is_created_and_stops():
+    def check(kind):
+        server, port = _server_without_pool(kind)
+        server.start()
+        return isinstance(port, int), _bounded(lambda: server.stop(1).wait(WAIT))
+
+    assert _for_both(check) == (True, True)
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")  # grpcio's dying thread
+def test_known_difference_call_to_server_without_thread_pool():
+    """README "Known differences": with thread_pool=None neither server can
+    run a handler, and the first call that needs one brings the server down
+    with AttributeError ('NoneType' object has no attribute 'submit').
+    grpcio's serving thread dies: that call and every later one wait for
+    their deadline, and stop() never completes. pygrpc_native logs the error
+    and stops: calls end at once with UNAVAILABLE, and stop() returns."""
+    outcomes = {}
+    for kind in KINDS:
+        server, port = _server_without_pool(kind)
+        server.start()
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as ch:
+            first = call_unary(ch, method("Echo"), b"x", timeout=1).code
+            later = call_unary(ch, method("Echo"), b"x", timeout=1).code
+        outcomes[kind] = first, later, server.stop(0).wait(2)
+    assert outcomes["grpcio"] == (SC.DEADLINE_EXCEEDED, SC.DEADLINE_EXCEEDED, False)
+    assert outcomes["native"] == (SC.UNAVAILABLE, SC.UNAVAILABLE, True)
+
+
 # -- wait_for_termination ---------------------------------------------------------------
 
 

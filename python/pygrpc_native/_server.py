@@ -90,15 +90,13 @@ class _Runner:
 class _Server(ServerCore, grpc.Server):
     def __init__(
         self,
-        thread_pool: futures.Executor,
+        thread_pool: Optional[futures.Executor],
         handlers: Optional[Sequence[grpc.GenericRpcHandler]],
         interceptors: Optional[Sequence[grpc.ServerInterceptor]],
         options: Optional[Sequence[Any]],
         maximum_concurrent_rpcs: Optional[int],
         compression: Optional[grpc.Compression],
     ) -> None:
-        if thread_pool is None:
-            raise ValueError("server() needs a thread pool, e.g. concurrent.futures.ThreadPoolExecutor(16)")
         self._init_core(options, maximum_concurrent_rpcs, compression)
         self.fallback = grpc.server(
             thread_pool,
@@ -157,6 +155,8 @@ class _Server(ServerCore, grpc.Server):
             if self.stage is NEW or self._termination.is_set():
                 self.stage = STOPPED
                 self.front.stop(None)  # releases a bound port
+                # Still running if the dispatcher failed (e.g. no thread pool).
+                self.fallback.stop(None)
                 self.cleanup()
                 self._termination.set()
                 event.set()
@@ -425,7 +425,7 @@ class _Server(ServerCore, grpc.Server):
 
 
 def server(
-    thread_pool: futures.Executor,
+    thread_pool: Optional[futures.Executor],
     handlers: Optional[Sequence[grpc.GenericRpcHandler]] = None,
     interceptors: Optional[Sequence[grpc.ServerInterceptor]] = None,
     options: Optional[Sequence[Any]] = None,
@@ -435,7 +435,9 @@ def server(
 ) -> grpc.Server:
     """Creates a server like grpc.server(), with the protocol served in Go.
 
-    Takes grpcio's arguments; ``xds=True`` is refused with ValueError.
+    Takes grpcio's arguments; ``xds=True`` is refused with ValueError. As
+    with grpcio, ``thread_pool=None`` is accepted, but a server without one
+    can't serve: the first call brings it down (README: known differences).
     """
     if xds:
         raise ValueError("xds=True is not supported")
