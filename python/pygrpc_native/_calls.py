@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import collections
 import logging
+from concurrent import futures
 from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 
 import grpc
@@ -26,6 +27,7 @@ _UNKNOWN = grpc.StatusCode.UNKNOWN.value[0]
 _OK = grpc.StatusCode.OK.value[0]
 _INTERNAL = grpc.StatusCode.INTERNAL.value[0]
 _UNIMPLEMENTED = grpc.StatusCode.UNIMPLEMENTED.value[0]
+_UNAVAILABLE = grpc.StatusCode.UNAVAILABLE.value[0]
 
 DETAILS_METHOD_NOT_FOUND = "Method not found!"
 
@@ -38,13 +40,27 @@ class HandlerCallDetails(
 
 
 class Method:
-    """A method served natively: its path and the handler known for it."""
+    """A method served natively: its path, the handler known for it, and
+    that handler's own thread pool (see ``own_pool``), looked up once."""
 
-    __slots__ = ("path", "handler")
+    __slots__ = ("path", "handler", "pool")
 
     def __init__(self, path: str, handler: grpc.RpcMethodHandler) -> None:
         self.path = path
         self.handler = handler
+        self.pool = own_pool(handler)
+
+
+def _behavior(handler: grpc.RpcMethodHandler) -> Any:
+    return handler.unary_stream if handler.response_streaming else handler.unary_unary
+
+
+def own_pool(handler: grpc.RpcMethodHandler) -> Optional[futures.ThreadPoolExecutor]:
+    """grpcio's experimental_thread_pool hook: a ThreadPoolExecutor set on
+    the behavior runs its calls instead of the server's pool (grpcio ignores
+    any other kind of executor there)."""
+    pool = getattr(_behavior(handler), "experimental_thread_pool", None)
+    return pool if isinstance(pool, futures.ThreadPoolExecutor) else None
 
 
 def intercept(
@@ -123,9 +139,11 @@ def reject(server: "_Server", call_id: int, code: int, details: str) -> None:
 
 
 def run_call(server: "_Server", method: Method, call_id: int, payload: bytes) -> None:
-    """Runs one native call: find its handler, deserialize, call, answer."""
+    """Runs one native call: find its handler, then serve it here, or in the
+    handler's own thread pool if it has one (``own_pool``)."""
     ctx = ServicerContext(server, call_id, method.path)
     handler = method.handler
+    pool = method.pool
     if server.interceptors:
         base = method.handler
         try:
@@ -141,6 +159,30 @@ def run_call(server: "_Server", method: Method, call_id: int, payload: bytes) ->
         if handler is None:
             reject(server, call_id, _UNIMPLEMENTED, DETAILS_METHOD_NOT_FOUND)
             return
+        pool = own_pool(handler)
+    if pool is None:
+        _serve(server, ctx, handler, payload)
+        return
+    try:
+        pool.submit(_serve_in_own_pool, server, ctx, handler, payload)
+    except RuntimeError:
+        _LOGGER.error("pygrpc_native: the experimental_thread_pool of %s refused work (was it shut down?)", method.path)
+        reject(server, call_id, _UNAVAILABLE, "Handler thread pool is shut down")
+
+
+def _serve_in_own_pool(server: "_Server", ctx: ServicerContext, handler: grpc.RpcMethodHandler, payload: bytes) -> None:
+    """_serve, with the guard the server's drain tasks give it: an
+    unexpected error still ends the call."""
+    try:
+        _serve(server, ctx, handler, payload)
+    except Exception:  # noqa: BLE001 - the call must end all the same
+        _LOGGER.exception("pygrpc_native: unexpected error serving %s", ctx._method)
+        reject(server, ctx._call_id, _UNKNOWN, "Unexpected server error")
+
+
+def _serve(server: "_Server", ctx: ServicerContext, handler: grpc.RpcMethodHandler, payload: bytes) -> None:
+    """Serves a call whose handler is known: deserialize, call, answer."""
+    call_id = ctx._call_id
     request = _transform(payload, handler.request_deserializer, "Exception deserializing message!")
     if request is None:
         _end(server, ctx, _INTERNAL, b"Exception deserializing request!")
@@ -159,8 +201,12 @@ def run_call(server: "_Server", method: Method, call_id: int, payload: bytes) ->
             _end(server, ctx, _OK, b"", body)
         return
 
+    behavior = handler.unary_stream
+    if getattr(behavior, "experimental_non_blocking", False):
+        _serve_non_blocking(server, ctx, behavior, request, serializer)
+        return
     try:
-        responses = handler.unary_stream(request, ctx)
+        responses = behavior(request, ctx)
     except Exception as exc:  # noqa: BLE001
         _fail(server, ctx, exc, "Exception calling application: {}")
         return
@@ -190,3 +236,36 @@ def run_call(server: "_Server", method: Method, call_id: int, payload: bytes) ->
             # The call ended (client cancel, deadline): stop iterating.
             ctx.finished = True
             return
+
+
+def _serve_non_blocking(
+    server: "_Server", ctx: ServicerContext, behavior: Any, request: Any, serializer: Optional[Callable[[Any], bytes]]
+) -> None:
+    """grpcio's experimental_non_blocking hook for response streams: the
+    behavior gets ``send_response_callback`` as a third argument and may
+    return at once; the callback, from any thread, sends a response, or with
+    None ends the call OK. Until then the call stays open (client cancel and
+    deadline end it as usual) without holding a thread."""
+
+    def send_response(response: Any) -> None:
+        if ctx.finished:
+            return
+        if response is None:
+            _end(server, ctx, _OK, b"")
+            return
+        body = _transform(response, serializer, "Exception serializing message!")
+        if body is None:
+            _end(server, ctx, _INTERNAL, b"Failed to serialize response!")
+            return
+        ctx.initial_metadata_allowed = False
+        try:
+            sent = server.front.send_message(ctx._call_id, body)
+        except RuntimeError:
+            sent = False  # the server has stopped
+        if not sent:
+            ctx.finished = True  # the call has ended
+
+    try:
+        behavior(request, ctx, send_response)
+    except Exception as exc:  # noqa: BLE001
+        _fail(server, ctx, exc, "Exception calling application: {}")
