@@ -69,7 +69,12 @@ def with_compression(options: Optional[Sequence[Any]], compression: Optional[grp
 def fallback_options(options: Sequence[Any]) -> List[Any]:
     """The options of the fallback's grpcio server: the user's, less those
     Go applies for it (_FRONT_ONLY_OPTIONS)."""
-    return [o for o in options if not (isinstance(o, (tuple, list)) and len(o) == 2 and o[0] in _FRONT_ONLY_OPTIONS)]
+    return [o for o in options if not (isinstance(o, (tuple, list)) and len(o) == 2 and _name(o[0]) in _FRONT_ONLY_OPTIONS)]
+
+
+def _name(name: Any) -> Any:
+    """An option's name as str: grpcio takes bytes names too."""
+    return name.decode("utf-8", "replace") if isinstance(name, bytes) else name
 
 
 # Marks the methods of pygrpc_native.health.HealthServicer, which a server
