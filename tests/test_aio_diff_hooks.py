@@ -69,6 +69,13 @@ def test_health_watch_streams_status_changes():
         servicer.set("svc", status.SERVING)
         seen.append(next(call).status)
         call.cancel()
+        # In blocking mode Watch's generator waits in a pool thread, and
+        # nothing tells it of the cancel (grpc.aio runs a sync handler's
+        # callbacks only when the call completes), so the thread would wait
+        # forever and hold up the interpreter's exit: end the generator as
+        # the servicer's own close callback does.
+        for send_response_callback in list(servicer._send_response_callbacks.get("svc", ())):
+            send_response_callback(None)
         return seen, call.code()
 
     assert same(setup, scenario) == ([status.SERVICE_UNKNOWN, status.SERVING], SC.CANCELLED)
