@@ -245,3 +245,23 @@ def test_documented_keywords_are_accepted():
     other = NativeGrpcFront("127.0.0.1:0", [(SAY, False)])
     other.start()
     other.stop(grace=0.1)
+
+
+def test_native_stub_lists_every_method_of_the_extension():
+    """_native.pyi (what type checkers see) names exactly the methods and
+    module attributes the compiled extension has."""
+    import ast
+    import pathlib
+
+    import pygrpc_native
+    from pygrpc_native import _native
+
+    stub = ast.parse((pathlib.Path(pygrpc_native.__file__).parent / "_native.pyi").read_text())
+    front = next(n for n in stub.body if isinstance(n, ast.ClassDef) and n.name == "Front")
+    stubbed = {n.name for n in front.body if isinstance(n, ast.FunctionDef)}
+    stubbed |= {n.target.id for n in front.body if isinstance(n, ast.AnnAssign)}
+    actual = {name for name in vars(_native.Front) if not name.startswith("__")}
+    assert stubbed - {"__init__"} == actual
+    module_names = {n.target.id for n in stub.body if isinstance(n, ast.AnnAssign)}
+    module_names |= {n.name for n in stub.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+    assert module_names == {name for name in vars(_native) if not name.startswith("__")}

@@ -20,7 +20,7 @@ EVENT_LOOKUP: int = _native.EVENT_LOOKUP
 FALLBACK: int = _native.FALLBACK
 """The method id that route() uses to relay a call to the fallback server."""
 
-Event = Tuple[int, int, int, Optional[bytes], str]
+Event = Tuple[int, int, int, Optional[bytes], Optional[str]]
 """(kind, call_id, method_id, payload, client_key)"""
 
 
