@@ -9,7 +9,10 @@ past its limit. Nothing can hang forever.
 
 import faulthandler
 import os
+import pathlib
+import shutil
 import sys
+import tempfile
 
 import pytest
 
@@ -58,3 +61,14 @@ def _watchdog(request):
         yield
     finally:
         faulthandler.cancel_dump_traceback_later()
+
+
+@pytest.fixture
+def tmp_path():
+    """A per-test directory under /tmp, removed afterwards. Unix socket paths
+    must fit in 107 bytes, and pytest's own directories are deeper than that
+    inside Bazel's test sandbox."""
+    path = pathlib.Path(tempfile.mkdtemp(prefix="pgn-test-", dir="/tmp"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+

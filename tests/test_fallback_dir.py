@@ -141,3 +141,24 @@ def test_killed_servers_directories_are_reclaimed_by_the_next_start(tmp_path, ho
     finally:
         alive.kill()
         alive.wait(30)
+
+
+def test_a_temporary_directory_too_deep_for_a_socket_falls_back_to_tmp(tmp_path):
+    """A TMPDIR whose path leaves no room for the socket name still gives a
+    working server: the fallback directory goes to /tmp instead."""
+    deep = tmp_path / ("d" * 60) / ("e" * 60)
+    deep.mkdir(parents=True)
+    script = tmp_path / "deep.py"
+    script.write_text(
+        "import grpc, pygrpc_native\n"
+        "from concurrent import futures\n"
+        "server = pygrpc_native.server(futures.ThreadPoolExecutor(2))\n"
+        "server.add_insecure_port('127.0.0.1:0')\n"
+        "server.start()\n"
+        "print(server._fallback_dir.path)\n"
+        "server.stop(None)\n"
+    )
+    env = dict(os.environ, TMPDIR=str(deep))
+    proc = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().startswith("/tmp/pygrpc-native-"), proc.stdout

@@ -30,6 +30,18 @@ from typing import Any
 PREFIX = "pygrpc-native-"
 _LOCK_NAME = "owner.lock"
 SOCKET_NAME = "fallback.sock"
+# Longest Unix socket path (sun_path holds 108 bytes with the NUL on Linux,
+# 104 on macOS), less what mkdtemp adds after the prefix.
+_MAX_SOCKET_PATH = 103 - 8
+
+
+def base_dir() -> str:
+    """Where fallback directories go: the temporary directory, unless its
+    path is too long for a Unix socket below it (then /tmp)."""
+    tmp = tempfile.gettempdir()
+    if len(os.path.join(tmp, PREFIX, SOCKET_NAME)) + 1 > _MAX_SOCKET_PATH:
+        return "/tmp"
+    return tmp
 
 
 class FallbackDir:
@@ -43,7 +55,7 @@ class FallbackDir:
         """Creates the directory; it is removed when ``owner`` is collected
         or at exit, if this process still owns it."""
         reclaim_abandoned()
-        self.path = tempfile.mkdtemp(prefix=PREFIX)
+        self.path = tempfile.mkdtemp(prefix=PREFIX, dir=base_dir())
         # Locked before anything else is put in: a directory without a lock
         # file is one being created, which reclaim_abandoned() leaves alone.
         lock_fd = os.open(os.path.join(self.path, _LOCK_NAME), os.O_CREAT | os.O_RDWR | os.O_NOFOLLOW, 0o600)
@@ -70,7 +82,7 @@ def reclaim_abandoned() -> None:
     of other users, symlinks, and directories without a lock file (being
     created, or left by versions before the lock) are left alone.
     """
-    tmp = tempfile.gettempdir()
+    tmp = base_dir()
     uid = os.getuid()
     try:
         entries = list(os.scandir(tmp))
