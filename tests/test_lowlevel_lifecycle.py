@@ -565,6 +565,9 @@ def test_so_reuseport_lets_two_fronts_share_a_port():
 
 CTRL_C_SCRIPT = r"""
 import os, signal, sys, threading, time
+# Python's own Ctrl+C handler, whatever the disposition inherited (a shell
+# running the suite in the background makes children ignore SIGINT).
+signal.signal(signal.SIGINT, signal.default_int_handler)
 from pygrpc_native import NativeGrpcFront
 front = NativeGrpcFront("127.0.0.1:0", [("/echo.Echo/Say", False)])
 front.start()
