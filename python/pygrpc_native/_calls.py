@@ -182,7 +182,6 @@ def _serve_in_own_pool(server: "_Server", ctx: ServicerContext, handler: grpc.Rp
 
 def _serve(server: "_Server", ctx: ServicerContext, handler: grpc.RpcMethodHandler, payload: bytes) -> None:
     """Serves a call whose handler is known: deserialize, call, answer."""
-    call_id = ctx._call_id
     request = _transform(payload, handler.request_deserializer, "Exception deserializing message!")
     if request is None:
         _end(server, ctx, _INTERNAL, b"Exception deserializing request!")
@@ -210,7 +209,6 @@ def _serve(server: "_Server", ctx: ServicerContext, handler: grpc.RpcMethodHandl
     except Exception as exc:  # noqa: BLE001
         _fail(server, ctx, exc, "Exception calling application: {}")
         return
-    send = server.front.send_message
     while True:
         try:
             response = next(responses)
@@ -219,23 +217,31 @@ def _serve(server: "_Server", ctx: ServicerContext, handler: grpc.RpcMethodHandl
         except Exception as exc:  # noqa: BLE001
             _fail(server, ctx, exc, "Exception iterating responses: {}")
             return
-        if response is None:
-            # grpcio ends the call at the first None, as at the end.
-            _end(server, ctx, _OK, b"")
+        if not _send_response(server, ctx, response, serializer):
             return
-        body = _transform(response, serializer, "Exception serializing message!")
-        if body is None:
-            _end(server, ctx, _INTERNAL, b"Failed to serialize response!")
-            return
-        ctx.initial_metadata_allowed = False
-        try:
-            sent = send(call_id, body)
-        except RuntimeError:
-            sent = False  # the server has stopped
-        if not sent:
-            # The call ended (client cancel, deadline): stop iterating.
-            ctx.finished = True
-            return
+
+
+def _send_response(
+    server: "_Server", ctx: ServicerContext, response: Any, serializer: Optional[Callable[[Any], bytes]]
+) -> bool:
+    """Sends one response of a stream; None ends the call OK, as grpcio does
+    at the first None. False once the call is over (ended here, or by the
+    client: cancel, deadline)."""
+    if response is None:
+        _end(server, ctx, _OK, b"")
+        return False
+    body = _transform(response, serializer, "Exception serializing message!")
+    if body is None:
+        _end(server, ctx, _INTERNAL, b"Failed to serialize response!")
+        return False
+    ctx.initial_metadata_allowed = False
+    try:
+        sent = server.front.send_message(ctx._call_id, body)
+    except RuntimeError:
+        sent = False  # the server has stopped
+    if not sent:
+        ctx.finished = True  # the call has ended
+    return bool(sent)
 
 
 def _serve_non_blocking(
@@ -248,22 +254,8 @@ def _serve_non_blocking(
     deadline end it as usual) without holding a thread."""
 
     def send_response(response: Any) -> None:
-        if ctx.finished:
-            return
-        if response is None:
-            _end(server, ctx, _OK, b"")
-            return
-        body = _transform(response, serializer, "Exception serializing message!")
-        if body is None:
-            _end(server, ctx, _INTERNAL, b"Failed to serialize response!")
-            return
-        ctx.initial_metadata_allowed = False
-        try:
-            sent = server.front.send_message(ctx._call_id, body)
-        except RuntimeError:
-            sent = False  # the server has stopped
-        if not sent:
-            ctx.finished = True  # the call has ended
+        if not ctx.finished:
+            _send_response(server, ctx, response, serializer)
 
     try:
         behavior(request, ctx, send_response)
