@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
-	"math"
 	"net"
 	"os"
 	"path/filepath"
@@ -67,21 +66,9 @@ func newBoundFront(t *testing.T, extra string, listeners ...struct {
 	if err := f.Start(); err != nil {
 		t.Fatal(err)
 	}
-	go func() {
-		for {
-			batch, closed := f.Recv(16, math.MaxInt, -1)
-			if closed {
-				return
-			}
-			for _, e := range batch {
-				if e.Kind == EventCall {
-					d, _ := f.Details(e.CallID)
-					f.Respond(e.CallID, msg(d.Peer+" "+string(d.Auth.Get("transport_security_type")[0])), true)
-				}
-			}
-		}
-	}()
-	t.Cleanup(func() { f.Stop(-1) })
+	answerWithDetails(t, f, func(d CallDetails) []byte {
+		return []byte(d.Peer + " " + string(d.Auth.Get("transport_security_type")[0]))
+	})
 	return f, ports
 }
 

@@ -24,7 +24,6 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/mem"
 )
 
 // issued is a key and certificate in PEM.
@@ -192,6 +191,16 @@ func startTLSFront(t *testing.T, p *testPKI, roots []byte, require bool) *Front 
 	if err := f.Start(); err != nil {
 		t.Fatal(err)
 	}
+	answerWithDetails(t, f, func(d CallDetails) []byte {
+		out, _ := json.Marshal(d.Auth)
+		return out
+	})
+	return f
+}
+
+// answerWithDetails answers every call of a started front with what answer
+// makes of the call's Details, until the front stops (at the test's end).
+func answerWithDetails(t *testing.T, f *Front, answer func(CallDetails) []byte) {
 	go func() {
 		for {
 			batch, closed := f.Recv(16, math.MaxInt, -1)
@@ -199,17 +208,14 @@ func startTLSFront(t *testing.T, p *testPKI, roots []byte, require bool) *Front 
 				return
 			}
 			for _, e := range batch {
-				if e.Kind != EventCall {
-					continue
+				if e.Kind == EventCall {
+					d, _ := f.Details(e.CallID)
+					f.Respond(e.CallID, msg(string(answer(d))), true)
 				}
-				d, _ := f.Details(e.CallID)
-				out, _ := json.Marshal(d.Auth)
-				f.Respond(e.CallID, mem.BufferSlice{mem.SliceBuffer(out)}, true)
 			}
 		}
 	}()
 	t.Cleanup(func() { f.Stop(-1) })
-	return f
 }
 
 // callTLS makes one call with cfg and returns the server's Auth.
