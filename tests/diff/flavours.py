@@ -96,6 +96,12 @@ class Flavour:
         """A setup function registering handlers (harness.setup_handlers)."""
         return harness.setup_handlers(handlers, service)
 
+    def servicer(self, servicer: Any, request_streaming: Tuple[str, ...] = ()) -> Any:
+        """servicer (an instance of a generated Servicer class whose methods
+        are grpc.aio handlers) as this flavour's servers want it;
+        request_streaming names its methods that take a request stream."""
+        return servicer if self.aio else _SyncServicer(servicer, request_streaming)
+
     def interceptor(self, fn: Callable[[Callable, Any], Awaitable[Any]]):
         """A server interceptor of this flavour whose intercept_service is fn."""
         return _AioInterceptor(fn) if self.aio else _SyncInterceptor(fn)
@@ -211,6 +217,18 @@ def as_sync(fn: Callable, request_streaming: bool = False) -> Callable:
         raise TypeError(f"{fn!r}: write a flavoured handler as a coroutine or async generator function")
     handler.aio_handler = fn  # type: ignore[attr-defined]
     return handler
+
+
+class _SyncServicer:
+    """A servicer whose methods are grpc.aio handlers, as the sync servers
+    want it: each method looked up comes back as_sync."""
+
+    def __init__(self, servicer: Any, request_streaming: Tuple[str, ...]) -> None:
+        self._servicer = servicer
+        self._request_streaming = request_streaming
+
+    def __getattr__(self, name: str) -> Any:
+        return as_sync(getattr(self._servicer, name), name in self._request_streaming)
 
 
 _BEHAVIOURS = ("unary_unary", "unary_stream", "stream_unary", "stream_stream")
