@@ -12,7 +12,8 @@ import grpc.aio
 import pytest
 
 from diff.aio_harness import call_stream, call_unary, describe, method, same, setup_handlers, stream, unary
-from diff.protos import generate
+from diff.flavours import ASYNCIO
+from diff.servicers import diffsuite_servicer, echo_servicer
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -48,26 +49,10 @@ def test_interceptor_awaits_and_wraps_with_sync_handler():
 # -- grpcio-tools generated code -------------------------------------------------------
 
 
-def _async_echo_servicer():
-    pb2, pb2_grpc = generate("echo")
-
-    class Echo(pb2_grpc.EchoServicer):
-        async def Say(self, request, context):
-            if request.message == "fail":
-                await context.abort(SC.INVALID_ARGUMENT, "no failing allowed")
-            return pb2.EchoReply(message="said " + request.message)
-
-        async def Count(self, request, context):
-            for i in range(request.count):
-                yield pb2.EchoReply(message=request.message, index=i)
-
-    return pb2, pb2_grpc, Echo()
-
-
 def test_generated_code_with_grpc_aio_client():
     # The same generated stubs, called through a grpc.aio channel on the
     # test's own event loop.
-    pb2, pb2_grpc, servicer = _async_echo_servicer()
+    pb2, pb2_grpc, servicer = echo_servicer(ASYNCIO)
 
     def setup(server, state):
         pb2_grpc.add_EchoServicer_to_server(servicer, server)
@@ -88,79 +73,9 @@ def test_generated_code_with_grpc_aio_client():
     assert ref == ("said aio", [0, 1, 2, 3], SC.INVALID_ARGUMENT, "no failing allowed")
 
 
-def _diffsuite_servicer(style):
-    """The four kinds of method. style "iterate": the request-streaming
-    methods iterate over the requests with async for; "read": they call
-    context.read() until grpc.aio.EOF."""
-    pb2, pb2_grpc = generate("diffsuite")
-
-    class Suite(pb2_grpc.DiffSuiteServicer):
-        async def Unary(self, request, context):
-            return pb2.Reply(text=request.text[::-1], blob=request.blob)
-
-        async def ServerStream(self, request, context):
-            for i in range(request.count):
-                await context.write(pb2.Reply(text=request.text, index=i))
-
-        async def ClientStream(self, request_iterator, context):
-            texts = []
-            if style == "iterate":
-                async for r in request_iterator:
-                    texts.append(r.text)
-            else:
-                while (r := await context.read()) is not grpc.aio.EOF:
-                    texts.append(r.text)
-            if "fail" in texts:
-                raise ValueError("client stream failed")
-            if "abort" in texts:
-                await context.abort(SC.FAILED_PRECONDITION, "client stream aborted", (("x-cs", "1"),))
-            await context.send_initial_metadata((("x-cs-init", str(len(texts))),))
-            context.set_trailing_metadata((("x-cs-trail", "+".join(texts)),))
-            return pb2.Reply(text="+".join(texts), index=len(texts))
-
-        async def Bidi(self, request_iterator, context):
-            i = 0
-            if style == "iterate":
-                async for r in request_iterator:
-                    if r.text == "abort":
-                        await context.abort(SC.INVALID_ARGUMENT, "bidi abort ü")
-                    yield pb2.Reply(text=r.text.upper(), index=i)
-                    i += 1
-            else:
-                while (r := await context.read()) is not grpc.aio.EOF:
-                    if r.text == "abort":
-                        await context.abort(SC.INVALID_ARGUMENT, "bidi abort ü")
-                    await context.write(pb2.Reply(text=r.text.upper(), index=i))
-                    i += 1
-
-    return pb2, pb2_grpc, Suite()
-
-
-def test_generated_diffsuite_all_four_kinds_with_read_and_write():
-    # test_diff_handlers.py runs the iterating style on both kinds of server.
-    pb2, pb2_grpc, servicer = _diffsuite_servicer("read")
-
-    def setup(server, state):
-        pb2_grpc.add_DiffSuiteServicer_to_server(servicer, server)
-
-    def scenario(run):
-        stub = pb2_grpc.DiffSuiteStub(run.channel)
-        u = stub.Unary(pb2.Request(text="abc", blob=b"\x00\x01"), timeout=5)
-        s = [(r.text, r.index) for r in stub.ServerStream(pb2.Request(text="s", count=3), timeout=5)]
-        reply, call = stub.ClientStream.with_call(iter([pb2.Request(text=t) for t in "abc"]), timeout=5)
-        cs = (reply.text, reply.index, tuple(call.initial_metadata()), tuple(call.trailing_metadata()))
-        b = [(r.text, r.index) for r in stub.Bidi(iter([pb2.Request(text=t) for t in "xy"]), timeout=5)]
-        return (u.text, u.blob), s, cs, b
-
-    ref = same(setup, scenario)
-    assert ref[0] == ("cba", b"\x00\x01") and ref[1] == [("s", 0), ("s", 1), ("s", 2)]
-    assert ref[2] == ("a+b+c", 3, (("x-cs-init", "3"),), (("x-cs-trail", "a+b+c"),))
-    assert ref[3] == [("X", 0), ("Y", 1)]
-
-
 @pytest.mark.parametrize("style", ["iterate", "read"])
 def test_generated_request_streaming_failures(style):
-    pb2, pb2_grpc, servicer = _diffsuite_servicer(style)
+    pb2, pb2_grpc, servicer = diffsuite_servicer(ASYNCIO, style)
 
     def setup(server, state):
         pb2_grpc.add_DiffSuiteServicer_to_server(servicer, server)

@@ -12,9 +12,10 @@ import threading
 import grpc
 import pytest
 
-from diff.flavours import SYNC, each_flavour, each_flavour_and_uvloop
+from diff.flavours import ASYNCIO, SYNC, each_flavour, each_flavour_and_uvloop
 from diff.harness import SERVICE, call_stream, call_unary, method, peer_shape
 from diff.protos import generate
+from diff.servicers import MapHandler, diffsuite_servicer, echo_servicer
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -244,16 +245,6 @@ def test_interceptor_answers_unknown_method_and_decides_per_call(flavour):
 # -- generic handlers --------------------------------------------------------------
 
 
-class _MapHandler(grpc.GenericRpcHandler):
-    """A hand-written generic handler with a fixed map of methods."""
-
-    def __init__(self, handlers):
-        self._handlers = handlers
-
-    def service(self, handler_call_details):
-        return self._handlers.get(handler_call_details.method)
-
-
 class _DynamicHandler(grpc.GenericRpcHandler):
     """Knows its methods only when asked: any /dyn.* method echoes its own name."""
 
@@ -283,7 +274,7 @@ def test_generic_handlers(flavour):
     def setup(server, state):
         server.add_generic_rpc_handlers(
             (
-                _MapHandler({method("Echo"): flavour.unary(_echo), method("Count"): flavour.stream(_count)}),
+                MapHandler({method("Echo"): flavour.unary(_echo), method("Count"): flavour.stream(_count)}),
                 _DynamicHandler(flavour),
             )
         )
@@ -361,7 +352,7 @@ def test_known_difference_path_without_leading_slash(flavour):
     client calling method "Echo") UNIMPLEMENTED before any handler sees it."""
 
     def setup(server, state):
-        server.add_generic_rpc_handlers((_MapHandler({"Echo": flavour.unary(_echo)}),))
+        server.add_generic_rpc_handlers((MapHandler({"Echo": flavour.unary(_echo)}),))
 
     ref, ours = flavour.both(setup, lambda run: call_unary(run.channel, "Echo", b"x"))
     assert ref.responses == (b"echo:x",)
@@ -482,22 +473,6 @@ def test_known_difference_peer_in_fallback_calls(flavour):
 # -- grpcio-tools generated code -------------------------------------------------------
 
 
-def _echo_servicer(flavour):
-    pb2, pb2_grpc = generate("echo")
-
-    class Echo(pb2_grpc.EchoServicer):
-        async def Say(self, request, context):
-            if request.message == "fail":
-                await context.abort(SC.INVALID_ARGUMENT, "no failing allowed")
-            return pb2.EchoReply(message="said " + request.message)
-
-        async def Count(self, request, context):
-            for i in range(request.count):
-                yield pb2.EchoReply(message=request.message, index=i)
-
-    return pb2, pb2_grpc, flavour.servicer(Echo())
-
-
 class _OldCodegenServer:
     """What generated code from before add_registered_method_handlers
     reaches: only add_generic_rpc_handlers."""
@@ -515,7 +490,7 @@ class _OldCodegenServer:
 @each_flavour_and_uvloop
 @pytest.mark.parametrize("path", ["registered", "generic-only"])
 def test_generated_echo_service(flavour, path):
-    pb2, pb2_grpc, servicer = _echo_servicer(flavour)
+    pb2, pb2_grpc, servicer = echo_servicer(flavour)
 
     def setup(server, state):
         target = server if path == "registered" else _OldCodegenServer(server)
@@ -564,7 +539,7 @@ def test_generated_unimplemented_servicer_methods(flavour):
 def test_generated_code_bad_request_bytes(flavour):
     # Bytes that aren't an EchoRequest: the deserializer fails (grpc.aio
     # reports its DecodeError as a handler exception).
-    pb2, pb2_grpc, servicer = _echo_servicer(flavour)
+    pb2, pb2_grpc, servicer = echo_servicer(flavour)
 
     def setup(server, state):
         pb2_grpc.add_EchoServicer_to_server(servicer, server)
@@ -575,37 +550,12 @@ def test_generated_code_bad_request_bytes(flavour):
         assert ref.details == "Exception deserializing request!"
 
 
-def _diffsuite_servicer(flavour):
-    """The four kinds of method; the request-streaming ones iterate over the
-    requests with async for."""
-    pb2, pb2_grpc = generate("diffsuite")
-
-    class Suite(pb2_grpc.DiffSuiteServicer):
-        async def Unary(self, request, context):
-            return pb2.Reply(text=request.text[::-1], blob=request.blob)
-
-        async def ServerStream(self, request, context):
-            for i in range(request.count):
-                yield pb2.Reply(text=request.text, index=i)
-
-        async def ClientStream(self, request_iterator, context):
-            texts = [r.text async for r in request_iterator]
-            await context.send_initial_metadata((("x-cs-init", str(len(texts))),))
-            context.set_trailing_metadata((("x-cs-trail", "+".join(texts)),))
-            return pb2.Reply(text="+".join(texts), index=len(texts))
-
-        async def Bidi(self, request_iterator, context):
-            i = 0
-            async for r in request_iterator:
-                yield pb2.Reply(text=r.text.upper(), index=i)
-                i += 1
-
-    return pb2, pb2_grpc, flavour.servicer(Suite(), request_streaming=("ClientStream", "Bidi"))
-
-
-@each_flavour
-def test_generated_diffsuite_all_four_kinds(flavour):
-    pb2, pb2_grpc, servicer = _diffsuite_servicer(flavour)
+# context.read() and context.write() are grpc.aio's only.
+@pytest.mark.parametrize(
+    "flavour, style", [(SYNC, "iterate"), (ASYNCIO, "iterate"), (ASYNCIO, "read")], ids=lambda value: str(value)
+)
+def test_generated_diffsuite_all_four_kinds(flavour, style):
+    pb2, pb2_grpc, servicer = diffsuite_servicer(flavour, style)
 
     def setup(server, state):
         pb2_grpc.add_DiffSuiteServicer_to_server(servicer, server)

@@ -11,6 +11,7 @@ import pytest
 
 import pygrpc_native
 from diff.harness import both, call_unary, method, same, unary
+from diff.servicers import MapHandler
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -19,16 +20,6 @@ SC = grpc.StatusCode
 
 def _echo(req, ctx):
     return b"echo:" + req
-
-
-class _MapHandler(grpc.GenericRpcHandler):
-    """A hand-written generic handler with a fixed map of methods."""
-
-    def __init__(self, handlers):
-        self._handlers = handlers
-
-    def service(self, handler_call_details):
-        return self._handlers.get(handler_call_details.method)
 
 
 class _MetadataDispatchHandler(grpc.GenericRpcHandler):
@@ -67,8 +58,8 @@ def test_first_generic_handler_that_answers_wins():
     def setup(server, state):
         server.add_generic_rpc_handlers(
             (
-                _MapHandler({method("Echo"): unary(lambda req, ctx: b"first")}),
-                _MapHandler({method("Echo"): unary(lambda req, ctx: b"second"), method("Other"): unary(_echo)}),
+                MapHandler({method("Echo"): unary(lambda req, ctx: b"first")}),
+                MapHandler({method("Echo"): unary(lambda req, ctx: b"second"), method("Other"): unary(_echo)}),
             )
         )
 
