@@ -14,7 +14,8 @@ unary response, an async generator function for a stream, ``await`` on the
 context's coroutine methods. For the sync servers ``flavour.unary`` and
 ``flavour.stream`` run them to their end on the server's worker thread
 (``as_sync``), where the context's ``send_initial_metadata`` gives an
-awaitable that is done already and ``abort`` raises as it does there. Such a
+awaitable that makes the sync call when awaited and ``abort`` raises as it
+does there. Such a
 handler may await only those, ``asyncio.sleep(0)``, and the waits below
 (``sleep``, ``wait_event``), which block the worker thread on a sync server;
 awaiting anything else that suspends is an error naming the handler. Request
@@ -96,6 +97,28 @@ class Flavour:
         """A setup function registering handlers (harness.setup_handlers)."""
         return harness.setup_handlers(handlers, service)
 
+    def recording(self, name: str, fn: Callable, streaming: bool = False) -> Callable[[Any, harness.State], None]:
+        """A setup serving method name with fn(request, context, state): a
+        coroutine, or with streaming an async generator, that records what
+        it saw into the run's state."""
+
+        def setup(server: Any, state: harness.State) -> None:
+            if streaming:
+
+                async def stream_handler(request: Any, context: Any) -> Any:
+                    async for item in fn(request, context, state):
+                        yield item
+
+                self.handlers({name: self.stream(stream_handler)})(server, state)
+            else:
+
+                async def unary_handler(request: Any, context: Any) -> Any:
+                    return await fn(request, context, state)
+
+                self.handlers({name: self.unary(unary_handler)})(server, state)
+
+        return setup
+
     def servicer(self, servicer: Any, request_streaming: Tuple[str, ...] = ()) -> Any:
         """servicer (an instance of a generated Servicer class whose methods
         are grpc.aio handlers) as this flavour's servers want it;
@@ -121,14 +144,16 @@ each_flavour_and_uvloop = pytest.mark.parametrize("flavour", [SYNC, ASYNCIO, UVL
 # -- a grpc.aio handler on a sync server --------------------------------------------
 
 
-class _Done:
-    """An awaitable that is complete already, with value."""
+class _Call:
+    """An awaitable that calls fn(*args) when awaited, without suspending:
+    like a coroutine, it does its work (and raises) only when awaited."""
 
-    def __init__(self, value: Any = None) -> None:
-        self._value = value
+    def __init__(self, fn: Callable, *args: Any) -> None:
+        self._fn = fn
+        self._args = args
 
     def __await__(self):
-        return self._value
+        return self._fn(*self._args)
         yield  # noqa: unreachable - makes __await__ a generator
 
 
@@ -152,7 +177,8 @@ def _finish(awaitable: Any, what: Any) -> Any:
 
 class _SyncContext:
     """A sync server's ServicerContext seen through grpc.aio's API: the
-    methods that are coroutines there give awaitables that are done already."""
+    methods that are coroutines there give awaitables that make the sync
+    call when awaited."""
 
     def __init__(self, context: grpc.ServicerContext) -> None:
         self._context = context
@@ -160,8 +186,8 @@ class _SyncContext:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._context, name)
 
-    def send_initial_metadata(self, metadata: Any) -> _Done:
-        return _Done(self._context.send_initial_metadata(metadata))
+    def send_initial_metadata(self, metadata: Any) -> _Call:
+        return _Call(self._context.send_initial_metadata, metadata)
 
 
 class _AsyncRequests:
@@ -173,11 +199,12 @@ class _AsyncRequests:
     def __aiter__(self) -> "_AsyncRequests":
         return self
 
-    def __anext__(self) -> _Done:
+    def __anext__(self) -> _Call:
         try:
-            return _Done(next(self._requests))
+            request = next(self._requests)
         except StopIteration:
             raise StopAsyncIteration from None
+        return _Call(lambda: request)
 
 
 def _iterate(agen: Any, what: Any):
@@ -304,3 +331,14 @@ async def wait_event(event: Any, timeout: float = harness.WAIT) -> bool:
     if _on_loop():
         return await aio_harness.wait_event(event, timeout)
     return event.wait(timeout)
+
+
+async def record_outcome(state: harness.State, key: str, awaitable: Awaitable[Any]) -> None:
+    """Awaits awaitable (a context method a scenario checks) and records
+    under key what happened: "no error", or the exception it raised
+    (aio_harness.describe), which is not raised further."""
+    try:
+        await awaitable
+        state.record(key, "no error")
+    except Exception as exc:  # noqa: BLE001 - what it raised is the outcome
+        state.record(key, aio_harness.describe(exc))

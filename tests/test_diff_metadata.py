@@ -1,0 +1,373 @@
+"""Differential tests: initial, trailing and invocation metadata, and the
+documented metadata differences (each shown explicitly), each scenario run
+on both kinds of server (tests/diff/flavours.py). Scenarios only one kind of
+server can express are in test_server_diff_metadata.py and
+test_aio_diff_metadata.py.
+
+Response metadata is compared grouped by key (harness.comparable): the
+order across different keys is a known difference.
+"""
+
+import collections
+
+import grpc
+import pytest
+
+from diff.flavours import SYNC, each_flavour, record_outcome
+from diff.harness import call_stream, call_unary, method
+
+pytestmark = pytest.mark.timeout(60)
+
+SC = grpc.StatusCode
+
+
+def _unary_case(flavour, fn, request=b"req", metadata=None):
+    setup = flavour.handlers({"M": flavour.unary(fn)})
+    return flavour.same(setup, lambda run: call_unary(run.channel, method("M"), request, metadata=metadata))
+
+
+def _stream_case(flavour, fn, request=b"req", metadata=None):
+    setup = flavour.handlers({"S": flavour.stream(fn)})
+    return flavour.same(setup, lambda run: call_stream(run.channel, method("S"), request, metadata=metadata))
+
+
+def _by_key(metadata):
+    return tuple(sorted(metadata, key=lambda kv: kv[0]))
+
+
+# -- initial metadata -------------------------------------------------------------
+
+
+@each_flavour
+def test_send_initial_metadata_unary(flavour):
+    async def handler(req, ctx):
+        await ctx.send_initial_metadata((("x-init", "v1"), ("x-init-bin", b"\x00\xff\x10")))
+        return b"resp"
+
+    ref = _unary_case(flavour, handler)
+    assert ref.initial_metadata == (("x-init", "v1"), ("x-init-bin", b"\x00\xff\x10")) and ref.responses == (b"resp",)
+
+
+@each_flavour
+def test_send_initial_metadata_stream(flavour):
+    async def handler(req, ctx):
+        await ctx.send_initial_metadata((("x-init", "s"),))
+        yield b"a"
+        yield b"b"
+
+    ref = _stream_case(flavour, handler)
+    assert ref.initial_metadata == (("x-init", "s"),) and ref.responses == (b"a", b"b")
+
+
+@each_flavour
+def test_send_initial_metadata_twice_raises(flavour):
+    async def handler(req, ctx, state):
+        await ctx.send_initial_metadata((("x-first", "1"),))
+        await record_outcome(state, "seen", ctx.send_initial_metadata((("x-second", "2"),)))
+        return b"resp"
+
+    ref = flavour.same(
+        flavour.recording("M", handler),
+        lambda run: (call_unary(run.channel, method("M")), run.state.wait_for("seen")),
+    )
+    assert ref[0].initial_metadata == (("x-first", "1"),)
+    assert ref[1] == flavour.pick(
+        sync="builtins.ValueError: Initial metadata no longer allowed!",
+        aio="grpc._cython.cygrpc.UsageError: Send initial metadata failed: already sent",
+    )
+
+
+@each_flavour
+def test_send_initial_metadata_after_first_message(flavour):
+    async def handler(req, ctx, state):
+        yield b"first"
+        await record_outcome(state, "seen", ctx.send_initial_metadata((("x-late", "1"),)))
+        yield b"second"
+
+    ref = flavour.same(
+        flavour.recording("S", handler, streaming=True),
+        lambda run: (call_stream(run.channel, method("S")), run.state.wait_for("seen")),
+    )
+    if flavour is SYNC:
+        assert ref[1] == "builtins.ValueError: Initial metadata no longer allowed!"
+
+
+@each_flavour
+def test_send_initial_metadata_empty(flavour):
+    async def handler(req, ctx):
+        await ctx.send_initial_metadata(())
+        return b"resp"
+
+    _unary_case(flavour, handler)
+
+
+@each_flavour
+def test_send_initial_metadata_then_abort_in_stream(flavour):
+    # For server-streaming calls the metadata stays initial metadata.
+    async def handler(req, ctx):
+        await ctx.send_initial_metadata((("x-init", "s"),))
+        yield b"one"
+        await ctx.abort(SC.INTERNAL, "after one")
+
+    ref = _stream_case(flavour, handler)
+    assert ref.initial_metadata == (("x-init", "s"),) and ref.brief() == (SC.INTERNAL, "after one")
+
+
+@each_flavour
+@pytest.mark.parametrize("failure", ["abort", "exception"])
+def test_unary_initial_metadata_then_failure(flavour, failure):
+    """The README lists a known difference here (the metadata going out with
+    the status, so the client sees it as trailing metadata), but measured,
+    pygrpc_native keeps it initial metadata, as grpcio does."""
+
+    async def handler(req, ctx):
+        await ctx.send_initial_metadata((("x-init", "v"),))
+        if failure == "abort":
+            await ctx.abort(SC.NOT_FOUND, "gone")
+        raise ValueError("failed after metadata")
+
+    ref = _unary_case(flavour, handler)
+    assert ref.initial_metadata == (("x-init", "v"),) and ref.trailing_metadata == ()
+
+
+@each_flavour
+def test_initial_metadata_keys_given_as_bytes(flavour):
+    # grpcio takes bytes keys in initial metadata (in trailing metadata only
+    # on the sync server: test_server_diff_metadata.py).
+    async def handler(req, ctx):
+        await ctx.send_initial_metadata(((b"x-init", "i"), (b"x-init-bin", b"\x00\x01")))
+        return b"resp"
+
+    ref = _unary_case(flavour, handler)
+    assert ref.initial_metadata == (("x-init", "i"), ("x-init-bin", b"\x00\x01"))
+
+
+# -- trailing metadata ------------------------------------------------------------
+
+_TRAILERS = (
+    ("x-trail", "plain value"),
+    ("x-trail-bin", b"\x00\x01\xfe\xff"),
+    ("x-trail", "second value"),
+    ("x-empty", ""),
+    ("x-spaces", "a  b"),
+)
+
+
+@each_flavour
+def test_set_trailing_metadata_ok(flavour):
+    async def handler(req, ctx):
+        ctx.set_trailing_metadata(_TRAILERS)
+        return b"resp"
+
+    ref = _unary_case(flavour, handler)
+    assert ref.code == SC.OK
+    assert [v for k, v in ref.trailing_metadata if k == "x-trail"] == ["plain value", "second value"]
+    assert ("x-trail-bin", b"\x00\x01\xfe\xff") in ref.trailing_metadata
+
+
+@each_flavour
+def test_set_trailing_metadata_with_abort_and_exception(flavour):
+    async def aborting(req, ctx):
+        ctx.set_trailing_metadata(_TRAILERS)
+        await ctx.abort(SC.UNAUTHENTICATED, "who are you")
+
+    async def failing(req, ctx):
+        ctx.set_trailing_metadata((("x-t", "1"), ("x-t-bin", b"\x01")))
+        raise ValueError("boom")
+
+    setup = flavour.handlers({"A": flavour.unary(aborting), "F": flavour.unary(failing)})
+    ref = flavour.same(setup, lambda run: (call_unary(run.channel, method("A")), call_unary(run.channel, method("F"))))
+    assert ref[0].code == SC.UNAUTHENTICATED and ref[1].code == SC.UNKNOWN
+
+
+@each_flavour
+def test_set_trailing_metadata_stream(flavour):
+    async def handler(req, ctx):
+        ctx.set_trailing_metadata(_TRAILERS)
+        yield b"a"
+
+    ref = _stream_case(flavour, handler)
+    assert _by_key(ref.trailing_metadata) == _by_key(_TRAILERS)
+
+
+@each_flavour
+def test_set_trailing_metadata_twice_last_wins(flavour):
+    async def handler(req, ctx):
+        ctx.set_trailing_metadata((("x-a", "1"),))
+        ctx.set_trailing_metadata((("x-b", "2"),))
+        return b""
+
+    ref = _unary_case(flavour, handler)
+    assert ref.trailing_metadata == (("x-b", "2"),)
+
+
+@each_flavour
+def test_trailing_metadata_getter(flavour):
+    async def handler(req, ctx, state):
+        before = ctx.trailing_metadata()
+        ctx.set_trailing_metadata((("x-a", "1"), ("x-b-bin", b"\x00")))
+        got = ctx.trailing_metadata()
+        state.record("getter", (before, type(got).__name__, tuple(tuple(m) for m in got)))
+        return b""
+
+    ref = flavour.same(
+        flavour.recording("M", handler), lambda run: (call_unary(run.channel, method("M")), run.state.wait_for("getter"))
+    )
+    assert ref[1][2] == (("x-a", "1"), ("x-b-bin", b"\x00"))
+    if flavour is SYNC:
+        assert ref[1][:2] == (None, "tuple")
+
+
+@each_flavour
+def test_set_trailing_metadata_with_none_response(flavour):
+    # The sync server: INTERNAL (no response to serialize); grpc.aio: OK.
+    async def handler(req, ctx):
+        ctx.set_trailing_metadata((("x-a", "1"),))
+
+    ref = _unary_case(flavour, handler)
+    assert ref.code == flavour.pick(sync=SC.INTERNAL, aio=SC.OK) and ref.trailing_metadata == (("x-a", "1"),)
+
+
+@each_flavour
+def test_initial_and_trailing_metadata_together(flavour):
+    async def handler(req, ctx):
+        await ctx.send_initial_metadata((("x-i", "1"),))
+        ctx.set_trailing_metadata((("x-t", "2"),))
+        return b"r"
+
+    ref = _unary_case(flavour, handler)
+    assert ref.initial_metadata == (("x-i", "1"),) and ref.trailing_metadata == (("x-t", "2"),)
+
+
+@each_flavour
+def test_known_difference_reserved_grpc_key_in_response_metadata(flavour):
+    """Known difference (README): response metadata keys starting with grpc-
+    are reserved; pygrpc_native ends the call with INTERNAL, grpcio sends them."""
+
+    async def handler(req, ctx):
+        ctx.set_trailing_metadata((("grpc-custom", "v"),))
+        return b"resp"
+
+    setup = flavour.handlers({"M": flavour.unary(handler)})
+    ref, ours = flavour.both(setup, lambda run: call_unary(run.channel, method("M")))
+    assert ref.code == SC.OK and ref.responses == (b"resp",)
+    assert ours.code == SC.INTERNAL
+
+
+@each_flavour
+@pytest.mark.parametrize(
+    "where,key,value",
+    [
+        ("trailing", "x-text", "ünïcode"),
+        ("initial", "x-text", "ünïcode"),
+        ("trailing", "Upper-Case", "v"),
+        ("initial", "bad key", "v"),
+    ],
+    ids=["non-ascii-trailing", "non-ascii-initial", "uppercase-key-trailing", "space-key-initial"],
+)
+def test_invalid_response_metadata(flavour, where, key, value):
+    """The README lists "a non-ASCII value on a key without -bin is sent as
+    is" as a known difference, but measured, pygrpc_native refuses it with
+    INTERNAL as grpcio does; so this is compared like any other outcome."""
+
+    async def handler(req, ctx):
+        if where == "initial":
+            await ctx.send_initial_metadata(((key, value),))
+        else:
+            ctx.set_trailing_metadata(((key, value),))
+        return b"resp"
+
+    ref = _unary_case(flavour, handler)
+    assert ref.code == SC.INTERNAL
+
+
+# -- invocation metadata ------------------------------------------------------------
+
+_REQUEST_MD = (
+    ("x-zeta", "last"),
+    ("x-alpha", "first"),
+    ("x-multi", "1"),
+    ("x-data-bin", b"\x00\x01\x02\xff"),
+    ("x-multi", "2"),
+    ("authorization", "Bearer abc"),
+    ("x-unicode-bin", "ü".encode("utf-8")),
+)
+
+
+def _seen_invocation_metadata(ctx):
+    """What invocation_metadata() returned, as a multiset (request metadata
+    order across keys is a known difference)."""
+    md = ctx.invocation_metadata()
+    shapes = {(isinstance(m, tuple), len(m), hasattr(m, "key"), hasattr(m, "value")) for m in md}
+    pairs = collections.Counter((m.key, m.value) for m in md if m.key != "user-agent")
+    agent = [m.value.split(" ")[0] for m in md if m.key == "user-agent"]
+    return type(md).__name__, sorted(shapes), sorted(pairs.items(), key=repr), agent
+
+
+@each_flavour
+def test_invocation_metadata_as_multiset(flavour):
+    async def handler(req, ctx, state):
+        state.record("seen", _seen_invocation_metadata(ctx))
+        return b""
+
+    def scenario(run):
+        call_unary(run.channel, method("M"), metadata=_REQUEST_MD)
+        return run.state.wait_for("seen")
+
+    ref = flavour.same(flavour.recording("M", handler), scenario)
+    assert (("x-data-bin", b"\x00\x01\x02\xff"), 1) in ref[2] and (("authorization", "Bearer abc"), 1) in ref[2]
+    assert len(ref[3]) == 1  # user-agent
+    # The call has a deadline (harness.CALL_TIMEOUT): grpc-timeout is not request metadata.
+    assert not any(k.startswith("grpc-") for (k, _), _n in ref[2])
+
+
+@each_flavour
+def test_invocation_metadata_stream_and_without_client_metadata(flavour):
+    # The second call has a deadline: grpc-timeout is not request metadata.
+    async def handler(req, ctx, state):
+        state.append("seen", _seen_invocation_metadata(ctx))
+        yield b""
+
+    def scenario(run):
+        call_stream(run.channel, method("S"), metadata=_REQUEST_MD)
+        call_stream(run.channel, method("S"), timeout=30)
+        return run.state.wait_for("seen")
+
+    ref = flavour.same(flavour.recording("S", handler, streaming=True), scenario)
+    assert not any(k.startswith("grpc-") for (k, _), _n in ref[1][2])
+
+
+@each_flavour
+def test_invocation_metadata_repeated_key_keeps_value_order(flavour):
+    async def handler(req, ctx, state):
+        state.record("values", [m.value for m in ctx.invocation_metadata() if m.key == "x-multi"])
+        return b""
+
+    md = (("x-multi", "c"), ("x-other", "o"), ("x-multi", "a"), ("x-multi", "b"))
+
+    def scenario(run):
+        call_unary(run.channel, method("M"), metadata=md)
+        return run.state.wait_for("values")
+
+    assert flavour.same(flavour.recording("M", handler), scenario) == ["c", "a", "b"]
+
+
+@each_flavour
+def test_known_difference_request_metadata_order(flavour):
+    """Known difference: grpc-go keeps request metadata in a map, so
+    invocation_metadata() comes back sorted by key; grpcio keeps the order
+    the client sent."""
+
+    async def handler(req, ctx, state):
+        state.record("keys", [m.key for m in ctx.invocation_metadata() if m.key.startswith("x-")])
+        return b""
+
+    md = (("x-zeta", "1"), ("x-alpha", "2"), ("x-mid", "3"))
+
+    def scenario(run):
+        call_unary(run.channel, method("M"), metadata=md)
+        return run.state.wait_for("keys")
+
+    ref, ours = flavour.both(flavour.recording("M", handler), scenario)
+    assert ref == ["x-zeta", "x-alpha", "x-mid"]
+    assert ours == ["x-alpha", "x-mid", "x-zeta"]
