@@ -1,8 +1,10 @@
 """Differential tests: grpc.aio.ServicerContext on grpc.aio.server() and
-pygrpc_native.aio.server() — peer, auth_context, time_remaining, client
-cancel and passed deadlines (asyncio.CancelledError in the handler task),
-add_done_callback / cancelled() / done(), and non-coroutine handlers, which
-run in migration_thread_pool with the sync context.
+pygrpc_native.aio.server() — client cancel and passed deadlines
+(asyncio.CancelledError in the handler task), add_done_callback /
+cancelled() / done(), and non-coroutine handlers, which run in
+migration_thread_pool with the sync context. What the context tells both
+kinds of handler alike (peer, auth, time remaining) is in
+test_diff_context.py.
 
 What the handler sees is recorded on the server side (run.state) and
 compared along with what the client saw. Waits are bounded everywhere.
@@ -64,57 +66,7 @@ def _recorded(handlers):
     return setup
 
 
-# -- peer and auth ---------------------------------------------------------------
-
-
-async def _peer(req, ctx):
-    return peer_shape(ctx.peer()).encode()
-
-
-@pytest.mark.parametrize(
-    "address,host,expected",
-    [
-        ("[::]:0", "127.0.0.1", "ipv4:127.0.0.1:<port>"),
-        ("[::1]:0", "::1", "ipv6:%5B::1%5D:<port>"),
-    ],
-    ids=["v4-client", "v6-only"],
-)
-def test_peer_format(address, host, expected):
-    setup = setup_handlers({"M": unary(_peer)})
-    ref = same(setup, lambda run: call_unary(run.channel, method("M")), address=address, host=host)
-    assert ref.responses == (expected.encode(),)
-
-
-def test_auth_context_and_peer_identities_insecure():
-    async def handler(req, ctx, state):
-        auth = ctx.auth_context()
-        state.record("auth", (sorted((k, list(v)) for k, v in auth.items()), ctx.peer_identities(), ctx.peer_identity_key()))
-        return b""
-
-    ref = same(
-        _recorded({"M": ("unary", handler)}),
-        lambda run: (call_unary(run.channel, method("M")), run.state.wait_for("auth")),
-    )
-    assert ("transport_security_type", [b"insecure"]) in ref[1][0]
-
-
-# -- time_remaining ---------------------------------------------------------------
-
-
-async def _time_remaining(req, ctx, state):
-    left = ctx.time_remaining()
-    state.record("left", (type(left).__name__, None if left is None else round(left)))
-    return b""
-
-
-@pytest.mark.parametrize("timeout", [20, None], ids=["deadline", "no-deadline"])
-def test_time_remaining(timeout):
-    def scenario(run):
-        call_unary(run.channel, method("M"), timeout=timeout)
-        return run.state.wait_for("left")
-
-    ref = same(_recorded({"M": ("unary", _time_remaining)}), scenario)
-    assert ref == (("float", 20) if timeout else ("NoneType", None))
+# -- time_remaining in a non-coroutine handler -------------------------------------
 
 
 @pytest.mark.parametrize("timeout", [20, None], ids=["deadline", "no-deadline"])
@@ -135,23 +87,6 @@ def test_sync_handler_time_remaining(timeout):
 
     ref = same(setup, scenario)
     assert ref == (("float", 20) if timeout else ("NoneType", None))
-
-
-def test_time_remaining_decreases_and_in_stream():
-    async def handler(req, ctx, state):
-        first = ctx.time_remaining()
-        yield b"a"
-        await asyncio.sleep(0.2)
-        second = ctx.time_remaining()
-        state.record("decreased", 0.15 < first - second < 1.0)
-        yield b"b"
-
-    def scenario(run):
-        out = call_stream(run.channel, method("S"), timeout=10)
-        return out, run.state.wait_for("decreased")
-
-    ref = same(_recorded({"S": ("stream", handler)}), scenario)
-    assert ref[1] is True
 
 
 # -- cancelled(), done() and add_done_callback on a normal finish -------------------

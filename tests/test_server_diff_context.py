@@ -1,6 +1,7 @@
-"""Differential tests: grpc.ServicerContext (peer, auth, deadlines,
-is_active, callbacks, cancellation) on grpc.server() and
-pygrpc_native.server().
+"""Differential tests: grpc.ServicerContext (is_active, callbacks,
+cancellation, deadlines) on grpc.server() and pygrpc_native.server(). What
+the context tells both kinds of handler alike (peer, auth, time remaining)
+is in test_diff_context.py.
 
 What the handler sees is recorded on the server side (run.state) and
 compared along with what the client saw. Waits are bounded everywhere.
@@ -18,7 +19,6 @@ from diff.harness import (
     call_unary,
     method,
     outcome_of,
-    peer_shape,
     same,
     setup_handlers,
     stream,
@@ -31,32 +31,7 @@ pytestmark = pytest.mark.timeout(60)
 SC = grpc.StatusCode
 
 
-def _unary_case(fn, request=b"req", **call_kwargs):
-    setup = setup_handlers({"M": unary(fn)})
-    return same(setup, lambda run: call_unary(run.channel, method("M"), request, **call_kwargs))
-
-
-# -- peer and auth ---------------------------------------------------------------
-
-
-def _peer_handler(req, ctx):
-    return peer_shape(ctx.peer()).encode()
-
-
-@pytest.mark.parametrize(
-    "address,host,expected",
-    [
-        ("[::]:0", "127.0.0.1", "ipv4:127.0.0.1:<port>"),
-        ("[::]:0", "::1", "ipv6:%5B::1%5D:<port>"),
-        ("127.0.0.1:0", "127.0.0.1", "ipv4:127.0.0.1:<port>"),
-        ("[::1]:0", "::1", "ipv6:%5B::1%5D:<port>"),
-    ],
-    ids=["dual-stack-v4-client", "dual-stack-v6-client", "v4-only", "v6-only"],
-)
-def test_peer_format(address, host, expected):
-    setup = setup_handlers({"M": unary(_peer_handler)})
-    ref = same(setup, lambda run: call_unary(run.channel, method("M"), b""), address=address, host=host)
-    assert ref.responses == (expected.encode(),)
+# -- peer ------------------------------------------------------------------------
 
 
 def test_peer_is_stable_within_a_connection():
@@ -69,57 +44,6 @@ def test_peer_is_stable_within_a_connection():
         return a == b, a.rsplit(b":", 1)[1].isdigit()
 
     assert same(setup_handlers({"M": unary(handler)}), scenario) == (True, True)
-
-
-def test_auth_context_and_peer_identities_insecure():
-    def handler(req, ctx):
-        auth = ctx.auth_context()
-        described = sorted((k, list(v)) for k, v in auth.items())
-        return repr((described, ctx.peer_identities(), ctx.peer_identity_key())).encode()
-
-    ref = _unary_case(handler)
-    assert ref.code == SC.OK
-    assert b"insecure" in ref.responses[0]
-
-
-# -- time_remaining ---------------------------------------------------------------
-
-
-def _time_remaining_handler(req, ctx):
-    left = ctx.time_remaining()
-    if left is None:
-        return b"None"
-    if left > 10 * 365 * 24 * 3600:
-        return b"huge"
-    return b"%d" % round(left)
-
-
-def test_time_remaining_with_deadline():
-    ref = _unary_case(_time_remaining_handler, timeout=20)
-    assert ref.responses == (b"20",)
-
-
-def test_time_remaining_without_deadline():
-    ref = _unary_case(_time_remaining_handler, timeout=None)
-    assert ref.responses == (b"huge",)
-
-
-def test_time_remaining_decreases():
-    def handler(req, ctx):
-        first = ctx.time_remaining()
-        time.sleep(0.2)
-        second = ctx.time_remaining()
-        return repr(0.15 < first - second < 1.0).encode()
-
-    ref = _unary_case(handler, timeout=10)
-    assert ref.responses == (b"True",)
-
-
-def test_time_remaining_type():
-    def handler(req, ctx):
-        return type(ctx.time_remaining()).__name__.encode()
-
-    _unary_case(handler, timeout=10)
 
 
 # -- is_active and add_callback on a normal finish ---------------------------------

@@ -1,0 +1,110 @@
+"""Differential tests: what the servicer context tells a handler about its
+call (peer, auth context, time remaining), each scenario run on both kinds
+of server (tests/diff/flavours.py). Callbacks, cancellation and deadlines
+look different to sync and coroutine handlers (is_active() and add_callback
+against CancelledError and add_done_callback): they are in
+test_server_diff_context.py and test_aio_diff_context.py.
+"""
+
+import grpc
+import pytest
+
+from diff.flavours import each_flavour, sleep
+from diff.harness import call_stream, call_unary, method, peer_shape
+
+pytestmark = pytest.mark.timeout(60)
+
+SC = grpc.StatusCode
+
+
+# -- peer and auth ---------------------------------------------------------------
+
+
+@each_flavour
+@pytest.mark.parametrize(
+    "address,host,expected",
+    [
+        ("[::]:0", "127.0.0.1", "ipv4:127.0.0.1:<port>"),
+        ("[::]:0", "::1", "ipv6:%5B::1%5D:<port>"),
+        ("127.0.0.1:0", "127.0.0.1", "ipv4:127.0.0.1:<port>"),
+        ("[::1]:0", "::1", "ipv6:%5B::1%5D:<port>"),
+    ],
+    ids=["dual-stack-v4-client", "dual-stack-v6-client", "v4-only", "v6-only"],
+)
+def test_peer_format(flavour, address, host, expected):
+    async def handler(req, ctx):
+        return peer_shape(ctx.peer()).encode()
+
+    setup = flavour.handlers({"M": flavour.unary(handler)})
+    ref = flavour.same(setup, lambda run: call_unary(run.channel, method("M")), address=address, host=host)
+    assert ref.responses == (expected.encode(),)
+
+
+@each_flavour
+def test_auth_context_and_peer_identities_insecure(flavour):
+    async def handler(req, ctx, state):
+        auth = ctx.auth_context()
+        state.record("auth", (sorted((k, list(v)) for k, v in auth.items()), ctx.peer_identities(), ctx.peer_identity_key()))
+        return b""
+
+    ref = flavour.same(
+        flavour.recording("M", handler),
+        lambda run: (call_unary(run.channel, method("M")), run.state.wait_for("auth")),
+    )
+    assert ref[0].code == SC.OK
+    assert ("transport_security_type", [b"insecure"]) in ref[1][0]
+
+
+# -- time_remaining ---------------------------------------------------------------
+
+
+def _seconds(left):
+    """time_remaining() as compared: rounded, "huge" past ten years."""
+    if left is None:
+        return None
+    return "huge" if left > 10 * 365 * 24 * 3600 else round(left)
+
+
+@each_flavour
+@pytest.mark.parametrize("timeout", [20, None], ids=["deadline", "no-deadline"])
+def test_time_remaining(flavour, timeout):
+    # Without a deadline the sync context gives a huge number, grpc.aio's None.
+    async def handler(req, ctx, state):
+        left = ctx.time_remaining()
+        state.record("left", (type(left).__name__, _seconds(left)))
+        return b""
+
+    def scenario(run):
+        call_unary(run.channel, method("M"), timeout=timeout)
+        return run.state.wait_for("left")
+
+    ref = flavour.same(flavour.recording("M", handler), scenario)
+    assert ref == (("float", 20) if timeout else flavour.pick(sync=("float", "huge"), aio=("NoneType", None)))
+
+
+@each_flavour
+def test_time_remaining_decreases_in_unary_and_stream(flavour):
+    async def unary_handler(req, ctx, state):
+        first = ctx.time_remaining()
+        await sleep(0.2)
+        state.record("unary decreased", 0.15 < first - ctx.time_remaining() < 1.0)
+        return b""
+
+    async def stream_handler(req, ctx, state):
+        first = ctx.time_remaining()
+        yield b"a"
+        await sleep(0.2)
+        state.record("stream decreased", 0.15 < first - ctx.time_remaining() < 1.0)
+        yield b"b"
+
+    def setup(server, state):
+        flavour.recording("M", unary_handler)(server, state)
+        flavour.recording("S", stream_handler, streaming=True)(server, state)
+
+    def scenario(run):
+        unary_out = call_unary(run.channel, method("M"), timeout=10)
+        stream_out = call_stream(run.channel, method("S"), timeout=10)
+        return unary_out, stream_out, run.state.wait_for("unary decreased"), run.state.wait_for("stream decreased")
+
+    ref = flavour.same(setup, scenario)
+    assert ref[2:] == (True, True)
