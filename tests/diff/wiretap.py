@@ -1,7 +1,7 @@
 """WireTap: see what a gRPC client and server put on the wire.
 
 grpcio's API hides whether a message travelled compressed, so tests that
-compare response compression (tests/test_*_diff_compression.py) and the
+compare response compression (tests/diff/compression.py) and the
 interop client of the compressed cases (tests/interop/compressed_client.py)
 read the compressed flag of each gRPC message off the plaintext HTTP/2
 stream, through this relay.

@@ -1,0 +1,158 @@
+"""Differential tests: response compression and compressed requests, read
+off the wire (tests/diff/compression.py), each scenario run on both kinds
+of server (tests/diff/flavours.py). Scenarios only one kind of server can
+express are in test_server_diff_compression.py and
+test_aio_diff_compression.py.
+"""
+
+import grpc
+import pytest
+
+from diff.compression import BODY, calls, on_wire
+from diff.flavours import each_flavour
+from diff.harness import method
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def _setup(flavour):
+    async def echo(req, ctx):
+        return req
+
+    async def echo_twice(req, ctx):
+        yield req
+        yield req
+
+    async def set_gzip(req, ctx):
+        ctx.set_compression(grpc.Compression.Gzip)
+        if flavour.aio:
+            # grpc.aio applies a call's compression when it sends the initial
+            # metadata itself (send_initial_metadata(), or a streaming
+            # write), not when a unary answer carries it (README: known
+            # differences; test_aio_diff_compression.py).
+            await ctx.send_initial_metadata(())
+        return req
+
+    async def set_none(req, ctx):
+        ctx.set_compression(grpc.Compression.NoCompression)
+        return req
+
+    async def late_set(req, ctx):
+        await ctx.send_initial_metadata((("k", "v"),))
+        try:
+            ctx.set_compression(grpc.Compression.Gzip)
+        except Exception as exc:  # noqa: BLE001
+            return type(exc).__name__.encode() + b": " + str(exc).encode()
+        return b"accepted"
+
+    async def uncompressed(req, ctx):
+        ctx.disable_next_message_compression()
+        return req
+
+    async def mixed_stream(req, ctx):
+        """A compressed call whose second message goes uncompressed."""
+        ctx.set_compression(grpc.Compression.Deflate)
+        yield req
+        ctx.disable_next_message_compression()
+        yield req
+        yield req
+
+    return flavour.handlers(
+        {
+            "Echo": flavour.unary(echo),
+            "Stream": flavour.stream(echo_twice),
+            "SetGzip": flavour.unary(set_gzip),
+            "SetNone": flavour.unary(set_none),
+            "LateSet": flavour.unary(late_set),
+            "Uncompressed": flavour.unary(uncompressed),
+            "MixedStream": flavour.stream(mixed_stream),
+        }
+    )
+
+
+ECHO_AND_STREAM = [("Echo", False), ("Stream", True)]
+
+
+@each_flavour
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"compression": grpc.Compression.Gzip},
+        {"compression": grpc.Compression.Deflate},
+        {"options": [("grpc.default_compression_algorithm", 2)]},
+        {"options": [("grpc.default_compression_algorithm", 1)]},
+        # The option wins over the compression= argument, as in grpcio.
+        {"options": [("grpc.default_compression_algorithm", 2)], "compression": grpc.Compression.NoCompression},
+        {"options": [("grpc.default_compression_level", 1)]},
+        {"options": [("grpc.default_compression_level", 3)]},
+    ],
+    ids=["gzip", "deflate", "option-gzip", "option-deflate", "option-wins", "level-low", "level-high"],
+)
+def test_server_default_compression(flavour, kwargs):
+    # set_compression(NoCompression) leaves the server's default in place.
+    ref = flavour.same(_setup(flavour), on_wire(calls(ECHO_AND_STREAM + [("SetNone", False)])), **kwargs)
+    assert ref == ([BODY, [BODY, BODY], BODY], [[1], [1, 1], [1]])
+
+
+@each_flavour
+def test_no_compression_by_default(flavour):
+    ref = flavour.same(_setup(flavour), on_wire(calls(ECHO_AND_STREAM)))
+    assert ref == ([BODY, [BODY, BODY]], [[0], [0, 0]])
+
+
+@each_flavour
+@pytest.mark.parametrize("request_compression", [grpc.Compression.Gzip, grpc.Compression.Deflate], ids=["gzip", "deflate"])
+def test_compressed_requests_get_uncompressed_answers(flavour, request_compression):
+    """Compressed requests (deflate too) are read; the answer isn't
+    compressed unless the server says so (grpc-go alone would mirror the
+    request's encoding)."""
+    ref = flavour.same(_setup(flavour), on_wire(calls(ECHO_AND_STREAM), request_compression))
+    assert ref == ([BODY, [BODY, BODY]], [[0], [0, 0]])
+
+
+@each_flavour
+def test_deflate_request_with_gzip_server(flavour):
+    scenario = on_wire(calls(ECHO_AND_STREAM), grpc.Compression.Deflate)
+    ref = flavour.same(_setup(flavour), scenario, compression=grpc.Compression.Gzip)
+    assert ref == ([BODY, [BODY, BODY]], [[1], [1, 1]])
+
+
+@each_flavour
+def test_per_call_compression(flavour):
+    # Too late, once the initial metadata went: the sync server ignores it,
+    # grpc.aio raises.
+    ref = flavour.same(_setup(flavour), on_wire(calls([("SetGzip", False), ("LateSet", False), ("Echo", False)])))
+    late = flavour.pick(
+        sync=b"accepted", aio=b"RuntimeError: Compression setting must be specified before sending initial metadata"
+    )
+    assert ref == ([BODY, late, BODY], [[1], [0], [0]])
+
+
+@each_flavour
+def test_disable_next_message_compression(flavour):
+    scenario = on_wire(calls([("Uncompressed", False), ("MixedStream", True)]))
+    ref = flavour.same(_setup(flavour), scenario, compression=grpc.Compression.Gzip)
+    assert ref == ([BODY, [BODY, BODY, BODY]], [[0], [1, 0, 1]])
+
+
+@each_flavour
+def test_fallback_handler_compression_is_relayed(flavour):
+    """Client-streaming methods run on the fallback; their handler's
+    set_compression() reaches the client, as the server's default does."""
+
+    async def collect(requests, ctx):
+        ctx.set_compression(grpc.Compression.Gzip)
+        if flavour.aio:
+            await ctx.send_initial_metadata(())  # see _setup's set_gzip
+        return b"".join([r async for r in requests])
+
+    async def plain(requests, ctx):
+        return b"".join([r async for r in requests])
+
+    setup = flavour.handlers({"Collect": flavour.stream_unary(collect), "Plain": flavour.stream_unary(plain)})
+
+    def drive(channel):
+        return [channel.stream_unary(method(name))(iter([BODY, BODY]), timeout=5) for name in ("Collect", "Plain")]
+
+    assert flavour.same(setup, on_wire(drive)) == ([BODY + BODY] * 2, [[1], [0]])
+    assert flavour.same(setup, on_wire(drive), compression=grpc.Compression.Deflate) == ([BODY + BODY] * 2, [[1], [1]])
