@@ -1,7 +1,8 @@
-"""Differential tests: the grpc.aio.Server lifecycle and limits on
-grpc.aio.server() and pygrpc_native.aio.server() — start, stop(grace) and
-its return value, wait_for_termination(timeout), maximum_concurrent_rpcs,
-and message-size options."""
+"""Differential tests: the grpc.aio.Server lifecycle on grpc.aio.server()
+and pygrpc_native.aio.server() — start, stop(grace) and its return value,
+wait_for_termination(timeout), and the arguments a server is created with.
+Limits both kinds of server share (message sizes, options,
+maximum_concurrent_rpcs) are in test_diff_limits.py."""
 
 import asyncio
 import time
@@ -14,16 +15,12 @@ from diff.aio_harness import (
     LOOPS,
     WAIT,
     LoopThread,
-    call_stream,
     call_unary,
     factory,
     for_both,
     method,
-    same,
     setup_handlers,
-    stream,
     unary,
-    wait_event,
 )
 
 pytestmark = pytest.mark.timeout(60)
@@ -336,150 +333,31 @@ def test_wait_for_termination_before_start():
     for_both(check)
 
 
-# -- maximum_concurrent_rpcs --------------------------------------------------------
+# -- creation arguments ----------------------------------------------------------------
 
 
-def _blocking_setup(server, state):
-    async def block(req, ctx):
-        state.event("entered").set()
-        await wait_event(state.event("release"))
-        return b"released"
+def _created(kind, **server_kwargs):
+    """"created" if factory(kind)(**server_kwargs) makes a server (stopped
+    at once), else the name of the exception it raised."""
+    loop = LoopThread()
 
-    async def echo(req, ctx):
-        return req
+    async def make():
+        try:
+            server = factory(kind)(**server_kwargs)
+            await server.stop(None)
+            return "created"
+        except Exception as exc:  # noqa: BLE001
+            return type(exc).__name__
 
-    async def block_stream(req, ctx):
-        yield b"first"
-        state.event("entered").set()
-        await wait_event(state.event("release"))
-        yield b"second"
-
-    setup_handlers({"Block": unary(block), "Echo": unary(echo), "S": stream(block_stream)})(server, state)
-
-
-@pytest.mark.parametrize("loop", LOOPS)
-def test_maximum_concurrent_rpcs(loop):
-    def scenario(run):
-        first = run.channel.unary_unary(method("Block")).future(b"", timeout=10)
-        assert run.state.event("entered").wait(WAIT)
-        refused = call_unary(run.channel, method("Echo"), b"x")
-        run.state.event("release").set()
-        first_result = first.result(timeout=WAIT)
-        time.sleep(0.2)  # grpcio counts the call done a moment after it ends
-        after = call_unary(run.channel, method("Echo"), b"y")
-        return first_result, refused, after
-
-    ref = same(_blocking_setup, scenario, loop=loop, maximum_concurrent_rpcs=1)
-    assert ref[0] == b"released"
-    assert ref[1].brief() == (SC.RESOURCE_EXHAUSTED, "Concurrent RPC limit exceeded!")
-    assert ref[2].responses == (b"y",)
-
-
-def test_maximum_concurrent_rpcs_counts_streams():
-    def scenario(run):
-        call = run.channel.unary_stream(method("S"))(b"", timeout=10)
-        first = next(call)
-        assert run.state.event("entered").wait(WAIT)
-        refused = call_stream(run.channel, method("S"), b"")
-        run.state.event("release").set()
-        rest = list(call)
-        return first, rest, refused
-
-    ref = same(_blocking_setup, scenario, maximum_concurrent_rpcs=1)
-    assert ref[2].brief() == (SC.RESOURCE_EXHAUSTED, "Concurrent RPC limit exceeded!")
-
-
-def test_maximum_concurrent_rpcs_not_reached():
-    def scenario(run):
-        calls = [run.channel.unary_unary(method("Echo")).future(b"%d" % i, timeout=10) for i in range(4)]
-        return [c.result() for c in calls]
-
-    assert same(_blocking_setup, scenario, maximum_concurrent_rpcs=4) == [b"0", b"1", b"2", b"3"]
+    try:
+        return loop.run(make())
+    finally:
+        loop.close()
 
 
 @pytest.mark.parametrize("value", [0, -1])
 def test_maximum_concurrent_rpcs_invalid(value):
-    def check(kind):
-        loop = LoopThread()
-
-        async def make():
-            try:
-                server = factory(kind)(maximum_concurrent_rpcs=value)
-                await server.stop(None)
-                return "created"
-            except Exception as exc:  # noqa: BLE001
-                return type(exc).__name__
-
-        try:
-            return loop.run(make())
-        finally:
-            loop.close()
-
-    for_both(check)
-
-
-# -- options ----------------------------------------------------------------------
-
-
-async def _echo(req, ctx):
-    return req
-
-
-async def _sized(req, ctx):
-    return b"r" * int(req)
-
-
-def _echo_setup(server, state):
-    setup_handlers({"Echo": unary(_echo), "Sized": unary(_sized)})(server, state)
-
-
-def test_large_request_and_response():
-    payload = bytes(range(256)) * (3 * 1024 * 1024 // 256)
-
-    def scenario(run):
-        out = call_unary(run.channel, method("Echo"), payload, timeout=20)
-        return out.code, out.responses == (payload,)
-
-    assert same(_echo_setup, scenario) == (SC.OK, True)
-
-
-def test_max_receive_and_send_message_length():
-    def scenario(run):
-        return (
-            call_unary(run.channel, method("Echo"), b"x" * 1024).code,
-            call_unary(run.channel, method("Echo"), b"x" * 1025).code,
-            call_unary(run.channel, method("Sized"), b"1024").code,
-            call_unary(run.channel, method("Sized"), b"2000").code,
-        )
-
-    options = [("grpc.max_receive_message_length", 1024), ("grpc.max_send_message_length", 1024)]
-    ref = same(_echo_setup, scenario, options=options)
-    assert ref == (SC.OK, SC.RESOURCE_EXHAUSTED, SC.OK, SC.RESOURCE_EXHAUSTED)
-
-
-def test_option_names_given_as_bytes():
-    # grpc.aio takes bytes option names as it takes str ones: known ones
-    # apply, unknown ones are ignored.
-    def scenario(run):
-        return call_unary(run.channel, method("Echo"), b"x" * 1024).code, call_unary(run.channel, method("Echo"), b"x" * 1025).code
-
-    options = [(b"grpc.some_option_nobody_knows", 1), (b"grpc.max_receive_message_length", 1024)]
-    assert same(_echo_setup, scenario, options=options) == (SC.OK, SC.RESOURCE_EXHAUSTED)
-
-
-def test_ignored_options():
-    options = [
-        ("grpc.some_option_nobody_knows", 1),
-        ("grpc.primary_user_agent", "diff-suite"),
-        ("grpc.http2.max_ping_strikes", 2),
-        ("grpc.keepalive_time_ms", 60000),
-        ("grpc.max_receive_message_length", "1024"),  # not an integer: ignored
-    ]
-
-    def scenario(run):
-        return call_unary(run.channel, method("Echo"), b"x" * 2000).code
-
-    assert same(_echo_setup, scenario, options=options) == SC.OK
+    for_both(lambda kind: _created(kind, maximum_concurrent_rpcs=value))
 
 
 def test_sync_interceptor_is_refused():
@@ -488,33 +366,7 @@ def test_sync_interceptor_is_refused():
         def intercept_service(self, continuation, handler_call_details):
             return continuation(handler_call_details)
 
-    def check(kind):
-        loop = LoopThread()
-
-        async def make():
-            try:
-                server = factory(kind)(interceptors=[SyncInterceptor()])
-                await server.stop(None)
-                return "created"
-            except Exception as exc:  # noqa: BLE001
-                return type(exc).__name__
-
-        try:
-            return loop.run(make())
-        finally:
-            loop.close()
-
-    assert for_both(check) == "ValueError"
-
-
-# -- options ---------------------------------------------------------------------------
-
-
-def test_server_compression_none_serves():
-    def scenario(run):
-        return call_unary(run.channel, method("Echo"), b"abc").responses
-
-    assert same(_echo_setup, scenario, compression=grpc.Compression.NoCompression) == (b"abc",)
+    assert for_both(lambda kind: _created(kind, interceptors=[SyncInterceptor()])) == "ValueError"
 
 
 def test_migration_thread_pool_none_runs_sync_handlers():

@@ -1,6 +1,8 @@
-"""Differential tests: message sizes, server options and
-maximum_concurrent_rpcs on grpc.server() and pygrpc_native.server(), and
-xds=True, which only pygrpc_native refuses."""
+"""Differential tests: message sizes, metadata sizes and server options on
+grpc.server() and pygrpc_native.server(), and xds=True, which only
+pygrpc_native refuses. The limits both kinds of server share (sizes against
+the configured maximums, ignored options, maximum_concurrent_rpcs) are in
+test_diff_limits.py."""
 
 import threading
 import time
@@ -10,7 +12,7 @@ import grpc
 import pytest
 
 import pygrpc_native
-from diff.harness import WAIT, both, call_stream, call_unary, method, same, setup_handlers, stream, unary
+from diff.harness import both, call_stream, call_unary, method, same, setup_handlers, stream, unary
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -36,18 +38,6 @@ def _echo_setup(server, state):
 # -- large messages ---------------------------------------------------------------
 
 
-@pytest.mark.parametrize("size", [1 * MiB, int(3.9 * MiB)], ids=["1MiB", "3.9MiB"])
-def test_large_request_and_response(size):
-    payload = bytes(range(256)) * (size // 256)
-
-    def scenario(run):
-        out = call_unary(run.channel, method("Echo"), payload, timeout=20)
-        return out.code, out.details, len(out.responses[0]) if out.responses else None, out.responses == (payload,)
-
-    ref = same(_echo_setup, scenario)
-    assert ref == (SC.OK, "", len(payload), True)
-
-
 def test_large_streamed_response():
     def scenario(run):
         out = call_stream(run.channel, method("SizedStream"), b"%d" % int(3.9 * MiB), timeout=20)
@@ -66,16 +56,6 @@ def test_request_over_default_limit_code():
     assert same(_echo_setup, scenario) == SC.RESOURCE_EXHAUSTED
 
 
-def test_request_over_max_receive_message_length_code():
-    def scenario(run):
-        small = call_unary(run.channel, method("Echo"), b"x" * 1024)
-        big = call_unary(run.channel, method("Echo"), b"x" * 1025)
-        return small.code, big.code
-
-    ref = same(_echo_setup, scenario, options=[("grpc.max_receive_message_length", 1024)])
-    assert ref == (SC.OK, SC.RESOURCE_EXHAUSTED)
-
-
 def test_known_difference_oversized_request_details():
     """Known difference: an oversized request gets grpc-go's wording,
     "grpc: received message larger than max (N vs. M)"; grpcio says
@@ -84,15 +64,6 @@ def test_known_difference_oversized_request_details():
     ref, ours = both(_echo_setup, scenario, options=[("grpc.max_receive_message_length", 1024)])
     assert ref == (SC.RESOURCE_EXHAUSTED, "SERVER: Received message larger than max (2000 vs. 1024)")
     assert ours == (SC.RESOURCE_EXHAUSTED, "grpc: received message larger than max (2000 vs. 1024)")
-
-
-def test_response_over_max_send_message_length():
-    def scenario(run):
-        fits = call_unary(run.channel, method("Sized"), b"1024")
-        return (fits.code, [len(r) for r in fits.responses]), call_unary(run.channel, method("Sized"), b"2000")
-
-    ref = same(_echo_setup, scenario, options=[("grpc.max_send_message_length", 1024)])
-    assert ref[0] == (SC.OK, [1024]) and ref[1].code == SC.RESOURCE_EXHAUSTED
 
 
 def test_streamed_response_over_max_send_message_length():
@@ -156,40 +127,6 @@ def test_integer_edge_values_of_max_receive_message_length(value, request_size):
     same(_echo_setup, scenario, options=[("grpc.max_receive_message_length", value)])
 
 
-def test_ignored_options():
-    options = [
-        ("grpc.some_option_nobody_knows", 1),
-        ("grpc.primary_user_agent", "diff-suite"),
-        ("grpc.http2.max_frame_size", 16384),
-        ("grpc.http2.min_ping_interval_without_data_ms", 1000),
-        ("grpc.http2.max_ping_strikes", 2),
-        ("grpc.enable_retries", 0),
-        ("grpc.default_compression_algorithm", 0),
-        ("grpc.optimization_target", "latency"),
-        ("grpc.so_reuseport", 0),
-        ("grpc.keepalive_time_ms", 60000),
-        ("grpc.keepalive_timeout_ms", 20000),
-        ("grpc.keepalive_permit_without_calls", 1),
-    ]
-
-    def scenario(run):
-        return call_unary(run.channel, method("Echo"), b"hello").responses
-
-    assert same(_echo_setup, scenario, options=options) == (b"hello",)
-
-
-def test_option_names_given_as_bytes():
-    # grpcio takes bytes option names as it takes str ones: known ones apply,
-    # unknown ones are ignored.
-    def scenario(run):
-        small = call_unary(run.channel, method("Echo"), b"x" * 1024)
-        big = call_unary(run.channel, method("Echo"), b"x" * 1025)
-        return small.code, big.code
-
-    options = [(b"grpc.some_option_nobody_knows", 1), (b"grpc.max_receive_message_length", 1024)]
-    assert same(_echo_setup, scenario, options=options) == (SC.OK, SC.RESOURCE_EXHAUSTED)
-
-
 def test_max_concurrent_streams_serialises_a_connection():
     # With one stream per connection, calls on one channel run one at a time.
     def setup(server, state):
@@ -243,66 +180,6 @@ def test_request_metadata_over_default_limit():
     assert ref[0][0] == SC.RESOURCE_EXHAUSTED and ref[2] == (b"after",)
 
 
-# -- maximum_concurrent_rpcs --------------------------------------------------------
-
-
-def _blocking_setup(server, state):
-    def handler(req, ctx):
-        state.event("entered").set()
-        state.event("release").wait(WAIT)
-        return b"released"
-
-    setup_handlers({"Block": unary(handler), "Echo": unary(lambda req, ctx: req)})(server, state)
-
-
-def test_maximum_concurrent_rpcs():
-    def scenario(run):
-        first = run.channel.unary_unary(method("Block")).future(b"", timeout=10)
-        assert run.state.event("entered").wait(WAIT)
-        refused = call_unary(run.channel, method("Echo"), b"x")
-        run.state.event("release").set()
-        first_result = first.result(timeout=WAIT)
-        time.sleep(0.2)  # grpcio counts the call done a moment after it ends
-        after = call_unary(run.channel, method("Echo"), b"y")
-        return first_result, refused, after
-
-    ref = same(_blocking_setup, scenario, maximum_concurrent_rpcs=1)
-    assert ref[0] == b"released"
-    assert ref[1].brief() == (SC.RESOURCE_EXHAUSTED, "Concurrent RPC limit exceeded!")
-    assert ref[2].responses == (b"y",)
-
-
-def test_maximum_concurrent_rpcs_counts_streams():
-    def setup(server, state):
-        def handler(req, ctx):
-            yield b"first"
-            state.event("entered").set()
-            state.event("release").wait(WAIT)
-            yield b"second"
-
-        setup_handlers({"S": stream(handler), "Echo": unary(lambda req, ctx: req)})(server, state)
-
-    def scenario(run):
-        call = run.channel.unary_stream(method("S"))(b"", timeout=10)
-        first = next(call)
-        assert run.state.event("entered").wait(WAIT)
-        refused = call_stream(run.channel, method("S"), b"")
-        run.state.event("release").set()
-        rest = list(call)
-        return first, rest, refused
-
-    ref = same(setup, scenario, maximum_concurrent_rpcs=1)
-    assert ref[2].brief() == (SC.RESOURCE_EXHAUSTED, "Concurrent RPC limit exceeded!")
-
-
-def test_maximum_concurrent_rpcs_not_reached():
-    def scenario(run):
-        calls = [run.channel.unary_unary(method("Echo")).future(b"%d" % i, timeout=10) for i in range(4)]
-        return [c.result() for c in calls]
-
-    assert same(_blocking_setup, scenario, maximum_concurrent_rpcs=4) == [b"0", b"1", b"2", b"3"]
-
-
 # -- what only pygrpc_native refuses (README "Server options") -------------------------
 
 
@@ -313,13 +190,6 @@ def test_ours_only_refused_xds():
             pygrpc_native.server(pool, xds=True)
     finally:
         pool.shutdown(wait=False)
-
-
-def test_server_compression_none_serves():
-    def scenario(run):
-        return call_unary(run.channel, method("Echo"), b"abc").responses
-
-    assert same(_echo_setup, scenario, compression=grpc.Compression.NoCompression) == (b"abc",)
 
 
 def test_option_given_twice_keeps_its_first_value():

@@ -1,0 +1,183 @@
+"""Differential tests: message sizes, server options and
+maximum_concurrent_rpcs, each scenario run on both kinds of server
+(tests/diff/flavours.py). More limits of the sync servers are in
+test_server_diff_limits.py; the aio server's lifecycle and creation
+arguments in test_aio_diff_lifecycle.py.
+"""
+
+import time
+
+import grpc
+import pytest
+
+from diff.flavours import each_flavour, each_flavour_and_uvloop, wait_event
+from diff.harness import WAIT, call_stream, call_unary, method
+
+pytestmark = pytest.mark.timeout(60)
+
+SC = grpc.StatusCode
+MiB = 1024 * 1024
+
+
+def _echo_setup(flavour):
+    async def echo(req, ctx):
+        return req
+
+    async def sized(req, ctx):
+        """Answers with as many bytes as the request says (b"123" -> 123 bytes)."""
+        return b"r" * int(req)
+
+    return flavour.handlers({"Echo": flavour.unary(echo), "Sized": flavour.unary(sized)})
+
+
+# -- message sizes ------------------------------------------------------------------
+
+
+@each_flavour
+@pytest.mark.parametrize("size", [1 * MiB, int(3.9 * MiB)], ids=["1MiB", "3.9MiB"])
+def test_large_request_and_response(flavour, size):
+    payload = bytes(range(256)) * (size // 256)
+
+    def scenario(run):
+        out = call_unary(run.channel, method("Echo"), payload, timeout=20)
+        return out.code, out.details, len(out.responses[0]) if out.responses else None, out.responses == (payload,)
+
+    ref = flavour.same(_echo_setup(flavour), scenario)
+    assert ref == (SC.OK, "", len(payload), True)
+
+
+@each_flavour
+def test_request_over_max_receive_message_length_code(flavour):
+    def scenario(run):
+        small = call_unary(run.channel, method("Echo"), b"x" * 1024)
+        big = call_unary(run.channel, method("Echo"), b"x" * 1025)
+        return small.code, big.code
+
+    ref = flavour.same(_echo_setup(flavour), scenario, options=[("grpc.max_receive_message_length", 1024)])
+    assert ref == (SC.OK, SC.RESOURCE_EXHAUSTED)
+
+
+@each_flavour
+def test_response_over_max_send_message_length(flavour):
+    def scenario(run):
+        fits = call_unary(run.channel, method("Sized"), b"1024")
+        return (fits.code, [len(r) for r in fits.responses]), call_unary(run.channel, method("Sized"), b"2000")
+
+    ref = flavour.same(_echo_setup(flavour), scenario, options=[("grpc.max_send_message_length", 1024)])
+    assert ref[0] == (SC.OK, [1024]) and ref[1].code == SC.RESOURCE_EXHAUSTED
+
+
+# -- options ----------------------------------------------------------------------
+
+
+@each_flavour
+def test_ignored_options(flavour):
+    options = [
+        ("grpc.some_option_nobody_knows", 1),
+        ("grpc.primary_user_agent", "diff-suite"),
+        ("grpc.http2.max_frame_size", 16384),
+        ("grpc.http2.min_ping_interval_without_data_ms", 1000),
+        ("grpc.http2.max_ping_strikes", 2),
+        ("grpc.enable_retries", 0),
+        ("grpc.default_compression_algorithm", 0),
+        ("grpc.optimization_target", "latency"),
+        ("grpc.so_reuseport", 0),
+        ("grpc.keepalive_time_ms", 60000),
+        ("grpc.keepalive_timeout_ms", 20000),
+        ("grpc.keepalive_permit_without_calls", 1),
+        ("grpc.max_receive_message_length", "1024"),  # not an integer: ignored
+    ]
+
+    def scenario(run):
+        return call_unary(run.channel, method("Echo"), b"hello").responses, call_unary(run.channel, method("Echo"), b"x" * 2000).code
+
+    assert flavour.same(_echo_setup(flavour), scenario, options=options) == ((b"hello",), SC.OK)
+
+
+@each_flavour
+def test_option_names_given_as_bytes(flavour):
+    # grpcio takes bytes option names as it takes str ones: known ones apply,
+    # unknown ones are ignored.
+    def scenario(run):
+        small = call_unary(run.channel, method("Echo"), b"x" * 1024)
+        big = call_unary(run.channel, method("Echo"), b"x" * 1025)
+        return small.code, big.code
+
+    options = [(b"grpc.some_option_nobody_knows", 1), (b"grpc.max_receive_message_length", 1024)]
+    assert flavour.same(_echo_setup(flavour), scenario, options=options) == (SC.OK, SC.RESOURCE_EXHAUSTED)
+
+
+@each_flavour
+def test_server_compression_none_serves(flavour):
+    def scenario(run):
+        return call_unary(run.channel, method("Echo"), b"abc").responses
+
+    assert flavour.same(_echo_setup(flavour), scenario, compression=grpc.Compression.NoCompression) == (b"abc",)
+
+
+# -- maximum_concurrent_rpcs --------------------------------------------------------
+
+
+def _blocking_setup(flavour):
+    """Block and S wait for the test's "release" (S after its first message);
+    both set "entered" first."""
+
+    async def block(req, ctx, state):
+        state.event("entered").set()
+        await wait_event(state.event("release"))
+        return b"released"
+
+    async def block_stream(req, ctx, state):
+        yield b"first"
+        state.event("entered").set()
+        await wait_event(state.event("release"))
+        yield b"second"
+
+    def setup(server, state):
+        _echo_setup(flavour)(server, state)
+        flavour.recording("Block", block)(server, state)
+        flavour.recording("S", block_stream, streaming=True)(server, state)
+
+    return setup
+
+
+@each_flavour_and_uvloop
+def test_maximum_concurrent_rpcs(flavour):
+    def scenario(run):
+        first = run.channel.unary_unary(method("Block")).future(b"", timeout=10)
+        assert run.state.event("entered").wait(WAIT)
+        refused = call_unary(run.channel, method("Echo"), b"x")
+        run.state.event("release").set()
+        first_result = first.result(timeout=WAIT)
+        time.sleep(0.2)  # grpcio counts the call done a moment after it ends
+        after = call_unary(run.channel, method("Echo"), b"y")
+        return first_result, refused, after
+
+    ref = flavour.same(_blocking_setup(flavour), scenario, maximum_concurrent_rpcs=1)
+    assert ref[0] == b"released"
+    assert ref[1].brief() == (SC.RESOURCE_EXHAUSTED, "Concurrent RPC limit exceeded!")
+    assert ref[2].responses == (b"y",)
+
+
+@each_flavour
+def test_maximum_concurrent_rpcs_counts_streams(flavour):
+    def scenario(run):
+        call = run.channel.unary_stream(method("S"))(b"", timeout=10)
+        first = next(call)
+        assert run.state.event("entered").wait(WAIT)
+        refused = call_stream(run.channel, method("S"), b"")
+        run.state.event("release").set()
+        rest = list(call)
+        return first, rest, refused
+
+    ref = flavour.same(_blocking_setup(flavour), scenario, maximum_concurrent_rpcs=1)
+    assert ref[2].brief() == (SC.RESOURCE_EXHAUSTED, "Concurrent RPC limit exceeded!")
+
+
+@each_flavour
+def test_maximum_concurrent_rpcs_not_reached(flavour):
+    def scenario(run):
+        calls = [run.channel.unary_unary(method("Echo")).future(b"%d" % i, timeout=10) for i in range(4)]
+        return [c.result() for c in calls]
+
+    assert flavour.same(_blocking_setup(flavour), scenario, maximum_concurrent_rpcs=4) == [b"0", b"1", b"2", b"3"]
