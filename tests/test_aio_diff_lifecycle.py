@@ -5,6 +5,7 @@ Limits both kinds of server share (message sizes, options,
 maximum_concurrent_rpcs) are in test_diff_limits.py."""
 
 import asyncio
+import contextlib
 import time
 
 import grpc
@@ -18,6 +19,7 @@ from diff.aio_harness import (
     call_unary,
     factory,
     for_both,
+    future_outcome,
     method,
     setup_handlers,
     unary,
@@ -75,6 +77,21 @@ class _Server:
     def close(self):
         self.loop.bounded(self.server.stop(0), 2)
         self.loop.close()
+
+
+@contextlib.contextmanager
+def _slow_call_in_flight(kind, handler_seconds, call_timeout=10):
+    """A started _Server of kind, a channel to it and the future of a Slow
+    call whose handler has begun; the server is closed at the end."""
+    s = _Server(kind, handler_seconds=handler_seconds)
+    try:
+        s.start()
+        with s.channel() as ch:
+            future = ch.unary_unary(method("Slow")).future(b"", timeout=call_timeout)
+            s.wait_entered()
+            yield s, ch, future
+    finally:
+        s.close()
 
 
 def _timed(server, coro, timeout=WAIT):
@@ -144,38 +161,24 @@ def test_start_twice_raises():
 
 def test_stop_with_grace_lets_in_flight_call_finish():
     def check(kind):
-        s = _Server(kind, handler_seconds=0.3)
-        try:
-            s.start()
-            with s.channel() as ch:
-                future = ch.unary_unary(method("Slow")).future(b"", timeout=10)
-                s.wait_entered()
-                result, took = _timed(s, s.server.stop(3))
-                return result, took < 2, future.result(timeout=WAIT), list(s.outcome)
-        finally:
-            s.close()
+        with _slow_call_in_flight(kind, 0.3) as (s, ch, future):
+            result, took = _timed(s, s.server.stop(3))
+            return result, took < 2, future.result(timeout=WAIT), list(s.outcome)
 
     assert for_both(check) == (None, True, b"slow done", ["finished"])
 
 
 def test_stop_refuses_new_calls():
     def check(kind):
-        s = _Server(kind, handler_seconds=0.5)
-        try:
-            s.start()
-            with s.channel() as ch:
-                future = ch.unary_unary(method("Slow")).future(b"", timeout=10)
-                s.wait_entered()
-                stopping = asyncio.run_coroutine_threadsafe(s.server.stop(3), s.loop.loop)
-                time.sleep(0.1)
-                with s.channel() as fresh:
-                    new_channel = call_unary(fresh, method("Echo"), b"late", timeout=2).code
-                same_channel = call_unary(ch, method("Echo"), b"late", timeout=2).code
-                result = future.result(timeout=WAIT)
-                stopping.result(WAIT)
+        with _slow_call_in_flight(kind, 0.5) as (s, ch, future):
+            stopping = asyncio.run_coroutine_threadsafe(s.server.stop(3), s.loop.loop)
+            time.sleep(0.1)
+            with s.channel() as fresh:
+                new_channel = call_unary(fresh, method("Echo"), b"late", timeout=2).code
+            same_channel = call_unary(ch, method("Echo"), b"late", timeout=2).code
+            result = future.result(timeout=WAIT)
+            stopping.result(WAIT)
             return new_channel, same_channel, result
-        finally:
-            s.close()
 
     assert for_both(check) == (SC.UNAVAILABLE, SC.UNAVAILABLE, b"slow done")
 
@@ -183,59 +186,30 @@ def test_stop_refuses_new_calls():
 @pytest.mark.parametrize("grace", [0.2, 0, None], ids=["grace-expires", "zero", "None"])
 def test_stop_cancels_in_flight_call(grace):
     def check(kind):
-        s = _Server(kind, handler_seconds=5)
-        try:
-            s.start()
-            with s.channel() as ch:
-                future = ch.unary_unary(method("Slow")).future(b"", timeout=10)
-                s.wait_entered()
-                result, took = _timed(s, s.server.stop(grace))
-                try:
-                    future.result(timeout=WAIT)
-                    client = "ok"
-                except grpc.RpcError as err:
-                    client = err.code()
-                time.sleep(0.05)
-                return result, took < 2, client, list(s.outcome)
-        finally:
-            s.close()
+        with _slow_call_in_flight(kind, 5) as (s, ch, future):
+            result, took = _timed(s, s.server.stop(grace))
+            client = future_outcome(future)
+            time.sleep(0.05)
+            return result, took < 2, client, list(s.outcome)
 
     ref = for_both(check)
     assert ref[:2] == (None, True) and ref[3] == ["CancelledError"]
-
-
-def _client_outcome(future):
-    """The status code a call's future ends with, "ok", or "no answer"."""
-    try:
-        future.result(timeout=WAIT)
-        return "ok"
-    except grpc.FutureTimeoutError:
-        return "no answer"
-    except grpc.RpcError as err:
-        return err.code()
 
 
 def test_later_stop_shortens_a_running_graceful_stop():
     # grpc.aio: stop(None) during a stop(30) cancels the calls at once, and
     # both stops return.
     def check(kind):
-        s = _Server(kind, handler_seconds=30)
-        try:
-            s.start()
-            with s.channel() as ch:
-                future = ch.unary_unary(method("Slow")).future(b"", timeout=60)
-                s.wait_entered()
-                first = asyncio.run_coroutine_threadsafe(s.server.stop(30), s.loop.loop)
-                time.sleep(0.1)
-                second = s.loop.bounded(s.server.stop(None), WAIT)
-                try:
-                    first_result = first.result(WAIT)
-                except Exception as exc:  # noqa: BLE001
-                    first_result = type(exc).__name__
-                time.sleep(0.05)
-                return second, first_result, _client_outcome(future), list(s.outcome)
-        finally:
-            s.close()
+        with _slow_call_in_flight(kind, 30, call_timeout=60) as (s, ch, future):
+            first = asyncio.run_coroutine_threadsafe(s.server.stop(30), s.loop.loop)
+            time.sleep(0.1)
+            second = s.loop.bounded(s.server.stop(None), WAIT)
+            try:
+                first_result = first.result(WAIT)
+            except Exception as exc:  # noqa: BLE001
+                first_result = type(exc).__name__
+            time.sleep(0.05)
+            return second, first_result, future_outcome(future), list(s.outcome)
 
     assert for_both(check) == (None, None, SC.UNAVAILABLE, ["CancelledError"])
 
@@ -244,21 +218,14 @@ def test_concurrent_stops_end_at_the_shortest_grace():
     # Not stop(None) together with stop(0): grpc.aio 1.85 sometimes crashes
     # the process on that pair.
     def check(kind):
-        s = _Server(kind, handler_seconds=30)
-        try:
-            s.start()
-            with s.channel() as ch:
-                future = ch.unary_unary(method("Slow")).future(b"", timeout=60)
-                s.wait_entered()
+        with _slow_call_in_flight(kind, 30, call_timeout=60) as (s, ch, future):
 
-                async def stop_three_ways():
-                    return await asyncio.gather(s.server.stop(30), s.server.stop(3), s.server.stop(0))
+            async def stop_three_ways():
+                return await asyncio.gather(s.server.stop(30), s.server.stop(3), s.server.stop(0))
 
-                results = s.loop.bounded(stop_three_ways(), WAIT)
-                time.sleep(0.05)
-                return results, _client_outcome(future), list(s.outcome)
-        finally:
-            s.close()
+            results = s.loop.bounded(stop_three_ways(), WAIT)
+            time.sleep(0.05)
+            return results, future_outcome(future), list(s.outcome)
 
     assert for_both(check) == ([None, None, None], SC.UNAVAILABLE, ["CancelledError"])
 

@@ -2,6 +2,7 @@
 forms, start, stop(grace) and its threading.Event, wait_for_termination —
 on grpc.server() and pygrpc_native.server()."""
 
+import contextlib
 import subprocess
 import sys
 import threading
@@ -11,20 +12,11 @@ from concurrent import futures
 import grpc
 import pytest
 
-from diff.harness import KINDS, WAIT, call_unary, factory, method, setup_handlers, unary
+from diff.harness import KINDS, WAIT, call_unary, factory, for_both, future_outcome, method, setup_handlers, unary
 
 pytestmark = pytest.mark.timeout(60)
 
 SC = grpc.StatusCode
-
-
-def _for_both(fn):
-    """fn(kind) for each kind; asserts the results are equal, returns grpcio's."""
-    results = {kind: fn(kind) for kind in KINDS}
-    assert results["native"] == results["grpcio"], (
-        f"\n  grpc.server():          {results['grpcio']!r}\n  pygrpc_native.server(): {results['native']!r}"
-    )
-    return results["grpcio"]
 
 
 class _Server:
@@ -79,15 +71,19 @@ def _bounded(fn, timeout=WAIT):
     return result[0] if result else "hung"
 
 
-def _client_outcome(future):
-    """The status code a call's future ends with, "ok", or "no answer"."""
+@contextlib.contextmanager
+def _slow_call_in_flight(kind, handler_seconds, call_timeout=10):
+    """A started _Server of kind, a channel to it and the future of a Slow
+    call whose handler has begun; the server is closed at the end."""
+    s = _Server(kind, handler_seconds=handler_seconds)
     try:
-        future.result(timeout=WAIT)
-        return "ok"
-    except grpc.FutureTimeoutError:
-        return "no answer"
-    except grpc.RpcError as err:
-        return err.code()
+        s.server.start()
+        with s.channel() as ch:
+            future = ch.unary_unary(method("Slow")).future(b"", timeout=call_timeout)
+            assert s.entered.wait(WAIT)
+            yield s, ch, future
+    finally:
+        s.close()
 
 
 # -- servers and ports -------------------------------------------------------------
@@ -104,7 +100,7 @@ def test_isinstance_grpc_server():
         finally:
             pool.shutdown(wait=False)
 
-    assert _for_both(check) is True
+    assert for_both(check) is True
 
 
 @pytest.mark.parametrize("address", ["[::]:0", "localhost:0", "0.0.0.0:0", "127.0.0.1:0"])
@@ -120,7 +116,7 @@ def test_add_insecure_port_address_forms(address):
         finally:
             s.close()
 
-    assert _for_both(check) == (True, SC.OK, (b"addr",))
+    assert for_both(check) == (True, SC.OK, (b"addr",))
 
 
 @pytest.mark.parametrize("probe_started", [True, False], ids=["probe-started", "probe-never-started"])
@@ -144,7 +140,7 @@ def test_port_is_free_again_after_stop(probe_started):
             server.stop(None)
             pool.shutdown(wait=False)
 
-    assert _for_both(check) is True
+    assert for_both(check) is True
 
 
 def test_start_twice_raises():
@@ -160,7 +156,7 @@ def test_start_twice_raises():
         finally:
             s.close()
 
-    assert _for_both(check)[0] == "ValueError"
+    assert for_both(check)[0] == "ValueError"
 
 
 # -- stop(grace) ---------------------------------------------------------------------
@@ -168,92 +164,56 @@ def test_start_twice_raises():
 
 def test_stop_with_grace_lets_in_flight_call_finish():
     def check(kind):
-        s = _Server(kind, handler_seconds=0.3)
-        try:
-            s.server.start()
-            with s.channel() as ch:
-                future = ch.unary_unary(method("Slow")).future(b"", timeout=10)
-                assert s.entered.wait(WAIT)
-                event = s.server.stop(3)
-                set_at_once = event.is_set()
-                result = future.result(timeout=WAIT)
-                finished = event.wait(WAIT)
+        with _slow_call_in_flight(kind, 0.3) as (s, ch, future):
+            event = s.server.stop(3)
+            set_at_once = event.is_set()
+            result = future.result(timeout=WAIT)
+            finished = event.wait(WAIT)
             return type(event) is threading.Event, set_at_once, result, finished, s.inactive.is_set()
-        finally:
-            s.close()
 
-    assert _for_both(check) == (True, False, b"slow done", True, False)
+    assert for_both(check) == (True, False, b"slow done", True, False)
 
 
 def test_stop_refuses_new_calls():
     def check(kind):
-        s = _Server(kind, handler_seconds=0.5)
-        try:
-            s.server.start()
-            with s.channel() as ch:
-                future = ch.unary_unary(method("Slow")).future(b"", timeout=10)
-                assert s.entered.wait(WAIT)
-                event = s.server.stop(3)
-                # A new channel, and a new call on the existing channel.
-                with s.channel() as fresh:
-                    new_channel = call_unary(fresh, method("Echo"), b"late", timeout=2).code
-                same_channel = call_unary(ch, method("Echo"), b"late", timeout=2).code
-                result = future.result(timeout=WAIT)
-                event.wait(WAIT)
+        with _slow_call_in_flight(kind, 0.5) as (s, ch, future):
+            event = s.server.stop(3)
+            # A new channel, and a new call on the existing channel.
+            with s.channel() as fresh:
+                new_channel = call_unary(fresh, method("Echo"), b"late", timeout=2).code
+            same_channel = call_unary(ch, method("Echo"), b"late", timeout=2).code
+            result = future.result(timeout=WAIT)
+            event.wait(WAIT)
             return new_channel, same_channel, result
-        finally:
-            s.close()
 
-    assert _for_both(check) == (SC.UNAVAILABLE, SC.UNAVAILABLE, b"slow done")
+    assert for_both(check) == (SC.UNAVAILABLE, SC.UNAVAILABLE, b"slow done")
 
 
 def test_stop_grace_expires_cancels_in_flight_call():
     def check(kind):
-        s = _Server(kind, handler_seconds=5)
-        try:
-            s.server.start()
-            with s.channel() as ch:
-                future = ch.unary_unary(method("Slow")).future(b"", timeout=10)
-                assert s.entered.wait(WAIT)
-                started = time.monotonic()
-                event = s.server.stop(0.2)
-                try:
-                    future.result(timeout=WAIT)
-                    client = "ok"
-                except grpc.RpcError as err:
-                    client = err.code()
-                handler_saw_inactive = s.inactive.wait(2)
-                callback_ran = s.callback.wait(2)
-                finished = event.wait(2)
-                took = time.monotonic() - started
+        with _slow_call_in_flight(kind, 5) as (s, ch, future):
+            started = time.monotonic()
+            event = s.server.stop(0.2)
+            client = future_outcome(future)
+            handler_saw_inactive = s.inactive.wait(2)
+            callback_ran = s.callback.wait(2)
+            finished = event.wait(2)
+            took = time.monotonic() - started
             return client, handler_saw_inactive, s.handler_errors, callback_ran, finished, took < 3
-        finally:
-            s.close()
 
-    ref = _for_both(check)
+    ref = for_both(check)
     assert ref[1:] == (True, [], True, True, True)
 
 
 def test_stop_none_cancels_at_once():
     def check(kind):
-        s = _Server(kind, handler_seconds=5)
-        try:
-            s.server.start()
-            with s.channel() as ch:
-                future = ch.unary_unary(method("Slow")).future(b"", timeout=10)
-                assert s.entered.wait(WAIT)
-                event = _bounded(lambda: s.server.stop(None), timeout=3)
-                set_on_return = event.is_set() if event != "hung" else event
-                try:
-                    future.result(timeout=WAIT)
-                    client = "ok"
-                except grpc.RpcError as err:
-                    client = err.code()
-                return set_on_return, client, s.inactive.wait(3), s.handler_errors
-        finally:
-            s.close()
+        with _slow_call_in_flight(kind, 5) as (s, ch, future):
+            event = _bounded(lambda: s.server.stop(None), timeout=3)
+            set_on_return = event.is_set() if event != "hung" else event
+            client = future_outcome(future)
+            return set_on_return, client, s.inactive.wait(3), s.handler_errors
 
-    ref = _for_both(check)
+    ref = for_both(check)
     assert ref[0] is True and ref[2:] == (True, [])
 
 
@@ -261,47 +221,33 @@ def test_later_stop_shortens_a_running_graceful_stop():
     # grpcio: every stop(grace) cancels what is left after its own grace, so
     # stop(None) during a stop(30) ends the server at once.
     def check(kind):
-        s = _Server(kind, handler_seconds=30)
-        try:
-            s.server.start()
-            with s.channel() as ch:
-                future = ch.unary_unary(method("Slow")).future(b"", timeout=60)
-                assert s.entered.wait(WAIT)
-                first = s.server.stop(30)
-                second = _bounded(lambda: s.server.stop(None), timeout=WAIT)
-                client = _client_outcome(future)
-                return second != "hung", first.wait(WAIT), client, s.inactive.wait(WAIT)
-        finally:
-            s.close()
+        with _slow_call_in_flight(kind, 30, call_timeout=60) as (s, ch, future):
+            first = s.server.stop(30)
+            second = _bounded(lambda: s.server.stop(None), timeout=WAIT)
+            client = future_outcome(future)
+            return second != "hung", first.wait(WAIT), client, s.inactive.wait(WAIT)
 
-    assert _for_both(check) == (True, True, SC.UNAVAILABLE, True)
+    assert for_both(check) == (True, True, SC.UNAVAILABLE, True)
 
 
 def test_concurrent_stops_end_at_the_shortest_grace():
     def check(kind):
-        s = _Server(kind, handler_seconds=30)
-        try:
-            s.server.start()
-            with s.channel() as ch:
-                future = ch.unary_unary(method("Slow")).future(b"", timeout=60)
-                assert s.entered.wait(WAIT)
-                events = {}
-                threads = [
-                    threading.Thread(target=lambda g=grace: events.__setitem__(g, s.server.stop(g)), daemon=True)
-                    for grace in (30, None, 0)
-                ]
-                for thread in threads:
-                    thread.start()
-                for thread in threads:
-                    thread.join(WAIT)
-                all_returned = len(events) == 3
-                all_set = all(event.wait(WAIT) for event in events.values())
-                client = _client_outcome(future)
-                return all_returned, all_set, client
-        finally:
-            s.close()
+        with _slow_call_in_flight(kind, 30, call_timeout=60) as (s, ch, future):
+            events = {}
+            threads = [
+                threading.Thread(target=lambda g=grace: events.__setitem__(g, s.server.stop(g)), daemon=True)
+                for grace in (30, None, 0)
+            ]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join(WAIT)
+            all_returned = len(events) == 3
+            all_set = all(event.wait(WAIT) for event in events.values())
+            client = future_outcome(future)
+            return all_returned, all_set, client
 
-    assert _for_both(check) == (True, True, SC.UNAVAILABLE)
+    assert for_both(check) == (True, True, SC.UNAVAILABLE)
 
 
 def test_stop_idle_server_and_stop_twice():
@@ -316,7 +262,7 @@ def test_stop_idle_server_and_stop_twice():
         finally:
             s.close()
 
-    assert _for_both(check)[:2] == (True, True)
+    assert for_both(check)[:2] == (True, True)
 
 
 def test_stop_before_start():
@@ -330,7 +276,7 @@ def test_stop_before_start():
         pool.shutdown(wait=False)
         return with_grace, without
 
-    assert _for_both(check) == (True, True)
+    assert for_both(check) == (True, True)
 
 
 # -- no thread pool -------------------------------------------------------------------
@@ -348,7 +294,7 @@ def test_server_without_thread_pool_is_created_and_stops():
         server.start()
         return isinstance(port, int), _bounded(lambda: server.stop(1).wait(WAIT))
 
-    assert _for_both(check) == (True, True)
+    assert for_both(check) == (True, True)
 
 
 # Run in a process of its own, which ends with os._exit: grpcio's server
@@ -410,7 +356,7 @@ def test_wait_for_termination_timeout_and_after_stop():
         finally:
             s.close()
 
-    assert _for_both(check) == (True, True, False)
+    assert for_both(check) == (True, True, False)
 
 
 def test_wait_for_termination_returns_when_stopped_from_another_thread():
@@ -425,7 +371,7 @@ def test_wait_for_termination_returns_when_stopped_from_another_thread():
         finally:
             s.close()
 
-    assert _for_both(check) == (False, True)
+    assert for_both(check) == (False, True)
 
 
 # -- ports after start ---------------------------------------------------------------------

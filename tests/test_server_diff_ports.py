@@ -14,7 +14,7 @@ import grpc
 import pytest
 
 import pygrpc_native
-from diff.harness import KINDS, WAIT, factory, method, peer_shape
+from diff.harness import WAIT, factory, for_both, method, peer_shape
 from tls_certs import make_pki
 
 pytestmark = pytest.mark.timeout(60)
@@ -50,12 +50,6 @@ def _call(target, credentials=None, **options):
             return err.code()
 
 
-def _for_both(check):
-    results = {kind: check(kind) for kind in KINDS}
-    assert results["native"] == results["grpcio"], f"\n  grpcio: {results['grpcio']!r}\n  native: {results['native']!r}"
-    return results["grpcio"]
-
-
 def test_unix_socket_addresses(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
 
@@ -75,7 +69,7 @@ def test_unix_socket_addresses(tmp_path, monkeypatch):
         left = sorted(p.name for p in d.iterdir())
         return ports, modes, peers, left
 
-    ports, modes, peers, left = _for_both(check)
+    ports, modes, peers, left = for_both(check)
     assert ports == [1, 1, 1, 1]
     assert peers == ["unix: insecure"] * 4
     assert left == []  # both remove their socket files at stop
@@ -100,7 +94,7 @@ def test_stale_socket_file_is_replaced_other_files_are_not(tmp_path):
             _stop(server, pool)
         return port, peer, regular.read_text()
 
-    assert _for_both(check) == (1, "unix: insecure", "not a socket")
+    assert for_both(check) == (1, "unix: insecure", "not a socket")
 
 
 def test_several_ports_serve_the_same_methods(tmp_path):
@@ -116,7 +110,7 @@ def test_several_ports_serve_the_same_methods(tmp_path):
             _stop(server, pool)
         return v4 > 1, v6 > 1, v4 != v6, unix, [peer_shape(p.split()[0]) if p.startswith("ip") else p for p in peers]
 
-    ref = _for_both(check)
+    ref = for_both(check)
     assert ref == (True, True, True, 1, ["ipv4:127.0.0.1:<port>", "ipv6:%5B::1%5D:<port>", "unix: insecure"])
 
 
@@ -147,7 +141,7 @@ def test_secure_and_insecure_ports_each_with_their_own_credentials(pki):
             _stop(server, pool)
         return [s.split()[1] if isinstance(s, str) else s for s in seen]
 
-    assert _for_both(check) == ["insecure", "ssl", "insecure", SC.UNAVAILABLE, SC.UNAVAILABLE]
+    assert for_both(check) == ["insecure", "ssl", "insecure", SC.UNAVAILABLE, SC.UNAVAILABLE]
 
 
 @pytest.mark.parametrize("address", ["", "127.0.0.1:bad"], ids=["empty", "bad-port"])
@@ -162,7 +156,7 @@ def test_refused_addresses(address):
             _stop(server, pool)
         return "bound"
 
-    assert _for_both(check) == ("RuntimeError", True)
+    assert for_both(check) == ("RuntimeError", True)
 
 
 def test_empty_address_message():
@@ -175,7 +169,7 @@ def test_empty_address_message():
         finally:
             _stop(server, pool)
 
-    assert _for_both(check).startswith("Failed to bind to address ;")
+    assert for_both(check).startswith("Failed to bind to address ;")
 
 
 def test_max_allowed_incoming_connections():
@@ -203,7 +197,7 @@ def test_max_allowed_incoming_connections():
             _stop(server, pool)
         return a, b, again
 
-    assert _for_both(check) == ("OK", SC.UNAVAILABLE, "OK")
+    assert for_both(check) == ("OK", SC.UNAVAILABLE, "OK")
 
 
 def test_start_after_stop_and_twice():
@@ -224,7 +218,7 @@ def test_start_after_stop_and_twice():
                 _stop(server, pool)
         return results
 
-    assert _for_both(check) == [
+    assert for_both(check) == [
         ("ValueError", "Cannot start already-started server!"),
         ("ValueError", "the server has already started"),
     ]
@@ -240,4 +234,4 @@ def test_localhost_binds_both_loopbacks():
         finally:
             _stop(server, pool)
 
-    assert _for_both(check) == ["ipv4:127.0.0.1:<port>", "ipv6:%5B::1%5D:<port>"]
+    assert for_both(check) == ["ipv4:127.0.0.1:<port>", "ipv6:%5B::1%5D:<port>"]

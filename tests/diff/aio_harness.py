@@ -36,6 +36,8 @@ from diff.harness import (  # noqa: F401 - re-exported for the aio tests
     WAIT,
     Outcome,
     State,
+    for_both,
+    future_outcome,
     method,
     peer_shape,
     setup_handlers,
@@ -250,17 +252,6 @@ def same(setup, scenario: Callable[[Run], Any], **kwargs: Any) -> Any:
     ref, ours = both(setup, scenario, **kwargs)
     assert ours == ref, f"\n  grpc.aio.server():          {ref!r}\n  pygrpc_native.aio.server(): {ours!r}"
     return ref
-
-
-def for_both(fn: Callable[[str], Any]) -> Any:
-    """fn(kind) for each kind (fn drives the server itself); asserts the
-    results are equal and returns grpc.aio's."""
-    results = {kind: fn(kind) for kind in KINDS}
-    assert results["native"] == results["grpcio"], (
-        f"\n  grpc.aio.server():          {results['grpcio']!r}\n"
-        f"  pygrpc_native.aio.server(): {results['native']!r}"
-    )
-    return results["grpcio"]
 
 
 def describe(exc: BaseException) -> str:

@@ -178,6 +178,16 @@ def both(setup, scenario: Callable[[Run], Any], **kwargs: Any) -> Tuple[Any, Any
     return results[0], results[1]
 
 
+def for_both(fn: Callable[[str], Any]) -> Any:
+    """fn(kind) for each kind, for scenarios that drive the server
+    themselves; asserts the results are equal and returns grpcio's."""
+    results = {kind: fn(kind) for kind in KINDS}
+    assert results["native"] == results["grpcio"], (
+        f"\n  grpcio:        {results['grpcio']!r}\n  pygrpc_native: {results['native']!r}"
+    )
+    return results["grpcio"]
+
+
 def metadata_in_key_order(metadata: Tuple[Tuple[str, Any], ...]) -> Tuple[Tuple[str, Any], ...]:
     """Metadata grouped by key, values of a key in their order. Response
     metadata order across different keys is a documented known difference
@@ -242,6 +252,18 @@ def call_stream(
     except grpc.RpcError:
         pass
     return Outcome(call.code(), call.details(), _md(call.initial_metadata()), _md(call.trailing_metadata()), tuple(responses))
+
+
+def future_outcome(future: grpc.Future, timeout: float = WAIT) -> Any:
+    """How a call's future ends: "ok", its status code, or "no answer"
+    when it has not ended within timeout."""
+    try:
+        future.result(timeout=timeout)
+        return "ok"
+    except grpc.FutureTimeoutError:
+        return "no answer"
+    except grpc.RpcError as err:
+        return err.code()
 
 
 def outcome_of(err_or_call: Any, responses: Sequence[bytes] = ()) -> Outcome:
