@@ -1,8 +1,9 @@
 """Differential tests: grpc.health.v1.Health on grpc.server() with
 grpcio-health-checking's servicer and on pygrpc_native.server() with
 pygrpc_native.health.HealthServicer (answered in Go), called by grpcio's
-health stub. Also: which servicers the server answers natively, and which
-stay ordinary Python."""
+health stub: which servicers the server answers natively, which stay
+ordinary Python, and what only the sync servers show. The scenarios both
+kinds of server share are in test_diff_health.py."""
 
 import threading
 
@@ -21,37 +22,6 @@ pytestmark = pytest.mark.timeout(60)
 SC = grpc.StatusCode
 
 
-def _scenario(fn):
-    """A health scenario as a harness scenario, with the run's servicer."""
-
-    def scenario(run):
-        return fn(run.channel, h.Setter(run.state.wait_for("servicer")))
-
-    return scenario
-
-
-def test_check():
-    seen = same(h.health_setup(h.BEFORE_START), _scenario(h.checks))
-    assert seen[0] == (SC.OK, "", h.SERVING)
-    assert seen[5] == (SC.NOT_FOUND, "", None)
-
-
-def test_watch_sends_the_current_status_then_each_change():
-    seen = same(h.health_setup(h.BEFORE_START), _scenario(h.watch_changes))
-    assert seen == [h.SERVING, h.SERVICE_UNKNOWN, h.NOT_SERVING, h.SERVING, h.SERVING]
-
-
-def test_watch_sends_every_set_even_of_the_same_status():
-    seen = same(h.health_setup(h.BEFORE_START), _scenario(h.watch_repeats))
-    assert seen == [h.SERVING, h.SERVING, h.NOT_SERVING]
-
-
-def test_enter_graceful_shutdown():
-    seen = same(h.health_setup(h.BEFORE_START), _scenario(h.graceful_shutdown))
-    assert seen[:2] == [h.SERVING, h.NOT_SERVING]
-    assert seen[-1] == (SC.NOT_FOUND, "", None)
-
-
 def test_statuses_set_after_shutdown_but_before_start_stay_ignored():
     def setup(server, state):
         h.health_setup(h.BEFORE_START)(server, state)
@@ -62,30 +32,12 @@ def test_statuses_set_after_shutdown_but_before_start_stay_ignored():
     same(setup, lambda run: [h.check(run.channel, s) for s in ("", "a", "b")])
 
 
-def test_watch_deadline():
-    assert same(h.health_setup(h.BEFORE_START), _scenario(h.watch_deadline)) == [h.SERVING, SC.DEADLINE_EXCEEDED]
-
-
 @pytest.mark.parametrize("request_bytes", [b"\x0a\x05ab", b"\x0a\x01\xff"], ids=["truncated", "bad-utf8"])
 def test_undecodable_request(request_bytes):
     def scenario(run):
         return [call_unary(run.channel, h.CHECK, request_bytes).brief(), h.check(run.channel, "a")]
 
     assert same(h.health_setup(h.BEFORE_START), scenario)[0] == (SC.INTERNAL, "Exception deserializing request!")
-
-
-def test_list_stays_a_python_method():
-    # grpcio-health-checking's servicer doesn't implement List; neither
-    # answer differs from the base class's UNIMPLEMENTED.
-    def scenario(run):
-        stub = health_pb2_grpc.HealthStub(run.channel)
-        try:
-            stub.List(health_pb2.HealthListRequest(), timeout=5)
-        except grpc.RpcError as err:
-            return (err.code(), err.details())
-        return "answered"
-
-    assert same(h.health_setup(), scenario) == (SC.UNIMPLEMENTED, "Method not implemented!")
 
 
 def test_registered_through_a_generic_handler_only():

@@ -109,6 +109,17 @@ class Setter:
         self._do(self.servicer.enter_graceful_shutdown())
 
 
+def as_scenario(fn: Callable[[grpc.Channel, Setter], Any]) -> Callable[[Any], Any]:
+    """fn, a scenario below, as a harness scenario: it gets the run's channel
+    and its servicer, changed on the run's loop where the run has one (an
+    aio run's ``on_loop``)."""
+
+    def scenario(run: Any) -> Any:
+        return fn(run.channel, Setter(run.state.wait_for("servicer"), getattr(run, "on_loop", None)))
+
+    return scenario
+
+
 # -- scenarios: ``scenario(channel, setter) -> comparable value`` --------------
 
 

@@ -1,0 +1,68 @@
+"""Differential tests: grpc.health.v1.Health, grpcio-health-checking's
+servicer on grpcio's servers against pygrpc_native.health's (answered in
+Go) on ours, called by grpcio's health stub; each scenario
+(tests/diff/health.py) run on both kinds of server
+(tests/diff/flavours.py). What only one kind shows is in
+test_server_diff_health.py and test_aio_diff_health.py."""
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from diff import health as h
+from diff.flavours import each_flavour, each_flavour_and_uvloop
+
+pytestmark = pytest.mark.timeout(60)
+
+SC = grpc.StatusCode
+
+
+@each_flavour_and_uvloop
+def test_check(flavour):
+    seen = flavour.same(h.health_setup(h.BEFORE_START), h.as_scenario(h.checks))
+    assert seen[0] == (SC.OK, "", h.SERVING)
+    assert seen[5] == (SC.NOT_FOUND, "", None)
+
+
+@each_flavour_and_uvloop
+def test_watch_sends_the_current_status_then_each_change(flavour):
+    seen = flavour.same(h.health_setup(h.BEFORE_START), h.as_scenario(h.watch_changes))
+    assert seen == [h.SERVING, h.SERVICE_UNKNOWN, h.NOT_SERVING, h.SERVING, h.SERVING]
+
+
+@each_flavour
+def test_watch_and_a_repeated_status(flavour):
+    # The sync servicer sends every set(), the aio one only changes.
+    seen = flavour.same(h.health_setup(h.BEFORE_START), h.as_scenario(h.watch_repeats))
+    assert seen == flavour.pick(sync=[h.SERVING, h.SERVING, h.NOT_SERVING], aio=[h.SERVING, h.NOT_SERVING])
+
+
+@each_flavour
+def test_enter_graceful_shutdown(flavour):
+    seen = flavour.same(h.health_setup(h.BEFORE_START), h.as_scenario(h.graceful_shutdown))
+    assert seen[:2] == [h.SERVING, h.NOT_SERVING]
+    assert seen[-1] == (SC.NOT_FOUND, "", None)
+
+
+@each_flavour
+def test_watch_deadline(flavour):
+    seen = flavour.same(h.health_setup(h.BEFORE_START), h.as_scenario(h.watch_deadline))
+    assert seen == [h.SERVING, SC.DEADLINE_EXCEEDED]
+
+
+@each_flavour
+def test_list_stays_a_python_method(flavour):
+    # grpcio-health-checking's servicer doesn't implement List; neither
+    # answer differs from the base class's UNIMPLEMENTED.
+    def scenario(run):
+        stub = health_pb2_grpc.HealthStub(run.channel)
+        try:
+            stub.List(health_pb2.HealthListRequest(), timeout=5)
+        except grpc.RpcError as err:
+            return (err.code(), err.details())
+        return "answered"
+
+    details = flavour.pick(
+        sync="Method not implemented!", aio="Unexpected <class 'NotImplementedError'>: Method not implemented!"
+    )
+    assert flavour.same(h.health_setup(), scenario) == (SC.UNIMPLEMENTED, details)
