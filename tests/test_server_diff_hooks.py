@@ -12,10 +12,11 @@ grpcio reads two attributes of a handler's behavior (the function):
   waits.
 
 grpcio-health-checking's HealthServicer sets both on Watch by default.
+experimental_thread_pool and a health Watch, which both kinds of server
+serve, are in test_diff_hooks.py.
 """
 
 import threading
-from concurrent import futures
 
 import grpc
 import pytest
@@ -25,45 +26,6 @@ from diff.harness import WAIT, call_stream, call_unary, method, same, setup_hand
 pytestmark = pytest.mark.timeout(60)
 
 SC = grpc.StatusCode
-
-
-# -- experimental_thread_pool --------------------------------------------------------
-
-
-@pytest.mark.parametrize("kind", ["unary", "stream"])
-@pytest.mark.parametrize("pool_kind", ["ThreadPoolExecutor", "other executor"])
-def test_experimental_thread_pool_runs_the_call(kind, pool_kind):
-    own = futures.ThreadPoolExecutor(2, thread_name_prefix="own-pool")
-
-    class OtherExecutor(futures.Executor):
-        def submit(self, fn, *args, **kwargs):
-            return own.submit(fn, *args, **kwargs)
-
-    def setup(server, state):
-        def where():
-            return threading.current_thread().name.startswith("own-pool")
-
-        if kind == "unary":
-
-            def behavior(req, ctx):
-                return b"own" if where() else b"server"
-
-            handler = unary(behavior)
-        else:
-
-            def behavior(req, ctx):
-                yield b"own" if where() else b"server"
-
-            handler = stream(behavior)
-        behavior.experimental_thread_pool = own if pool_kind == "ThreadPoolExecutor" else OtherExecutor()
-        setup_handlers({"M": handler})(server, state)
-
-    call = call_unary if kind == "unary" else call_stream
-    try:
-        ref = same(setup, lambda run: call(run.channel, method("M")).responses)
-    finally:
-        own.shutdown(wait=False)
-    assert ref == ((b"own",) if pool_kind == "ThreadPoolExecutor" else (b"server",))
 
 
 # -- experimental_non_blocking -------------------------------------------------------
@@ -161,28 +123,6 @@ def _health_setup(server, state):
     health_pb2_grpc.add_HealthServicer_to_server(servicer, server)
     setup_handlers({"Echo": unary(lambda req, ctx: req)})(server, state)
     state.record("servicer", servicer)
-
-
-def test_health_watch_streams_status_changes():
-    health_pb2 = pytest.importorskip("grpc_health.v1.health_pb2")
-    health_pb2_grpc = pytest.importorskip("grpc_health.v1.health_pb2_grpc")
-    status = health_pb2.HealthCheckResponse
-
-    def scenario(run):
-        servicer = run.state.wait_for("servicer")
-        stub = health_pb2_grpc.HealthStub(run.channel)
-        call = stub.Watch(health_pb2.HealthCheckRequest(service="svc"), timeout=WAIT)
-        seen = [next(call).status]
-        servicer.set("svc", status.SERVING)
-        seen.append(next(call).status)
-        servicer.set("svc", status.NOT_SERVING)
-        seen.append(next(call).status)
-        call.cancel()
-        check = stub.Check(health_pb2.HealthCheckRequest(service="svc"), timeout=WAIT).status
-        return seen, call.code(), check
-
-    ref = same(_health_setup, scenario)
-    assert ref == ([status.SERVICE_UNKNOWN, status.SERVING, status.NOT_SERVING], SC.CANCELLED, status.NOT_SERVING)
 
 
 def test_health_watches_hold_no_server_thread():
