@@ -24,6 +24,7 @@ import (
 	"syscall"
 
 	"github.com/pygrpc-native/pygrpc-native/go/front"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/mem"
 )
 
@@ -58,11 +59,12 @@ func main() {
 	if err := f.Start(); err != nil {
 		log.Fatal(err)
 	}
+	events, calls := f.Events(), f.Calls()
 	done := make(chan struct{})
 	for i := 0; i < *responders; i++ {
 		go func() {
 			for {
-				batch, closed := f.Recv(256, 1<<20, -1)
+				batch, closed := events.Recv(256, 1<<20, -1)
 				if closed {
 					done <- struct{}{}
 					return
@@ -73,10 +75,10 @@ func main() {
 					}
 					if e.MethodID == 0 {
 						// The request's buffers become the reply's.
-						f.Respond(e.CallID, e.Payload, true)
+						calls.Respond(e.CallID, e.Payload, true)
 						continue
 					}
-					count(f, e)
+					count(calls, e)
 				}
 			}
 		}()
@@ -94,23 +96,23 @@ func main() {
 // count answers a /echo.Echo/Count call as the Python servers do: the body
 // N times, the last one with the status. Sends block while the call's queue
 // is full, as send_message does in Python.
-func count(f *front.Front, e front.Event) {
+func count(calls *front.Calls, e front.Event) {
 	req := e.Bytes()
 	e.Release()
 	if len(req) < 4 {
-		f.Finish(e.CallID, 3, "the request must start with a 4-byte count", nil, nil, false, true)
+		calls.Finish(e.CallID, front.Ending{Code: codes.InvalidArgument, Details: "the request must start with a 4-byte count"}, true)
 		return
 	}
 	n := int(binary.BigEndian.Uint32(req))
 	body := mem.BufferSlice{mem.SliceBuffer(req[4:])}
 	for i := 0; i < n-1; i++ {
-		if f.Send(e.CallID, body, true) != front.ResultOK {
+		if calls.Send(e.CallID, body, true) != front.ResultOK {
 			return
 		}
 	}
 	if n > 0 {
-		f.Respond(e.CallID, body, true)
+		calls.Respond(e.CallID, body, true)
 	} else {
-		f.Finish(e.CallID, 0, "", nil, nil, false, true)
+		calls.Finish(e.CallID, front.Ending{Code: codes.OK}, true)
 	}
 }

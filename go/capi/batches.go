@@ -9,7 +9,7 @@ import (
 // heldBatch is a batch pgn_recv has described to C but whose payloads and
 // client keys pgn_fill has not copied out yet.
 type heldBatch struct {
-	f        *front.Front
+	calls    *front.Calls // of the front the batch came from
 	events   []front.Event
 	withKeys bool
 }

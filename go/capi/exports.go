@@ -124,7 +124,7 @@ func pgn_stop(h C.int64_t, graceNs C.int64_t, wait C.int) C.int {
 	return C.PGN_OK
 }
 
-// pgn_event_fd returns the front's event descriptor (Front.EventFD), or -1
+// pgn_event_fd returns the front's event descriptor (Events.EventFD), or -1
 // with *errOut set.
 //
 //export pgn_event_fd
@@ -134,7 +134,7 @@ func pgn_event_fd(h C.int64_t, errOut **C.char) C.int {
 		setError(errors.New("the front is closed"), errOut)
 		return -1
 	}
-	fd, err := f.EventFD()
+	fd, err := f.Events().EventFD()
 	if err != nil {
 		setError(err, errOut)
 		return -1
@@ -209,7 +209,7 @@ func pgn_route(h C.int64_t, id C.uint64_t, methodID C.int, errOut **C.char) C.in
 	if f == nil {
 		return C.PGN_BAD_HANDLE
 	}
-	r, err := f.Route(uint64(id), int32(methodID))
+	r, err := f.Calls().Route(uint64(id), int32(methodID))
 	if err != nil {
 		*errOut = C.CString(err.Error())
 		return C.PGN_UNKNOWN_METHOD
@@ -233,9 +233,9 @@ func pgn_recv(h C.int64_t, a *C.pgn_recv_args) C.int {
 	var batch []front.Event
 	var closed bool
 	if a.queue == C.PGN_QUEUE_WATCHED {
-		batch, closed = f.RecvWatched(max, timeout)
+		batch, closed = f.Events().RecvWatched(max, timeout)
 	} else {
-		batch, closed = f.Recv(max, int(a.max_bytes), timeout)
+		batch, closed = f.Events().Recv(max, int(a.max_bytes), timeout)
 	}
 	if closed {
 		return C.PGN_RECV_CLOSED
@@ -261,7 +261,7 @@ func pgn_recv(h C.int64_t, a *C.pgn_recv_args) C.int {
 	}
 	a.count = C.int32_t(len(batch))
 	a.keys_len = C.uint64_t(keysLen)
-	a.batch = C.uint64_t(batches.put(heldBatch{f: f, events: batch, withKeys: withKeys}))
+	a.batch = C.uint64_t(batches.put(heldBatch{calls: f.Calls(), events: batch, withKeys: withKeys}))
 	return C.PGN_RECV_BATCH
 }
 
@@ -296,7 +296,7 @@ func pgn_fill(batch C.uint64_t, payloads **C.char, keys *C.char) {
 		}
 		if dsts[i] == nil {
 			e.Release()
-			b.f.Finish(e.CallID, codes.ResourceExhausted, "the server could not allocate memory for the request", nil, nil, false, false)
+			b.calls.Finish(e.CallID, front.Ending{Code: codes.ResourceExhausted, Details: "the server could not allocate memory for the request"}, false)
 			continue
 		}
 		dst := unsafe.Slice((*byte)(unsafe.Pointer(dsts[i])), e.Payload.Len())
@@ -308,25 +308,26 @@ func pgn_fill(batch C.uint64_t, payloads **C.char, keys *C.char) {
 	}
 }
 
-func call(h C.int64_t, fn func(*front.Front) front.Result) C.int {
+// onCalls runs a per-call operation on the live calls of front h.
+func onCalls(h C.int64_t, fn func(*front.Calls) front.Result) C.int {
 	f := getHandle(int64(h))
 	if f == nil {
 		return C.PGN_BAD_HANDLE
 	}
-	return C.int(fn(f))
+	return C.int(fn(f.Calls()))
 }
 
 //export pgn_respond
 func pgn_respond(h C.int64_t, id C.uint64_t, p *C.char, n C.size_t, block C.int) C.int {
-	return call(h, func(f *front.Front) front.Result {
-		return f.Respond(uint64(id), goMessage(p, n), block != 0)
+	return onCalls(h, func(calls *front.Calls) front.Result {
+		return calls.Respond(uint64(id), goMessage(p, n), block != 0)
 	})
 }
 
 //export pgn_send
 func pgn_send(h C.int64_t, id C.uint64_t, p *C.char, n C.size_t, block C.int) C.int {
-	return call(h, func(f *front.Front) front.Result {
-		return f.Send(uint64(id), goMessage(p, n), block != 0)
+	return onCalls(h, func(calls *front.Calls) front.Result {
+		return calls.Send(uint64(id), goMessage(p, n), block != 0)
 	})
 }
 
@@ -335,8 +336,8 @@ func pgn_send(h C.int64_t, id C.uint64_t, p *C.char, n C.size_t, block C.int) C.
 //
 //export pgn_send_header
 func pgn_send_header(h C.int64_t, id C.uint64_t, md *C.char, mdLen C.size_t, block C.int, errOut **C.char) C.int {
-	return call(h, func(f *front.Front) front.Result {
-		r, err := f.SendHeader(uint64(id), decodeMetadata(md, mdLen), block != 0)
+	return onCalls(h, func(calls *front.Calls) front.Result {
+		r, err := calls.SendHeader(uint64(id), decodeMetadata(md, mdLen), block != 0)
 		return invalidMetadata(r, err, errOut)
 	})
 }
@@ -358,13 +359,17 @@ func invalidMetadata(r front.Result, err error, errOut **C.char) front.Result {
 //export pgn_finish
 func pgn_finish(h C.int64_t, id C.uint64_t, code C.int, details *C.char, detailsLen C.size_t,
 	md *C.char, mdLen C.size_t, payload *C.char, payloadLen C.size_t, block C.int, errOut **C.char) C.int {
-	return call(h, func(f *front.Front) front.Result {
-		var msg mem.BufferSlice
-		if payload != nil {
-			msg = goMessage(payload, payloadLen)
+	return onCalls(h, func(calls *front.Calls) front.Result {
+		e := front.Ending{
+			Code:       codes.Code(code),
+			Details:    string(goBytes(details, detailsLen)),
+			Trailer:    decodeMetadata(md, mdLen),
+			HasMessage: payload != nil,
 		}
-		r, err := f.Finish(uint64(id), codes.Code(code), string(goBytes(details, detailsLen)),
-			decodeMetadata(md, mdLen), msg, payload != nil, block != 0)
+		if e.HasMessage {
+			e.Message = goMessage(payload, payloadLen)
+		}
+		r, err := calls.Finish(uint64(id), e, block != 0)
 		return invalidMetadata(r, err, errOut)
 	})
 }
@@ -375,8 +380,8 @@ func pgn_finish(h C.int64_t, id C.uint64_t, code C.int, details *C.char, details
 //
 //export pgn_set_compression
 func pgn_set_compression(h C.int64_t, id C.uint64_t, name *C.char, nameLen C.size_t, block C.int, errOut **C.char) C.int {
-	return call(h, func(f *front.Front) front.Result {
-		r, err := f.SetCompression(uint64(id), string(goBytes(name, nameLen)), block != 0)
+	return onCalls(h, func(calls *front.Calls) front.Result {
+		r, err := calls.SetCompression(uint64(id), string(goBytes(name, nameLen)), block != 0)
 		if err != nil {
 			*errOut = C.CString(err.Error())
 			return C.PGN_INVALID_ARGUMENT
@@ -389,23 +394,23 @@ func pgn_set_compression(h C.int64_t, id C.uint64_t, name *C.char, nameLen C.siz
 //
 //export pgn_disable_next_compression
 func pgn_disable_next_compression(h C.int64_t, id C.uint64_t, block C.int) C.int {
-	return call(h, func(f *front.Front) front.Result { return f.DisableNextCompression(uint64(id), block != 0) })
+	return onCalls(h, func(calls *front.Calls) front.Result { return calls.DisableNextCompression(uint64(id), block != 0) })
 }
 
 //export pgn_watch
 func pgn_watch(h C.int64_t, id C.uint64_t) C.int {
-	return call(h, func(f *front.Front) front.Result { return f.Watch(uint64(id)) })
+	return onCalls(h, func(calls *front.Calls) front.Result { return calls.Watch(uint64(id)) })
 }
 
 //export pgn_cancel
 func pgn_cancel(h C.int64_t, id C.uint64_t) C.int {
-	return call(h, func(f *front.Front) front.Result { return f.Cancel(uint64(id)) })
+	return onCalls(h, func(calls *front.Calls) front.Result { return calls.Cancel(uint64(id)) })
 }
 
 //export pgn_is_active
 func pgn_is_active(h C.int64_t, id C.uint64_t, active *C.int) C.int {
-	return call(h, func(f *front.Front) front.Result {
-		a, r := f.IsActive(uint64(id))
+	return onCalls(h, func(calls *front.Calls) front.Result {
+		a, r := calls.IsActive(uint64(id))
 		*active = 0
 		if a {
 			*active = 1
@@ -418,8 +423,8 @@ func pgn_is_active(h C.int64_t, id C.uint64_t, active *C.int) C.int {
 //
 //export pgn_time_remaining
 func pgn_time_remaining(h C.int64_t, id C.uint64_t, ns *C.int64_t) C.int {
-	return call(h, func(f *front.Front) front.Result {
-		left, has, r := f.TimeRemaining(uint64(id))
+	return onCalls(h, func(calls *front.Calls) front.Result {
+		left, has, r := calls.TimeRemaining(uint64(id))
 		*ns = -1
 		if has {
 			*ns = C.int64_t(left)
@@ -435,8 +440,8 @@ func pgn_time_remaining(h C.int64_t, id C.uint64_t, ns *C.int64_t) C.int {
 //
 //export pgn_call_details
 func pgn_call_details(h C.int64_t, id C.uint64_t, out **C.char, outLen *C.size_t) C.int {
-	return call(h, func(f *front.Front) front.Result {
-		d, r := f.Details(uint64(id))
+	return onCalls(h, func(calls *front.Calls) front.Result {
+		d, r := calls.Details(uint64(id))
 		if r != front.ResultOK {
 			return r
 		}
@@ -467,18 +472,19 @@ func pgn_call_details(h C.int64_t, id C.uint64_t, out **C.char, outLen *C.size_t
 		} else {
 			e.none()
 		}
+		props, identityKey := authContext(d.Security)
 		e.str("auth_context")
-		e.dict(len(d.Auth.Entries))
-		for _, entry := range d.Auth.Entries {
-			e.str(entry.Name)
-			e.list(len(entry.Values))
-			for _, v := range entry.Values {
+		e.dict(len(props))
+		for _, p := range props {
+			e.str(p.name)
+			e.list(len(p.values))
+			for _, v := range p.values {
 				e.bytes(v)
 			}
 		}
 		e.str("peer_identity_key")
-		if d.Auth.PeerIdentityKey != "" {
-			e.str(d.Auth.PeerIdentityKey)
+		if identityKey != "" {
+			e.str(identityKey)
 		} else {
 			e.none()
 		}
@@ -520,17 +526,19 @@ func pgn_set_tls(h C.int64_t, doc *C.char, docLen C.size_t, errOut **C.char) C.i
 
 //export pgn_metrics
 func pgn_metrics(h C.int64_t, out **C.char, outLen *C.size_t) C.int {
-	return call(h, func(f *front.Front) front.Result {
-		ms := f.Metrics()
-		e := getEncoder()
-		e.dict(len(ms))
-		for _, m := range ms {
-			e.str(m.Name)
-			e.int(m.Value)
-		}
-		e.finish(out, outLen)
-		return front.ResultOK
-	})
+	f := getHandle(int64(h))
+	if f == nil {
+		return C.PGN_BAD_HANDLE
+	}
+	ms := f.Metrics()
+	e := getEncoder()
+	e.dict(len(ms))
+	for _, m := range ms {
+		e.str(m.Name)
+		e.int(m.Value)
+	}
+	e.finish(out, outLen)
+	return C.PGN_OK
 }
 
 // decodeMetadata reads the shim's metadata encoding: u32 count, then count
@@ -578,7 +586,7 @@ func decodeMetadataBytes(b []byte) metadata.MD {
 }
 
 // pgn_enable_health makes the front answer grpc.health.v1.Health's Check
-// and Watch itself (Front.EnableHealth).
+// and Watch itself (Health.Enable).
 //
 //export pgn_enable_health
 func pgn_enable_health(h C.int64_t, changesOnly C.int) C.int {
@@ -586,7 +594,7 @@ func pgn_enable_health(h C.int64_t, changesOnly C.int) C.int {
 	if f == nil {
 		return C.PGN_BAD_HANDLE
 	}
-	f.EnableHealth(changesOnly != 0)
+	f.Health().Enable(changesOnly != 0)
 	return C.PGN_OK
 }
 
@@ -599,7 +607,7 @@ func pgn_set_health(h C.int64_t, service *C.char, serviceLen C.size_t, status C.
 	if f == nil {
 		return setError(errors.New("the front is closed"), errOut)
 	}
-	if err := f.SetHealth(string(goBytes(service, serviceLen)), int32(status)); err != nil {
+	if err := f.Health().Set(string(goBytes(service, serviceLen)), int32(status)); err != nil {
 		return setError(err, errOut)
 	}
 	return 0
@@ -614,7 +622,7 @@ func pgn_enter_health_shutdown(h C.int64_t, errOut **C.char) C.int {
 	if f == nil {
 		return setError(errors.New("the front is closed"), errOut)
 	}
-	if err := f.EnterHealthShutdown(); err != nil {
+	if err := f.Health().EnterShutdown(); err != nil {
 		return setError(err, errOut)
 	}
 	return 0

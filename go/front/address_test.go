@@ -67,7 +67,11 @@ func newBoundFront(t *testing.T, extra string, listeners ...struct {
 		t.Fatal(err)
 	}
 	answerWithDetails(t, f, func(d CallDetails) []byte {
-		return []byte(d.Peer + " " + string(d.Auth.Get("transport_security_type")[0]))
+		security := "insecure"
+		if d.Security.TLS {
+			security = "ssl"
+		}
+		return []byte(d.Peer + " " + security)
 	})
 	return f, ports
 }

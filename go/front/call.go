@@ -5,34 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/mem"
-	"google.golang.org/grpc/metadata"
 )
-
-// opKind is what Python asked a call to do.
-type opKind uint8
-
-const (
-	opHeader           opKind = iota // send initial metadata
-	opMessage                        // send one response message
-	opFinish                         // end the call: optional last message, trailers, status
-	opCancel                         // end the call with CANCELLED, as context.cancel() does
-	opRoute                          // continue a looked-up call as a known method
-	opCompression                    // set the response compression (details: its name)
-	opUncompressedNext               // send the next message uncompressed
-)
-
-// op is one instruction from Python to the goroutine that owns a call.
-type op struct {
-	kind       opKind
-	payload    mem.BufferSlice
-	hasPayload bool
-	md         metadata.MD
-	code       codes.Code
-	details    string
-	method     int32 // opRoute
-}
 
 // call is one live call. The handler goroutine that created it is its only
 // owner: it alone writes to the stream, so Python's threads talk to it
@@ -45,7 +19,7 @@ type call struct {
 	// client goes away; stop releases its timer.
 	ctx       context.Context
 	stop      context.CancelFunc
-	conn      *connAddr
+	conn      *connState // nil for a connection no listener of ours accepted
 	clientKey string
 	ops       opQueue
 	// ended is closed when the handler goroutine is done with the call:
@@ -62,13 +36,14 @@ type call struct {
 	// endUnseen), which is how a call that ends unseen drops its events.
 	seen, gone bool
 
-	// lookup is true while the call waits for Python to route it.
-	lookup atomic.Bool
+	// awaitingRoute is true while the call waits for Python to route it
+	// (EventLookup).
+	awaitingRoute atomic.Bool
 
 	// Owned by the handler goroutine: a unary call answers with exactly
 	// one message, held until the status goes out with it.
 	unary      bool
-	held       mem.BufferSlice
+	heldReply  mem.BufferSlice
 	holdsReply bool
 	// uncompressedNext sends the next message uncompressed
 	// (disable_next_message_compression()).
@@ -83,11 +58,15 @@ func (c *call) takeUncompressedNext() bool {
 	return u
 }
 
-// callTable maps call ids to live calls. It is sharded so that handler
-// goroutines and Python threads working on different calls rarely meet on
-// one lock.
+// callTable maps call ids to live calls and issues the ids. It is sharded
+// so that handler goroutines and Python threads working on different calls
+// rarely meet on one lock. Ids start at 1 and only grow, so an id at most
+// lastID that is absent belonged to a call that has ended.
 type callTable struct {
 	shards [64]callShard
+	lastID atomic.Uint64
+	// phase is the front's, to tell an ended call from a stopped front.
+	phase *phase
 }
 
 type callShard struct {
@@ -97,7 +76,9 @@ type callShard struct {
 
 func (t *callTable) shard(id uint64) *callShard { return &t.shards[id%uint64(len(t.shards))] }
 
-func (t *callTable) put(c *call) {
+// add gives c the next id and makes it live.
+func (t *callTable) add(c *call) {
+	c.id = t.lastID.Add(1)
 	s := t.shard(c.id)
 	s.mu.Lock()
 	if s.calls == nil {
@@ -113,6 +94,20 @@ func (t *callTable) get(id uint64) *call {
 	c := s.calls[id]
 	s.mu.Unlock()
 	return c
+}
+
+// lookup finds a live call or says why there is none.
+func (t *callTable) lookup(id uint64) (*call, Result) {
+	if c := t.get(id); c != nil {
+		return c, ResultOK
+	}
+	if id == 0 || id > t.lastID.Load() {
+		return nil, ResultUnknown
+	}
+	if t.phase.get() == phaseStopped {
+		return nil, ResultStopped
+	}
+	return nil, ResultEnded
 }
 
 // remove forgets a call and reports whether it was watched.

@@ -119,20 +119,19 @@ func forLevel(level int64, accepted []string) string {
 // sendCompressor is what grpc-go's stream tells of its response encoding.
 type sendCompressor interface{ SendCompress() string }
 
-// applyDefaultCompression sets a new call's response compression from the
-// server's default, where grpc-go chose otherwise. Cheap when there is
-// nothing to do: one interface call.
-func (f *Front) applyDefaultCompression(ctx context.Context) {
-	comp := &f.cfg.Limits.Compression
+// applyDefault sets a new call's response compression from the server's
+// default, where grpc-go chose otherwise. Cheap when there is nothing to
+// do: one interface call.
+func (c *Compression) applyDefault(ctx context.Context) {
 	st, ok := grpc.ServerTransportStreamFromContext(ctx).(sendCompressor)
 	if !ok {
 		return
 	}
 	current := st.SendCompress()
-	if comp.isDefault() && (current == compressNone || current == identity) {
+	if c.isDefault() && (current == compressNone || current == identity) {
 		return
 	}
-	if want := comp.forCall(ctx); want != current {
+	if want := c.forCall(ctx); want != current {
 		setCompressor(ctx, want)
 	}
 }
@@ -153,23 +152,23 @@ func setCompressor(ctx context.Context, name string) {
 // SetCompression sets a call's response compression (context.
 // set_compression()): "", "deflate" or "gzip". A server whose default is a
 // compression level ignores it, as grpcio does.
-func (f *Front) SetCompression(id uint64, name string, block bool) (Result, error) {
+func (cs *Calls) SetCompression(id uint64, name string, block bool) (Result, error) {
 	switch name {
 	case compressNone, compressDeflate, compressGzip:
 	default:
 		return ResultOK, configErrorf("unknown compression %q: use \"\", \"deflate\" or \"gzip\"", name)
 	}
-	if f.cfg.Limits.Compression.LevelSet {
-		_, r := f.lookup(id)
+	if cs.levelSet {
+		_, r := cs.table.lookup(id)
 		return r, nil
 	}
-	return f.post(id, op{kind: opCompression, details: name}, block), nil
+	return cs.post(id, op{kind: opCompression, compressor: name}, block), nil
 }
 
 // DisableNextCompression sends the call's next message uncompressed
 // (context.disable_next_message_compression()).
-func (f *Front) DisableNextCompression(id uint64, block bool) Result {
-	return f.post(id, op{kind: opUncompressedNext}, block)
+func (cs *Calls) DisableNextCompression(id uint64, block bool) Result {
+	return cs.post(id, op{kind: opUncompressedNext}, block)
 }
 
 // recvCompressor is what grpc-go's stream tells of its request encoding.

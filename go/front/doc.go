@@ -6,9 +6,11 @@
 //
 //	client --HTTP/2--> grpc-go handler goroutine
 //	        method id from the path, request bytes read with a raw codec
-//	     -> Event{Kind: EventCall} pushed on the Front's queue
-//	     -> Python takes a batch of events with Recv (one GIL trip for many)
-//	     -> Python answers with Respond/Send/Finish from any thread, by call id
+//	     -> Event{Kind: EventCall} pushed on the front's Events
+//	     -> Python takes a batch of events with Events.Recv (one GIL trip
+//	        for many)
+//	     -> Python answers with Calls.Respond/Send/Finish from any thread,
+//	        by call id
 //	     -> the handler goroutine writes the answer and returns.
 //
 // The handler goroutine never waits on Python without also watching the

@@ -44,11 +44,9 @@ func (clientCodec) Unmarshal(d mem.BufferSlice, v any) error {
 	return nil
 }
 
-// newFront starts a front from a JSON config body (address and methods
-// are filled in) and a client connection to it; both end with the test.
-func newFront(t testing.TB, extra string) (*Front, *grpc.ClientConn) {
+// startConfigured starts a front from a JSON config document.
+func startConfigured(t testing.TB, doc string) *Front {
 	t.Helper()
-	doc := fmt.Sprintf(`{"address": "127.0.0.1:0", "methods": [[%q, false], [%q, true]]%s}`, sayPath, countPath, extra)
 	cfg, err := ParseConfig([]byte(doc))
 	if err != nil {
 		t.Fatal(err)
@@ -60,6 +58,14 @@ func newFront(t testing.TB, extra string) (*Front, *grpc.ClientConn) {
 	if err := f.Start(); err != nil {
 		t.Fatal(err)
 	}
+	return f
+}
+
+// newFront starts a front from a JSON config body (address and methods
+// are filled in) and a client connection to it; both end with the test.
+func newFront(t testing.TB, extra string) (*Front, *grpc.ClientConn) {
+	t.Helper()
+	f := startConfigured(t, fmt.Sprintf(`{"address": "127.0.0.1:0", "methods": [[%q, false], [%q, true]]%s}`, sayPath, countPath, extra))
 	cc, err := grpc.NewClient(fmt.Sprintf("127.0.0.1:%d", f.Port()),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(clientCodec{})))
@@ -82,7 +88,7 @@ func startFront(t testing.TB, extra string, handle func(f *Front, e Event)) (*Fr
 	go func() {
 		defer close(done)
 		for {
-			batch, closed := f.Recv(64, math.MaxInt, -1)
+			batch, closed := f.Events().Recv(64, math.MaxInt, -1)
 			if closed {
 				return
 			}
@@ -98,9 +104,23 @@ func startFront(t testing.TB, extra string, handle func(f *Front, e Event)) (*Fr
 	return f, cc
 }
 
+// startSortingFront is startFront whose events go to two channels of
+// capacity n: EventCall to calls, the others to cancels.
+func startSortingFront(t testing.TB, n int) (f *Front, cc *grpc.ClientConn, calls, cancels chan Event) {
+	calls, cancels = make(chan Event, n), make(chan Event, n)
+	f, cc = startFront(t, "", func(f *Front, e Event) {
+		if e.Kind == EventCall {
+			calls <- e
+		} else {
+			cancels <- e
+		}
+	})
+	return f, cc, calls, cancels
+}
+
 func echo(f *Front, e Event) {
 	if e.Kind == EventCall {
-		f.Respond(e.CallID, e.Payload, true)
+		f.Calls().Respond(e.CallID, e.Payload, true)
 	}
 }
 
@@ -131,11 +151,11 @@ func TestServerStreamingWithMetadata(t *testing.T) {
 		if e.Kind != EventCall {
 			return
 		}
-		f.SendHeader(e.CallID, metadata.Pairs("x-head", "h"), true)
+		f.Calls().SendHeader(e.CallID, metadata.Pairs("x-head", "h"), true)
 		for i := 0; i < 3; i++ {
-			f.Send(e.CallID, msg(fmt.Sprint(i)), true)
+			f.Calls().Send(e.CallID, msg(fmt.Sprint(i)), true)
 		}
-		f.Finish(e.CallID, codes.OK, "", metadata.Pairs("x-tail-bin", "\x00\xff"), nil, false, true)
+		f.Calls().Finish(e.CallID, Ending{Code: codes.OK, Trailer: metadata.Pairs("x-tail-bin", "\x00\xff")}, true)
 	})
 	s, err := cc.NewStream(context.Background(), &grpc.StreamDesc{ServerStreams: true}, countPath)
 	if err != nil {
@@ -175,7 +195,7 @@ func TestUnansweredCallGetsDeadlineAndPythonGetsCancel(t *testing.T) {
 	wantStatus(t, err, codes.DeadlineExceeded, "")
 	select {
 	case e := <-cancels:
-		if r := f.Respond(e.CallID, msg("late"), false); r != ResultEnded {
+		if r := f.Calls().Respond(e.CallID, msg("late"), false); r != ResultEnded {
 			t.Fatalf("answering an ended call: %v, want ResultEnded", r)
 		}
 	case <-time.After(5 * time.Second):
@@ -185,19 +205,12 @@ func TestUnansweredCallGetsDeadlineAndPythonGetsCancel(t *testing.T) {
 }
 
 func TestClientCancel(t *testing.T) {
-	calls, cancels := make(chan Event, 1), make(chan Event, 1)
-	f, cc := startFront(t, "", func(f *Front, e Event) {
-		if e.Kind == EventCall {
-			calls <- e
-		} else {
-			cancels <- e
-		}
-	})
+	f, cc, calls, cancels := startSortingFront(t, 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error)
 	go func() { _, err := say(ctx, cc, "x"); errc <- err }()
 	e := <-calls
-	if active, _ := f.IsActive(e.CallID); !active {
+	if active, _ := f.Calls().IsActive(e.CallID); !active {
 		t.Fatal("call should be active")
 	}
 	cancel()
@@ -205,7 +218,7 @@ func TestClientCancel(t *testing.T) {
 	if c := <-cancels; c.CallID != e.CallID {
 		t.Fatalf("cancel for %d, want %d", c.CallID, e.CallID)
 	}
-	if active, _ := f.IsActive(e.CallID); active {
+	if active, _ := f.Calls().IsActive(e.CallID); active {
 		t.Fatal("call should have ended")
 	}
 }
@@ -299,7 +312,7 @@ func TestOrderedKeepsArrivalOrder(t *testing.T) {
 func TestReservedResponseMetadataEndsWithInternal(t *testing.T) {
 	_, cc := startFront(t, "", func(f *Front, e Event) {
 		if e.Kind == EventCall {
-			if _, err := f.Finish(e.CallID, codes.OK, "", metadata.Pairs("grpc-mine", "x"), msg("m"), true, true); err == nil {
+			if _, err := f.Calls().Finish(e.CallID, Ending{Code: codes.OK, Trailer: metadata.Pairs("grpc-mine", "x"), Message: msg("m"), HasMessage: true}, true); err == nil {
 				panic("reserved key accepted")
 			}
 		}
@@ -312,7 +325,7 @@ func TestStatusDetailsAreUnicode(t *testing.T) {
 	const details = "  héllo ✓ 世界\n "
 	_, cc := startFront(t, "", func(f *Front, e Event) {
 		if e.Kind == EventCall {
-			f.Finish(e.CallID, codes.FailedPrecondition, details, nil, nil, false, true)
+			f.Calls().Finish(e.CallID, Ending{Code: codes.FailedPrecondition, Details: details}, true)
 		}
 	})
 	_, err := say(context.Background(), cc, "x")
@@ -331,7 +344,7 @@ func TestConcurrencyLimit(t *testing.T) {
 	first := <-calls
 	_, err := say(context.Background(), cc, "second")
 	wantStatus(t, err, codes.ResourceExhausted, "Concurrent RPC limit exceeded!")
-	f.Respond(first.CallID, nil, true)
+	f.Calls().Respond(first.CallID, nil, true)
 	if err := <-errc; err != nil {
 		t.Fatal(err)
 	}
@@ -339,33 +352,26 @@ func TestConcurrencyLimit(t *testing.T) {
 
 func TestResultsForUnknownAndEndedCalls(t *testing.T) {
 	f, cc := startFront(t, "", echo)
-	if r := f.Respond(0, nil, false); r != ResultUnknown {
+	if r := f.Calls().Respond(0, nil, false); r != ResultUnknown {
 		t.Fatalf("id 0: %v", r)
 	}
-	if r := f.Respond(99, nil, false); r != ResultUnknown {
+	if r := f.Calls().Respond(99, nil, false); r != ResultUnknown {
 		t.Fatalf("never issued: %v", r)
 	}
 	if _, err := say(context.Background(), cc, "x"); err != nil {
 		t.Fatal(err)
 	}
-	if r := f.Respond(1, nil, false); r != ResultEnded {
+	if r := f.Calls().Respond(1, nil, false); r != ResultEnded {
 		t.Fatalf("finished call: %v", r)
 	}
 	f.Stop(-1)
-	if r := f.Respond(1, nil, false); r != ResultStopped {
+	if r := f.Calls().Respond(1, nil, false); r != ResultStopped {
 		t.Fatalf("after stop: %v", r)
 	}
 }
 
 func TestStopGivesGraceThenCancels(t *testing.T) {
-	calls, cancels := make(chan Event, 2), make(chan Event, 2)
-	f, cc := startFront(t, "", func(f *Front, e Event) {
-		if e.Kind == EventCall {
-			calls <- e
-		} else {
-			cancels <- e
-		}
-	})
+	f, cc, calls, cancels := startSortingFront(t, 2)
 	errs := make(chan error, 2)
 	for _, m := range []string{"answered", "abandoned"} {
 		go func() { _, err := say(context.Background(), cc, m); errs <- err }()
@@ -378,7 +384,7 @@ func TestStopGivesGraceThenCancels(t *testing.T) {
 	stopped := make(chan struct{})
 	go func() { f.Stop(300 * time.Millisecond); close(stopped) }()
 	time.Sleep(50 * time.Millisecond)
-	if r := f.Respond(byPayload["answered"].CallID, msg("ok"), true); r != ResultOK {
+	if r := f.Calls().Respond(byPayload["answered"].CallID, msg("ok"), true); r != ResultOK {
 		t.Fatalf("answer during grace: %v", r)
 	}
 	<-stopped
@@ -394,7 +400,7 @@ func TestStopGivesGraceThenCancels(t *testing.T) {
 	if okCount != 1 {
 		t.Fatalf("%d calls succeeded, want 1", okCount)
 	}
-	if _, closed := f.Recv(1, math.MaxInt, 0); !closed {
+	if _, closed := f.Events().Recv(1, math.MaxInt, 0); !closed {
 		t.Fatal("queue should be closed after stop")
 	}
 }
@@ -473,13 +479,13 @@ func TestLookupRoutesUnknownPathToAddedMethod(t *testing.T) {
 			if err != nil {
 				panic(err)
 			}
-			if r, err := f.Route(e.CallID, id); r != ResultOK || err != nil {
+			if r, err := f.Calls().Route(e.CallID, id); r != ResultOK || err != nil {
 				panic(fmt.Sprint(r, err))
 			}
 		case e.Kind == EventLookup:
-			f.Finish(e.CallID, codes.Unimplemented, "Method not found!", nil, nil, false, true)
+			f.Calls().Finish(e.CallID, Ending{Code: codes.Unimplemented, Details: "Method not found!"}, true)
 		case e.Kind == EventCall:
-			f.Respond(e.CallID, msg("routed:"+string(e.Bytes())), true)
+			f.Calls().Respond(e.CallID, msg("routed:"+string(e.Bytes())), true)
 		}
 	})
 	in, out := []byte("x"), []byte(nil)
@@ -510,7 +516,7 @@ func TestRichStatusDetailsTravelInTheStatus(t *testing.T) {
 	raw, _ := proto.Marshal(rich)
 	_, cc := startFront(t, "", func(f *Front, e Event) {
 		if e.Kind == EventCall {
-			f.Finish(e.CallID, codes.InvalidArgument, "bad", metadata.Pairs("grpc-status-details-bin", string(raw)), nil, false, true)
+			f.Calls().Finish(e.CallID, Ending{Code: codes.InvalidArgument, Details: "bad", Trailer: metadata.Pairs("grpc-status-details-bin", string(raw))}, true)
 		}
 	})
 	_, err := say(context.Background(), cc, "x")
@@ -538,7 +544,7 @@ func TestStatusDetailsAreSentAsGiven(t *testing.T) {
 			_, cc := startFront(t, "", func(f *Front, e Event) {
 				if e.Kind == EventCall {
 					md := metadata.MD{"grpc-status-details-bin": tc.values}
-					if _, err := f.Finish(e.CallID, tc.code, "msg", md, nil, false, true); err != nil {
+					if _, err := f.Calls().Finish(e.CallID, Ending{Code: tc.code, Details: "msg", Trailer: md}, true); err != nil {
 						panic(err)
 					}
 				}
@@ -556,7 +562,7 @@ func TestWatchedCallsReportTheirEndOnTheirOwnQueue(t *testing.T) {
 	calls := make(chan Event, 1)
 	f, cc := startFront(t, "", func(f *Front, e Event) {
 		if e.Kind == EventCall {
-			if r := f.Watch(e.CallID); r != ResultOK {
+			if r := f.Calls().Watch(e.CallID); r != ResultOK {
 				panic(r)
 			}
 			calls <- e
@@ -568,11 +574,11 @@ func TestWatchedCallsReportTheirEndOnTheirOwnQueue(t *testing.T) {
 	go say(ctx, cc, "x")
 	e := <-calls
 	cancel()
-	batch, _ := f.RecvWatched(1, 5*time.Second)
+	batch, _ := f.Events().RecvWatched(1, 5*time.Second)
 	if len(batch) != 1 || batch[0].CallID != e.CallID || batch[0].Kind != EventCancel {
 		t.Fatalf("watched queue: %v", batch)
 	}
-	if r := f.Watch(e.CallID); r != ResultEnded {
+	if r := f.Calls().Watch(e.CallID); r != ResultEnded {
 		t.Fatalf("watching an ended call: %v", r)
 	}
 }

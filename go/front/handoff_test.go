@@ -15,11 +15,11 @@ func TestCallEndedUnseenIsNeverDelivered(t *testing.T) {
 	f, cc := newFront(t, "")
 	ctx, cancel := context.WithCancel(context.Background())
 	go say(ctx, cc, "gone")
-	waitFor(t, func() bool { return f.queue.len() == 1 })
+	waitFor(t, func() bool { return f.events.queued() == 1 })
 	cancel()
 	waitFor(t, func() bool { return metric(f, "calls_active") == 0 })
 
-	if batch, _ := f.Recv(64, math.MaxInt, 50*time.Millisecond); len(batch) != 0 {
+	if batch, _ := f.Events().Recv(64, math.MaxInt, 50*time.Millisecond); len(batch) != 0 {
 		t.Fatalf("the abandoned call reached Python: %+v", batch)
 	}
 	if metric(f, "calls_cancelled") != 1 {
@@ -34,14 +34,14 @@ func TestCallEndedSeenGetsOneCancel(t *testing.T) {
 	go say(ctx, cc, "seen")
 	var call Event
 	waitFor(t, func() bool {
-		b, _ := f.Recv(1, math.MaxInt, 0)
+		b, _ := f.Events().Recv(1, math.MaxInt, 0)
 		if len(b) == 1 {
 			call = b[0]
 		}
 		return len(b) == 1
 	})
 	cancel()
-	b, _ := f.Recv(8, math.MaxInt, 5*time.Second)
+	b, _ := f.Events().Recv(8, math.MaxInt, 5*time.Second)
 	if len(b) != 1 || b[0].Kind != EventCancel || b[0].CallID != call.CallID {
 		t.Fatalf("got %+v, want one EventCancel for call %d", b, call.CallID)
 	}
@@ -94,12 +94,12 @@ func TestOpQueueLimitsAndWakeUps(t *testing.T) {
 		t.Fatalf("blocked sender: %v, want ResultOK once room was made", r)
 	}
 
-	big := op{kind: opMessage, payload: mem.BufferSlice{mem.SliceBuffer(make([]byte, maxQueuedBytes+1))}}
+	big := op{kind: opMessage, message: mem.BufferSlice{mem.SliceBuffer(make([]byte, maxQueuedBytes+1))}}
 	q.take(nil)
 	if r := q.put(big, false, ended); r != ResultOK {
 		t.Fatalf("a large message alone: %v, want ResultOK", r)
 	}
-	if r := q.put(op{kind: opMessage, payload: msg("x")}, false, ended); r != ResultWouldBlock {
+	if r := q.put(op{kind: opMessage, message: msg("x")}, false, ended); r != ResultWouldBlock {
 		t.Fatalf("over the byte limit: %v, want ResultWouldBlock", r)
 	}
 	go func() { done <- q.put(op{kind: opMessage}, true, ended) }()

@@ -13,7 +13,7 @@ import (
 )
 
 // The two methods of grpc.health.v1.Health that a front answers itself
-// once health is enabled (EnableHealth). Other methods of the service (List)
+// once health is enabled (Health.Enable). Other methods of the service (List)
 // are routed like any other path.
 const (
 	healthCheckPath = "/grpc.health.v1.Health/Check"
@@ -30,9 +30,8 @@ const detailsBadRequest = "Exception deserializing request!"
 // client can't make the server hold more than this.
 const watchBacklog = 64
 
-// healthTable is a front's health status table (service name -> status),
-// answered natively so that probes never wait for Python: not for the GIL,
-// not for a free worker. Its semantics are grpcio-health-checking's: the
+// healthTable is a front's health status table (service name -> status).
+// Its semantics are grpcio-health-checking's: the
 // overall entry "" starts SERVING; Check of an unknown service is
 // NOT_FOUND; Watch sends the current status (SERVICE_UNKNOWN for an unknown
 // service) and then one message per Set of that service (the sync
@@ -166,47 +165,58 @@ func (h *healthTable) unwatch(service string, w *healthWatcher) {
 	}
 }
 
-// EnableHealth makes the front answer grpc.health.v1.Health's Check and
-// Watch itself, from its status table, from now on. changesOnly chooses how
-// Watch streams that start from now on follow the table (healthTable).
-// Enabling it again keeps the table.
-func (f *Front) EnableHealth(changesOnly bool) {
-	f.health.CompareAndSwap(nil, newHealthTable())
-	f.health.Load().changesOnly.Store(changesOnly)
+// Health is a front's native grpc.health.v1.Health service: off until
+// Enable, then answered from its status table by the front itself, so that
+// probes never wait for Python (not for the GIL, not for a free worker).
+type Health struct {
+	table atomic.Pointer[healthTable] // nil until Enable; never replaced
 }
 
-// errHealthDisabled is SetHealth or EnterHealthShutdown before
-// EnableHealth.
+// Enable makes the front answer grpc.health.v1.Health's Check and Watch
+// itself, from its status table, from now on. changesOnly chooses how Watch
+// streams that start from now on follow the table (healthTable). Enabling
+// it again keeps the table.
+func (hs *Health) Enable(changesOnly bool) {
+	hs.table.CompareAndSwap(nil, newHealthTable())
+	hs.table.Load().changesOnly.Store(changesOnly)
+}
+
+// errHealthDisabled is Set or EnterShutdown before Enable.
 var errHealthDisabled = &LifecycleError{"the native health service is not enabled; call enable_health() first"}
 
-// SetHealth sets a service's status ("" is the whole server's). It is
-// ignored after EnterHealthShutdown.
-func (f *Front) SetHealth(service string, s int32) error {
-	h := f.health.Load()
-	if h == nil {
+// Set sets a service's status ("" is the whole server's). It is ignored
+// after EnterShutdown.
+func (hs *Health) Set(service string, s int32) error {
+	t := hs.table.Load()
+	if t == nil {
 		return errHealthDisabled
 	}
-	h.set(service, healthpb.HealthCheckResponse_ServingStatus(s))
+	t.set(service, healthpb.HealthCheckResponse_ServingStatus(s))
 	return nil
 }
 
-// EnterHealthShutdown sets every service NOT_SERVING and ignores later
-// SetHealth calls, as grpcio-health-checking's enter_graceful_shutdown().
-func (f *Front) EnterHealthShutdown() error {
-	h := f.health.Load()
-	if h == nil {
+// EnterShutdown sets every service NOT_SERVING and ignores later Set
+// calls, as grpcio-health-checking's enter_graceful_shutdown().
+func (hs *Health) EnterShutdown() error {
+	t := hs.table.Load()
+	if t == nil {
 		return errHealthDisabled
 	}
-	h.enterShutdown()
+	t.enterShutdown()
 	return nil
 }
 
-// serveHealth answers a Check or Watch call from the health table, without
-// Python.
-func (f *Front) serveHealth(h *healthTable, ss grpc.ServerStream, path string) error {
-	if t := ticketFrom(ss.Context()); t != nil {
-		t.resolve(f.queue, nil) // this call never reaches Python's queue
+// answers returns the table that answers a call to path natively, nil for
+// a path the service doesn't answer (or while it is off).
+func (hs *Health) answers(path string) *healthTable {
+	if path != healthCheckPath && path != healthWatchPath {
+		return nil
 	}
+	return hs.table.Load()
+}
+
+// serve answers a Check or Watch call from the table.
+func (h *healthTable) serve(ss grpc.ServerStream, path string) error {
 	var raw mem.BufferSlice
 	if err := ss.RecvMsg(&raw); err != nil {
 		return requestMissing(ss, err)

@@ -19,7 +19,7 @@ func startHealthFront(t *testing.T, extra string) (*Front, healthpb.HealthClient
 	f, _ := startFront(t, extra, func(_ *Front, e Event) {
 		t.Errorf("a health call reached the event queue: %+v", e)
 	})
-	f.EnableHealth(false)
+	f.Health().Enable(false)
 	cc, err := grpc.NewClient(fmt.Sprintf("127.0.0.1:%d", f.Port()),
 		grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -44,7 +44,7 @@ func TestHealthCheck(t *testing.T) {
 	}
 	_, err := check(t, hc, "missing")
 	wantStatus(t, err, codes.NotFound, "")
-	if err := f.SetHealth("svc", int32(healthpb.HealthCheckResponse_NOT_SERVING)); err != nil {
+	if err := f.Health().Set("svc", int32(healthpb.HealthCheckResponse_NOT_SERVING)); err != nil {
 		t.Fatal(err)
 	}
 	if s, err := check(t, hc, "svc"); err != nil || s != healthpb.HealthCheckResponse_NOT_SERVING {
@@ -54,7 +54,7 @@ func TestHealthCheck(t *testing.T) {
 
 func TestHealthDisabledIsAnOrdinaryPath(t *testing.T) {
 	f, _ := startFront(t, "", echo)
-	if err := f.SetHealth("", 1); err == nil {
+	if err := f.Health().Set("", 1); err == nil {
 		t.Fatal("SetHealth before EnableHealth succeeded")
 	}
 	cc, err := grpc.NewClient(fmt.Sprintf("127.0.0.1:%d", f.Port()),
@@ -89,18 +89,18 @@ func TestHealthWatchSendsCurrentThenEachSet(t *testing.T) {
 	for _, s := range []healthpb.HealthCheckResponse_ServingStatus{
 		healthpb.HealthCheckResponse_SERVING, healthpb.HealthCheckResponse_SERVING, healthpb.HealthCheckResponse_NOT_SERVING,
 	} {
-		f.SetHealth("svc", int32(s))
+		f.Health().Set("svc", int32(s))
 		if got := next(); got != s {
 			t.Fatalf("got %v, want %v", got, s)
 		}
 	}
-	if err := f.EnterHealthShutdown(); err != nil {
+	if err := f.Health().EnterShutdown(); err != nil {
 		t.Fatal(err)
 	}
 	if s := next(); s != healthpb.HealthCheckResponse_NOT_SERVING {
 		t.Fatalf("after shutdown: %v, want NOT_SERVING", s)
 	}
-	f.SetHealth("svc", int32(healthpb.HealthCheckResponse_SERVING)) // ignored from now on
+	f.Health().Set("svc", int32(healthpb.HealthCheckResponse_SERVING)) // ignored from now on
 	if s, _ := check(t, hc, "svc"); s != healthpb.HealthCheckResponse_NOT_SERVING {
 		t.Fatalf("a set after shutdown took effect: %v", s)
 	}
@@ -133,7 +133,7 @@ func TestHealthOrderedFrontDoesNotStall(t *testing.T) {
 	// place up at once, or calls after a long Watch on the same connection
 	// would wait for the Watch to end.
 	f, _ := startFront(t, `, "ordered": true`, echo)
-	f.EnableHealth(false)
+	f.Health().Enable(false)
 	cc, err := grpc.NewClient(fmt.Sprintf("127.0.0.1:%d", f.Port()),
 		grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -157,7 +157,7 @@ func TestHealthOrderedFrontDoesNotStall(t *testing.T) {
 
 func TestHealthWatchChangesOnly(t *testing.T) {
 	f, hc := startHealthFront(t, "")
-	f.EnableHealth(true)
+	f.Health().Enable(true)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	stream, err := hc.Watch(ctx, &healthpb.HealthCheckRequest{Service: "svc"})
@@ -173,12 +173,12 @@ func TestHealthWatchChangesOnly(t *testing.T) {
 		got = append(got, resp.GetStatus())
 		if len(got) == 1 {
 			// A repeat of the status last sent sends nothing.
-			f.SetHealth("svc", int32(healthpb.HealthCheckResponse_SERVICE_UNKNOWN))
-			f.SetHealth("svc", int32(healthpb.HealthCheckResponse_SERVING))
+			f.Health().Set("svc", int32(healthpb.HealthCheckResponse_SERVICE_UNKNOWN))
+			f.Health().Set("svc", int32(healthpb.HealthCheckResponse_SERVING))
 		}
 		if len(got) == 2 {
-			f.SetHealth("svc", int32(healthpb.HealthCheckResponse_SERVING))
-			f.SetHealth("svc", int32(healthpb.HealthCheckResponse_NOT_SERVING))
+			f.Health().Set("svc", int32(healthpb.HealthCheckResponse_SERVING))
+			f.Health().Set("svc", int32(healthpb.HealthCheckResponse_NOT_SERVING))
 		}
 	}
 	want := []healthpb.HealthCheckResponse_ServingStatus{

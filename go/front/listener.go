@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net"
+	"sync"
 	"sync/atomic"
 	"syscall"
 
@@ -12,10 +13,8 @@ import (
 )
 
 // listener counts connections and bytes, and gives every accepted
-// connection a connAddr that grpc-go then reports as the call's peer. That
-// lets a handler reach its connection's state from peer.FromContext without
-// a map lookup, and formats the peer string once per connection instead of
-// once per call. Each listener has its own TLS configuration (nil:
+// connection its connState, which grpc-go then reports as the call's peer
+// address. Each listener has its own TLS configuration (nil:
 // plaintext), which listenerCreds applies to its connections.
 type listener struct {
 	net.Listener
@@ -66,6 +65,58 @@ func (l *listener) port() int {
 	return 1
 }
 
+// listenerSet is a front's bound addresses, each with its own TLS
+// configuration (listenerCreds); all serve the same methods. Front guards
+// it with its lock, except the first port, which Port reads while a Stop
+// holds that lock.
+type listenerSet struct {
+	all   []*listener
+	first atomic.Int32
+}
+
+// bind listens on address and returns the bound port. For "localhost" it
+// binds both loopbacks on one port, as grpcio does; the IPv6 one is
+// skipped where it can't be bound, as grpcio skips it.
+func (s *listenerSet) bind(address string, limits *Limits, tlsConfig *tls.Config, m *metrics) (int, error) {
+	lis, err := listen(address, limits, tlsConfig, m)
+	if err != nil {
+		return 0, err
+	}
+	if len(s.all) == 0 {
+		s.first.Store(int32(lis.port()))
+	}
+	s.all = append(s.all, lis)
+	if isLocalhost(address) {
+		if lis6, err := listen(fmt.Sprintf("[::1]:%d", lis.port()), limits, tlsConfig, m); err == nil {
+			s.all = append(s.all, lis6)
+		}
+	}
+	return lis.port(), nil
+}
+
+func (s *listenerSet) empty() bool { return len(s.all) == 0 }
+
+// firstPort is the port of the first address bound, 0 before any.
+func (s *listenerSet) firstPort() int { return int(s.first.Load()) }
+
+// anyTLS reports whether a listener serves TLS: only then do connections
+// go through listenerCreds.
+func (s *listenerSet) anyTLS() bool {
+	for _, lis := range s.all {
+		if lis.tls != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// close stops accepting connections on every address.
+func (s *listenerSet) close() {
+	for _, lis := range s.all {
+		lis.Close()
+	}
+}
+
 // BindError says which address could not be bound and why. The C shim
 // raises it as OSError.
 type BindError struct {
@@ -93,7 +144,7 @@ func (l *listener) Accept() (net.Conn, error) {
 			c.Close()
 			continue
 		}
-		return &conn{Conn: c, m: l.m, remote: newConnAddr(c.RemoteAddr()), tls: l.tls}, nil
+		return &conn{Conn: c, m: l.m, remote: newConnState(c.RemoteAddr()), tls: l.tls}, nil
 	}
 }
 
@@ -101,7 +152,7 @@ func (l *listener) Accept() (net.Conn, error) {
 type conn struct {
 	net.Conn
 	m      *metrics
-	remote *connAddr
+	remote *connState
 	tls    *tls.Config // its listener's; nil: plaintext
 	closed atomic.Bool
 }
@@ -127,18 +178,24 @@ func (c *conn) Close() error {
 
 func (c *conn) RemoteAddr() net.Addr { return c.remote }
 
-// connAddr is the remote address of one connection plus the state calls on
-// that connection share.
-type connAddr struct {
+// connState is the state the calls of one connection share. It is the
+// connection's remote address as grpc-go sees it (conn.RemoteAddr), so a
+// handler reaches it from peer.FromContext without a map lookup, and the
+// peer string is formatted once per connection instead of once per call.
+type connState struct {
 	net.Addr
 	// peer is the address as grpcio's context.peer() formats it.
-	peer  string
+	peer string
+	// order is the arrival order of the connection's calls (ordered
+	// fronts).
 	order orderState
-	authCache
+	// security is computed on first request (connSecurity).
+	securityOnce sync.Once
+	security     *ConnSecurity
 }
 
-func newConnAddr(a net.Addr) *connAddr {
-	return &connAddr{Addr: a, peer: formatPeer(a)}
+func newConnState(a net.Addr) *connState {
+	return &connState{Addr: a, peer: formatPeer(a)}
 }
 
 // formatPeer writes an address the way grpcio's context.peer() does:

@@ -49,6 +49,18 @@ var MetricNames = []string{
 	"goroutines",              // goroutines in the process (Go's runtime.NumGoroutine), for leak checks
 }
 
+// countOutcome counts how a started call ended.
+func (m *metrics) countOutcome(o outcome) {
+	switch o {
+	case outcomeCompleted:
+		m.callsCompleted.Add(1)
+	case outcomeCancelled:
+		m.callsCancelled.Add(1)
+	case outcomeDeadline:
+		m.callsDeadlineExceeded.Add(1)
+	}
+}
+
 func (m *metrics) snapshot(queued int) []Metric {
 	values := []int64{
 		int64(m.callsStarted.Load()),

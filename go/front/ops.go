@@ -1,6 +1,44 @@
 package front
 
-import "sync"
+import (
+	"sync"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/grpc/metadata"
+)
+
+// opKind is what Python asked a call to do.
+type opKind uint8
+
+const (
+	opHeader           opKind = iota // send initial metadata
+	opMessage                        // send one response message
+	opFinish                         // end the call: optional last message, trailers, status
+	opCancel                         // end the call with CANCELLED, as context.cancel() does
+	opRoute                          // continue a looked-up call as a known method
+	opCompression                    // set the response compression
+	opUncompressedNext               // send the next message uncompressed
+)
+
+// op is one instruction from Python to the goroutine that owns a call.
+// Each kind reads only its own fields.
+type op struct {
+	kind opKind
+	// opMessage, opFinish: the message (the call owns it from here on);
+	// opFinish sends one only when hasMessage and the status is OK.
+	message    mem.BufferSlice
+	hasMessage bool
+	// opHeader: initial metadata; opFinish: trailing metadata.
+	md metadata.MD
+	// opFinish: the status.
+	code    codes.Code
+	details string
+	// opRoute: the method the call continues as (or FallbackMethodID).
+	routeTo int32
+	// opCompression: the compressor name ("" for none).
+	compressor string
+}
 
 // Limits of what Python may queue on one call before a send waits (or, for
 // an event loop's front, reports ResultWouldBlock). They let a handler run
@@ -43,7 +81,7 @@ func signal(ch chan struct{}) {
 // put queues o. Without block it never waits; with block it waits for room
 // until ended is closed (the call has ended: ResultEnded).
 func (q *opQueue) put(o op, block bool, ended <-chan struct{}) Result {
-	size := o.payload.Len()
+	size := o.message.Len()
 	for {
 		select {
 		case <-ended:

@@ -14,6 +14,8 @@ import (
 // grpc-go still reads the connection in order (the tap handler), and its
 // event waits until every earlier ticket on the connection is resolved:
 // delivered as an event, or skipped because the call never reached Python.
+// Guarded by mu, which is held while the events it releases are queued, so
+// that one connection's batches enter the queue in order.
 type orderState struct {
 	mu      sync.Mutex
 	issued  uint64
@@ -23,7 +25,9 @@ type orderState struct {
 
 // ticket is one call's place in its connection's order.
 type ticket struct {
-	order    *orderState
+	order *orderState
+	// queue is where the connection's events go once in order.
+	queue    *eventQueue
 	n        uint64
 	resolved atomic.Bool
 }
@@ -35,10 +39,10 @@ type ticketKey struct{}
 // so a call grpc-go drops after the tap can never stall its successors.
 func takeTicket(ctx context.Context, o *orderState, q *eventQueue) context.Context {
 	o.mu.Lock()
-	t := &ticket{order: o, n: o.issued}
+	t := &ticket{order: o, queue: q, n: o.issued}
 	o.issued++
 	o.mu.Unlock()
-	context.AfterFunc(ctx, func() { t.resolve(q, nil) })
+	context.AfterFunc(ctx, func() { t.resolve(nil) })
 	return context.WithValue(ctx, ticketKey{}, t)
 }
 
@@ -49,7 +53,7 @@ func ticketFrom(ctx context.Context) *ticket {
 
 // resolve delivers e (or skips the place when e is nil) and flushes every
 // event that was waiting for this ticket. Only the first resolve counts.
-func (t *ticket) resolve(q *eventQueue, e *Event) bool {
+func (t *ticket) resolve(e *Event) bool {
 	if !t.resolved.CompareAndSwap(false, true) {
 		return true
 	}
@@ -80,5 +84,5 @@ func (t *ticket) resolve(q *eventQueue, e *Event) bool {
 		o.next++
 	}
 	// Pushing under o.mu keeps this connection's batches in order.
-	return len(ready) == 0 || q.pushAll(ready)
+	return len(ready) == 0 || t.queue.pushAll(ready)
 }

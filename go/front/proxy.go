@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"math"
-	"strings"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -23,10 +22,32 @@ const FallbackMethodID int32 = -1
 // forwards whatever messages each side sends.
 var backendStreamDesc = &grpc.StreamDesc{ServerStreams: true, ClientStreams: true}
 
-// dialFallback connects (lazily: nothing is dialed until the first call)
-// to the server that handles what the native path doesn't. Message size
-// limits are the fallback's own business, and the front's on the client
-// side, so the connection between them has none.
+// fallbackRelay relays calls to the fallback server: the server that
+// handles what the native path doesn't. Relayed calls never reach Python.
+type fallbackRelay struct {
+	conn *grpc.ClientConn
+	// sendLimit is grpc.max_send_message_length, enforced on the answers
+	// relayed to clients.
+	sendLimit int
+	m         *metrics
+}
+
+// newFallbackRelay connects (lazily: nothing is dialed until the first
+// call) to the fallback server at target.
+func newFallbackRelay(target string, sendLimit int, m *metrics) (*fallbackRelay, error) {
+	conn, err := dialFallback(target)
+	if err != nil {
+		return nil, configErrorf("fallback %q: %v", target, err)
+	}
+	return &fallbackRelay{conn: conn, sendLimit: sendLimit, m: m}, nil
+}
+
+// close ends the connection to the fallback server.
+func (r *fallbackRelay) close() { r.conn.Close() }
+
+// dialFallback connects to target. Message size limits are the fallback's
+// own business, and the front's on the client side, so the connection
+// between them has none.
 func dialFallback(target string) (*grpc.ClientConn, error) {
 	return grpc.NewClient(target,
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
@@ -39,23 +60,20 @@ func dialFallback(target string) (*grpc.ClientConn, error) {
 	)
 }
 
-// proxy relays one call to the fallback server and back, message by
+// relay relays one call to the fallback server and back, message by
 // message, so flow control holds end to end and no stream is buffered:
 // request metadata and the deadline go with the backend call (through the
 // call's context, which also carries cancellation from the client); the
 // backend's headers, messages, trailers and status come back as they are.
-func (f *Front) proxy(ss grpc.ServerStream, path string) error {
+func (r *fallbackRelay) relay(ss grpc.ServerStream, path string) error {
 	// The backend call ends a little before the client's deadline, so the
 	// client gets DEADLINE_EXCEEDED from us rather than grpc-go's reset.
 	ctx, cancel := beforeDeadline(ss.Context())
 	defer cancel()
-	f.m.callsProxied.Add(1)
-	if t := ticketFrom(ctx); t != nil {
-		t.resolve(f.queue, nil) // relayed calls keep no place in Python's order
-	}
+	r.m.callsProxied.Add(1)
 	md, _ := metadata.FromIncomingContext(ctx)
 	backendCtx, relayed := withRelayedEncoding(metadata.NewOutgoingContext(ctx, forwardedMetadata(md)))
-	cs, err := f.fallback.NewStream(backendCtx, backendStreamDesc, path)
+	cs, err := r.conn.NewStream(backendCtx, backendStreamDesc, path)
 	if err != nil {
 		return backendError(err)
 	}
@@ -107,7 +125,7 @@ func (f *Front) proxy(ss grpc.ServerStream, path string) error {
 			}
 			return backendError(err)
 		}
-		if err := f.send(ss, m, relayed.uncompressedInCompressed()); err != nil {
+		if err := sendMessage(ss, m, relayed.uncompressedInCompressed(), r.sendLimit); err != nil {
 			return err
 		}
 	}
@@ -118,10 +136,9 @@ func (f *Front) proxy(ss grpc.ServerStream, path string) error {
 func forwardedMetadata(md metadata.MD) metadata.MD {
 	out := make(metadata.MD, len(md))
 	for k, v := range md {
-		if strings.HasPrefix(k, ":") || strings.HasPrefix(k, "grpc-") || k == "content-type" || k == "te" {
-			continue
+		if !perHopKey(k) {
+			out[k] = v
 		}
-		out[k] = v
 	}
 	return out
 }

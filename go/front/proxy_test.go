@@ -114,7 +114,7 @@ func TestLookupCanRouteToFallback(t *testing.T) {
 	target := startBackend(t, nil)
 	_, cc := startFront(t, fmt.Sprintf(`, "fallback": %q, "resolve_unknown": true`, target), func(f *Front, e Event) {
 		if e.Kind == EventLookup {
-			f.Route(e.CallID, FallbackMethodID)
+			f.Calls().Route(e.CallID, FallbackMethodID)
 		}
 	})
 	ctx := metadata.AppendToOutgoingContext(context.Background(), "x-in-bin", "x")

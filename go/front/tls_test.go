@@ -178,21 +178,10 @@ func TestParseTLSRefusesBadCredentials(t *testing.T) {
 // identity Details reports, as JSON.
 func startTLSFront(t *testing.T, p *testPKI, roots []byte, require bool) *Front {
 	t.Helper()
-	doc := fmt.Sprintf(`{"address": "127.0.0.1:0", "methods": [[%q, false]], "tls": %s}`,
-		sayPath, tlsDoc(p.server.key, p.server.cert, roots, require))
-	cfg, err := ParseConfig([]byte(doc))
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Start(); err != nil {
-		t.Fatal(err)
-	}
+	f := startConfigured(t, fmt.Sprintf(`{"address": "127.0.0.1:0", "methods": [[%q, false]], "tls": %s}`,
+		sayPath, tlsDoc(p.server.key, p.server.cert, roots, require)))
 	answerWithDetails(t, f, func(d CallDetails) []byte {
-		out, _ := json.Marshal(d.Auth)
+		out, _ := json.Marshal(d.Security)
 		return out
 	})
 	return f
@@ -203,14 +192,14 @@ func startTLSFront(t *testing.T, p *testPKI, roots []byte, require bool) *Front 
 func answerWithDetails(t *testing.T, f *Front, answer func(CallDetails) []byte) {
 	go func() {
 		for {
-			batch, closed := f.Recv(16, math.MaxInt, -1)
+			batch, closed := f.Events().Recv(16, math.MaxInt, -1)
 			if closed {
 				return
 			}
 			for _, e := range batch {
 				if e.Kind == EventCall {
-					d, _ := f.Details(e.CallID)
-					f.Respond(e.CallID, msg(string(answer(d))), true)
+					d, _ := f.Calls().Details(e.CallID)
+					f.Calls().Respond(e.CallID, msg(string(answer(d))), true)
 				}
 			}
 		}
@@ -218,8 +207,9 @@ func answerWithDetails(t *testing.T, f *Front, answer func(CallDetails) []byte) 
 	t.Cleanup(func() { f.Stop(-1) })
 }
 
-// callTLS makes one call with cfg and returns the server's Auth.
-func callTLS(t *testing.T, f *Front, cfg *tls.Config) (*Auth, error) {
+// callTLS makes one call with cfg and returns what the server learnt of
+// the connection's security.
+func callTLS(t *testing.T, f *Front, cfg *tls.Config) (*ConnSecurity, error) {
 	t.Helper()
 	cc, err := grpc.NewClient(fmt.Sprintf("127.0.0.1:%d", f.Port()),
 		grpc.WithTransportCredentials(credentials.NewTLS(cfg)),
@@ -235,7 +225,7 @@ func callTLS(t *testing.T, f *Front, cfg *tls.Config) (*Auth, error) {
 	if err := cc.Invoke(ctx, sayPath, &req, &resp); err != nil {
 		return nil, err
 	}
-	var a Auth
+	var a ConnSecurity
 	if err := json.Unmarshal(resp, &a); err != nil {
 		t.Fatal(err)
 	}
@@ -252,14 +242,6 @@ func clientTLS(p *testPKI, cert *issued) *tls.Config {
 	return cfg
 }
 
-func values(a *Auth, key string) []string {
-	var out []string
-	for _, v := range a.Get(key) {
-		out = append(out, string(v))
-	}
-	return out
-}
-
 func TestMutualTLSIdentity(t *testing.T) {
 	p := newTestPKI(t)
 	f := startTLSFront(t, p, p.ca.cert, true)
@@ -267,36 +249,22 @@ func TestMutualTLSIdentity(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var keys []string
-	for _, e := range a.Entries {
-		keys = append(keys, e.Name)
+	if !a.TLS || a.Cert == nil {
+		t.Fatalf("got %+v, want TLS with a client certificate", a)
 	}
-	// grpcio's order; Go's x509 writes SANs DNS, email, IP, URI.
-	want := "transport_security_type x509_subject x509_common_name x509_pem_cert x509_subject_alternative_name " +
-		"peer_dns peer_email peer_ip peer_uri security_level peer_spiffe_id"
-	if strings.Join(keys, " ") != want {
-		t.Errorf("keys %v, want %s", keys, want)
+	c := a.Cert
+	if c.Subject != `CN=client,O=Example\, Inc.` || c.CommonName != "client" || string(c.PEM) != string(p.client.cert) {
+		t.Errorf("subject %q, common name %q, PEM %q", c.Subject, c.CommonName, c.PEM)
 	}
-	checks := map[string]string{
-		"transport_security_type":       "ssl",
-		"security_level":                "TSI_PRIVACY_AND_INTEGRITY",
-		"x509_subject":                  `CN=client,O=Example\, Inc.`,
-		"x509_common_name":              "client",
-		"x509_pem_cert":                 string(p.client.cert),
-		"x509_subject_alternative_name": "client.example.com|client@example.com|10.0.0.1|spiffe://example.com/workload",
-		"peer_dns":                      "client.example.com",
-		"peer_email":                    "client@example.com",
-		"peer_ip":                       "10.0.0.1",
-		"peer_uri":                      "spiffe://example.com/workload",
-		"peer_spiffe_id":                "spiffe://example.com/workload",
+	// In certificate order; Go's x509 writes SANs DNS, email, IP, URI.
+	want := []AltName{
+		{AltNameDNS, "client.example.com"},
+		{AltNameEmail, "client@example.com"},
+		{AltNameIP, "10.0.0.1"},
+		{AltNameURI, "spiffe://example.com/workload"},
 	}
-	for k, v := range checks {
-		if got := strings.Join(values(a, k), "|"); got != v {
-			t.Errorf("%s = %q, want %q", k, got, v)
-		}
-	}
-	if a.PeerIdentityKey != "x509_subject_alternative_name" {
-		t.Errorf("peer identity key %q", a.PeerIdentityKey)
+	if fmt.Sprint(c.AltNames) != fmt.Sprint(want) {
+		t.Errorf("alt names %v, want %v", c.AltNames, want)
 	}
 }
 
@@ -321,8 +289,8 @@ func TestServerTLSWithoutClientCertificates(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(a.Entries) != 2 || a.PeerIdentityKey != "" || values(a, "transport_security_type")[0] != "ssl" {
-			t.Errorf("got %+v, want ssl without identity", a)
+		if !a.TLS || a.Cert != nil {
+			t.Errorf("got %+v, want TLS without a client certificate", a)
 		}
 	}
 }
@@ -357,13 +325,13 @@ func TestTLSVersionsAndALPN(t *testing.T) {
 }
 
 func TestPlaintextDetailsAreInsecure(t *testing.T) {
-	var got *Auth
+	var got *ConnSecurity
 	done := make(chan struct{})
 	f, cc := startFront(t, "", func(f *Front, e Event) {
 		if e.Kind == EventCall {
-			d, _ := f.Details(e.CallID)
-			got = d.Auth
-			f.Respond(e.CallID, nil, true)
+			d, _ := f.Calls().Details(e.CallID)
+			got = d.Security
+			f.Calls().Respond(e.CallID, nil, true)
 			close(done)
 		}
 	})
@@ -372,8 +340,8 @@ func TestPlaintextDetailsAreInsecure(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-done
-	if got != insecureAuth {
-		t.Errorf("plaintext auth %+v", got)
+	if got != plaintextSecurity {
+		t.Errorf("plaintext security %+v", got)
 	}
 }
 
@@ -505,24 +473,11 @@ func TestFormatIPAsInetNtop(t *testing.T) {
 		if ip4 := ip.To4(); ip4 != nil && !strings.Contains(in, ":") {
 			b = []byte(ip4)
 		}
-		if got := formatIP(b); got != want {
-			t.Errorf("formatIP(%s) = %q, want %q", in, got, want)
+		if got := ipAltName(b); got != (AltName{AltNameIP, want}) {
+			t.Errorf("ipAltName(%s) = %v, want %q", in, got, want)
 		}
 	}
-}
-
-func TestIsSpiffeIDAsGrpcCore(t *testing.T) {
-	for uri, want := range map[string]bool{
-		"spiffe://a/b":   true,
-		"spiffe://a/b/":  true,
-		"spiffe://a/b?x": true,
-		"spiffe://a":     false,
-		"spiffe://a/":    false,
-		"SPIFFE://a/b":   false,
-		"https://a/b":    false,
-	} {
-		if got := isSpiffeID(uri); got != want {
-			t.Errorf("isSpiffeID(%q) = %v", uri, got)
-		}
+	if got := ipAltName([]byte{1, 2, 3}); got != (AltName{Kind: AltNameOther}) {
+		t.Errorf("a 3-byte address: %v, want a SAN of no named kind", got)
 	}
 }

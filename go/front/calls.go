@@ -1,0 +1,200 @@
+package front
+
+import (
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/grpc/metadata"
+)
+
+// Calls is Python's side of a front's live calls: the call table, and the
+// operations Python's threads perform on one call by its id. An operation
+// never touches grpc-go: it is posted as an op to the goroutine that owns
+// the call (see call), which performs it in order. Any thread may call
+// these, concurrently.
+type Calls struct {
+	table   callTable
+	methods *methodTable
+	// hasFallback: Route may relay calls to a fallback server.
+	hasFallback bool
+	// levelSet: the server's compression level overrides each call's own
+	// choice (SetCompression), as in grpcio.
+	levelSet bool
+	m        *metrics
+}
+
+// Result is the outcome of an operation on a call, by id.
+type Result int
+
+const (
+	// ResultOK: the op was handed to the call.
+	ResultOK Result = iota
+	// ResultEnded: the call already ended (finished, cancelled, deadline
+	// passed); the op was dropped. This is a normal race, not an error.
+	ResultEnded
+	// ResultUnknown: this front never issued the id.
+	ResultUnknown
+	// ResultWouldBlock: the call's op buffer is full; retry with block.
+	ResultWouldBlock
+	// ResultStopped: the front has stopped; every call has ended.
+	ResultStopped
+)
+
+// errNoFallback is a fallback route on a front created without one.
+var errNoFallback = configErrorf("this front has no fallback server")
+
+// detailsInvalidMetadata is what grpcio's client gets for response
+// metadata gRPC can't carry.
+const detailsInvalidMetadata = "Invalid metadata"
+
+// Ending is how Python ends a call (Finish).
+type Ending struct {
+	Code    codes.Code
+	Details string
+	// Trailer is the trailing metadata.
+	Trailer metadata.MD
+	// Message, when HasMessage, is a last message, sent only with code OK.
+	// The call owns it from here on (grpc-go frees pooled buffers once
+	// they are written).
+	Message    mem.BufferSlice
+	HasMessage bool
+}
+
+// outcome is how a call Python saw ended; every started call ends with
+// exactly one (the calls_* metrics).
+type outcome uint8
+
+const (
+	outcomeCompleted outcome = iota // Python finished it, or routed it to the fallback
+	outcomeCancelled                // client, Python, lost connection or server stop
+	outcomeDeadline                 // its deadline passed first
+)
+
+// start makes c live, with a new id.
+func (cs *Calls) start(c *call) {
+	cs.table.add(c)
+	cs.m.callsActive.Add(1)
+	cs.m.callsStarted.Add(1)
+}
+
+// end forgets a call, counts its outcome and reports whether Python
+// watches it. Ops that Python sends afterwards report ResultEnded.
+func (cs *Calls) end(c *call, o outcome) (watched bool) {
+	if c.stop != nil {
+		c.stop()
+	}
+	watched = cs.table.remove(c)
+	close(c.ended)
+	cs.m.callsActive.Add(-1)
+	cs.m.countOutcome(o)
+	return watched
+}
+
+// post hands an op to a call. Without block it never waits; with block it
+// waits for room until the call ends.
+func (cs *Calls) post(id uint64, o op, block bool) Result {
+	c, r := cs.table.lookup(id)
+	if r != ResultOK {
+		return r
+	}
+	return c.ops.put(o, block, c.ended)
+}
+
+// Respond answers a unary call with one message and status OK. The
+// message belongs to the call from here on (grpc-go frees pooled buffers
+// once they are written).
+func (cs *Calls) Respond(id uint64, message mem.BufferSlice, block bool) Result {
+	return cs.post(id, op{kind: opFinish, message: message, hasMessage: true}, block)
+}
+
+// Send sends one message on a call; the message is the call's, as in
+// Respond.
+func (cs *Calls) Send(id uint64, message mem.BufferSlice, block bool) Result {
+	return cs.post(id, op{kind: opMessage, message: message}, block)
+}
+
+// SendHeader sends initial metadata. Invalid metadata ends the call with
+// INTERNAL "Invalid metadata", as with grpcio, and is reported as err.
+func (cs *Calls) SendHeader(id uint64, md metadata.MD, block bool) (Result, error) {
+	if err := validateMetadata(md); err != nil {
+		return cs.post(id, op{kind: opFinish, code: codes.Internal, details: detailsInvalidMetadata}, block), err
+	}
+	return cs.post(id, op{kind: opHeader, md: md}, block), nil
+}
+
+// Finish ends a call as e says. Invalid trailing metadata ends the call as
+// in SendHeader.
+func (cs *Calls) Finish(id uint64, e Ending, block bool) (Result, error) {
+	if err := validateMetadata(e.Trailer); err != nil {
+		return cs.post(id, op{kind: opFinish, code: codes.Internal, details: detailsInvalidMetadata}, block), err
+	}
+	return cs.post(id, op{kind: opFinish, code: e.Code, details: e.Details, md: e.Trailer,
+		message: e.Message, hasMessage: e.HasMessage}, block), nil
+}
+
+// Route continues a call that arrived as EventLookup as method methodID,
+// or relays it to the fallback server (FallbackMethodID).
+func (cs *Calls) Route(id uint64, methodID int32) (Result, error) {
+	if methodID == FallbackMethodID {
+		if !cs.hasFallback {
+			return ResultOK, errNoFallback
+		}
+	} else if m, ok := cs.methods.get(methodID); !ok || m.Fallback {
+		return ResultOK, configErrorf("unknown method id %d", methodID)
+	}
+	c, r := cs.table.lookup(id)
+	if r != ResultOK {
+		return r, nil
+	}
+	if !c.awaitingRoute.Load() {
+		return ResultOK, configErrorf("call %d is not waiting for a lookup (EVENT_LOOKUP)", id)
+	}
+	return c.ops.put(op{kind: opRoute, routeTo: methodID}, true, c.ended), nil
+}
+
+// Cancel ends a call with CANCELLED, as grpcio's context.cancel() does.
+func (cs *Calls) Cancel(id uint64) Result {
+	return cs.post(id, op{kind: opCancel}, true)
+}
+
+// Watch sends the call's EventCancel, if it ends without Python finishing
+// it, to the watched queue (Events.RecvWatched) instead of the main one.
+// It reports ResultEnded for a call that has already ended.
+func (cs *Calls) Watch(id uint64) Result {
+	if cs.table.watch(id) {
+		return ResultOK
+	}
+	_, r := cs.table.lookup(id)
+	if r == ResultOK {
+		// It ended between the two looks.
+		return ResultEnded
+	}
+	return r
+}
+
+// IsActive reports whether a call is still live.
+func (cs *Calls) IsActive(id uint64) (bool, Result) {
+	_, r := cs.table.lookup(id)
+	switch r {
+	case ResultOK:
+		return true, ResultOK
+	case ResultEnded:
+		return false, ResultOK
+	}
+	return false, r
+}
+
+// TimeRemaining is the time left before the call's deadline; has is false
+// when the client set none.
+func (cs *Calls) TimeRemaining(id uint64) (left time.Duration, has bool, r Result) {
+	c, r := cs.table.lookup(id)
+	if r != ResultOK {
+		return 0, false, r
+	}
+	d, ok := c.ctx.Deadline()
+	if !ok {
+		return 0, false, ResultOK
+	}
+	return max(time.Until(d), 0), true, ResultOK
+}

@@ -1,0 +1,113 @@
+package front
+
+import (
+	"context"
+	"math"
+	"time"
+)
+
+// Events is what a front hands to Python: the main queue of events (Recv,
+// or EventFD for event loops) and the queue of watched calls'
+// cancellations (RecvWatched). Handler goroutines put events in; Python's
+// threads take them out.
+//
+// Invariants: every event of one call goes through the main queue, except
+// a watched call's EventCancel; both queues close together, once (close),
+// after every handler has queued its last event, so a closed queue never
+// loses an event.
+type Events struct {
+	main    *eventQueue
+	watched *eventQueue
+	m       *metrics
+}
+
+func newEvents(m *metrics) *Events {
+	return &Events{main: newEventQueue(), watched: newEventQueue(), m: m}
+}
+
+// Recv waits up to timeout (negative: forever) for events and returns up
+// to max of them, with at most maxBytes of payload unless the first event
+// alone has more; closed reports that the front stopped and the queue is
+// drained. The caller releases each event (Event.Release) once it has
+// copied the payload.
+func (e *Events) Recv(max, maxBytes int, timeout time.Duration) (batch []Event, closed bool) {
+	batch, closed = e.main.recv(max, maxBytes, timeout)
+	if len(batch) > 0 {
+		e.m.batchesDelivered.Add(1)
+		e.m.eventsDelivered.Add(uint64(len(batch)))
+	}
+	return batch, closed
+}
+
+// RecvWatched is Recv for the EventCancel events of watched calls
+// (Calls.Watch), which carry no payload.
+func (e *Events) RecvWatched(max int, timeout time.Duration) (batch []Event, closed bool) {
+	return e.watched.recv(max, math.MaxInt, timeout)
+}
+
+// EventFD returns a file descriptor that is readable exactly while events
+// wait for Recv (or the front has stopped), for event loops: watch it, and
+// when it is readable, take events with a zero timeout. It stays open until
+// the front is closed.
+func (e *Events) EventFD() (int, error) {
+	n, err := e.main.notifier()
+	if err != nil {
+		return -1, err
+	}
+	return n.r, nil
+}
+
+// queued is how many events wait for Recv.
+func (e *Events) queued() int { return e.main.len() }
+
+// push queues an event; false once the queues are closed.
+func (e *Events) push(ev Event) bool { return e.main.push(ev) }
+
+// deliver queues a call's first event: in arrival order when ctx holds an
+// ordering ticket (an ordered front), at once otherwise. False once the
+// queues are closed.
+func (e *Events) deliver(ctx context.Context, ev Event) bool {
+	if t := ticketFrom(ctx); t != nil {
+		return t.resolve(&ev)
+	}
+	return e.main.push(ev)
+}
+
+// skip gives up the ordering place of a call that never reaches Python
+// (refused, relayed, answered natively), so later calls don't wait for it.
+func (e *Events) skip(ctx context.Context) {
+	if t := ticketFrom(ctx); t != nil {
+		t.resolve(nil)
+	}
+}
+
+// takeTicket gives the call in ctx the next place in its connection's
+// order (see orderState).
+func (e *Events) takeTicket(ctx context.Context, o *orderState) context.Context {
+	return takeTicket(ctx, o, e.main)
+}
+
+// cancelled tells Python that a call it did not finish has ended: an
+// EventCancel, on the watched queue if Python watches the call. A call
+// Python has not seen yet (its first event still queued) is never handed
+// to Python at all: its events are dropped and nothing is sent.
+func (e *Events) cancelled(c *call, watched bool) {
+	if !e.main.endUnseen(c) {
+		return
+	}
+	ev := Event{Kind: EventCancel, CallID: c.id, MethodID: c.methodID, ClientKey: c.clientKey}
+	if watched {
+		e.watched.push(ev)
+	} else {
+		e.main.push(ev)
+	}
+}
+
+// close ends both queues: Recv drains what is left, then reports closed.
+func (e *Events) close() {
+	e.main.close()
+	e.watched.close()
+}
+
+// release closes the EventFD pipe, if there is one.
+func (e *Events) release() { e.main.closeNotifier() }

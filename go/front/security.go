@@ -1,0 +1,155 @@
+package front
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/asn1"
+	"encoding/pem"
+	"net/netip"
+
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/peer"
+)
+
+// ConnSecurity is what a connection proves about its client. It is
+// neutral on purpose: the C API turns it into grpcio's auth_context()
+// (property names, their order, the peer identity key), which is grpcio's
+// vocabulary, not the protocol's.
+type ConnSecurity struct {
+	// TLS: the connection is TLS; otherwise plaintext, and Cert is nil.
+	TLS bool
+	// Cert is the client's verified certificate; nil when it sent none
+	// (certificates are only asked for with require_client_auth).
+	Cert *ClientCert
+}
+
+// ClientCert is a client certificate as grpc-core describes it.
+type ClientCert struct {
+	// Subject is the distinguished name as BoringSSL prints it (RFC 2253,
+	// see formatSubject).
+	Subject string
+	// CommonName is the subject's first common name; "" without one.
+	CommonName string
+	// PEM is the certificate, PEM-encoded.
+	PEM []byte
+	// AltNames are the subject alternative names in certificate order.
+	AltNames []AltName
+}
+
+// AltNameKind is the kind of a subject alternative name.
+type AltNameKind uint8
+
+const (
+	AltNameOther AltNameKind = iota // a kind grpc-core doesn't name; Value is ""
+	AltNameDNS
+	AltNameEmail
+	AltNameURI
+	AltNameIP // Value as inet_ntop writes it
+)
+
+// AltName is one subject alternative name.
+type AltName struct {
+	Kind  AltNameKind
+	Value string
+}
+
+// plaintextSecurity is every plaintext connection's.
+var plaintextSecurity = &ConnSecurity{}
+
+// connSecurity is the security of the connection a call came on, computed
+// once per connection.
+func connSecurity(p *peer.Peer, cs *connState) *ConnSecurity {
+	if p == nil {
+		return plaintextSecurity
+	}
+	ti, ok := p.AuthInfo.(credentials.TLSInfo)
+	if !ok {
+		return plaintextSecurity
+	}
+	if cs == nil {
+		return tlsSecurity(&ti.State)
+	}
+	cs.securityOnce.Do(func() { cs.security = tlsSecurity(&ti.State) })
+	return cs.security
+}
+
+// tlsSecurity describes a TLS connection and its client certificate, if
+// any.
+func tlsSecurity(state *tls.ConnectionState) *ConnSecurity {
+	if len(state.PeerCertificates) == 0 {
+		return &ConnSecurity{TLS: true}
+	}
+	leaf := state.PeerCertificates[0]
+	return &ConnSecurity{TLS: true, Cert: &ClientCert{
+		Subject:    formatSubject(leaf.RawSubject),
+		CommonName: firstCommonName(leaf.RawSubject),
+		PEM:        pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: leaf.Raw}),
+		AltNames:   subjectAltNames(leaf),
+	}}
+}
+
+var oidSubjectAltName = asn1.ObjectIdentifier{2, 5, 29, 17}
+
+// subjectAltNames lists the SANs in certificate order, as grpc-core does
+// (Go's x509 sorts them by kind).
+func subjectAltNames(c *x509.Certificate) []AltName {
+	var out []AltName
+	for _, ext := range c.Extensions {
+		if !ext.Id.Equal(oidSubjectAltName) {
+			continue
+		}
+		var seq asn1.RawValue
+		if _, err := asn1.Unmarshal(ext.Value, &seq); err != nil {
+			return nil
+		}
+		rest := seq.Bytes
+		for len(rest) > 0 {
+			var v asn1.RawValue
+			var err error
+			if rest, err = asn1.Unmarshal(rest, &v); err != nil {
+				return out
+			}
+			switch {
+			case v.Class == asn1.ClassContextSpecific && v.Tag == 1:
+				out = append(out, AltName{AltNameEmail, latin1(v.Bytes)})
+			case v.Class == asn1.ClassContextSpecific && v.Tag == 2:
+				out = append(out, AltName{AltNameDNS, latin1(v.Bytes)})
+			case v.Class == asn1.ClassContextSpecific && v.Tag == 6:
+				out = append(out, AltName{AltNameURI, latin1(v.Bytes)})
+			case v.Class == asn1.ClassContextSpecific && v.Tag == 7:
+				out = append(out, ipAltName(v.Bytes))
+			default:
+				out = append(out, AltName{Kind: AltNameOther})
+			}
+		}
+	}
+	return out
+}
+
+// ipAltName is an IP address SAN, written as inet_ntop does: netip's
+// RFC 5952 form, except that IPv4-compatible addresses (::a.b.c.d) keep the
+// dotted tail. An address of another length is of no kind grpc-core names.
+func ipAltName(b []byte) AltName {
+	if s, ok := formatIP(b); ok {
+		return AltName{AltNameIP, s}
+	}
+	return AltName{Kind: AltNameOther}
+}
+
+func formatIP(b []byte) (string, bool) {
+	switch len(b) {
+	case 4:
+		return netip.AddrFrom4([4]byte(b)).String(), true
+	case 16:
+		a := netip.AddrFrom16([16]byte(b))
+		zero := true
+		for _, x := range b[:12] {
+			zero = zero && x == 0
+		}
+		if zero && (b[12] != 0 || b[13] != 0) {
+			return "::" + netip.AddrFrom4([4]byte(b[12:])).String(), true
+		}
+		return a.String(), true
+	}
+	return "", false
+}

@@ -1,0 +1,150 @@
+package front
+
+import (
+	"fmt"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/grpc/status"
+)
+
+// stream is one call as the goroutine that owns it serves it: Python's ops
+// applied, in order, to grpc-go's stream, until the call ends. Only that
+// goroutine uses a stream, so nothing here is locked.
+type stream struct {
+	h   *handler
+	c   *call
+	out grpc.ServerStream
+}
+
+// serve applies Python's ops to the call until Python finishes it, routes
+// it, or the call ends on its own (cancel, deadline, lost connection,
+// server stop).
+func (s *stream) serve() error {
+	var batch []op
+	for {
+		select {
+		case <-s.c.ops.ready:
+			batch = s.c.ops.take(batch[:0])
+			for _, o := range batch {
+				if err, done := s.apply(o); done {
+					return err
+				}
+			}
+		case <-s.c.ctx.Done():
+			return s.abandon(s.c.ctx.Err())
+		}
+	}
+}
+
+// apply performs one op; done reports that the call is over (on this
+// stream: a routed call goes on as its method).
+func (s *stream) apply(o op) (err error, done bool) {
+	c := s.c
+	switch o.kind {
+	case opHeader:
+		// A second send is refused by grpc-go; Python's layer reports that
+		// to the user, so the error needs no status here.
+		_ = s.out.SendHeader(o.md)
+		return nil, false
+	case opMessage:
+		if c.unary {
+			if c.holdsReply {
+				return s.failed(status.Error(codes.Internal, detailsSecondMessage)), true
+			}
+			c.heldReply, c.holdsReply = o.message, true
+			return nil, false
+		}
+		if err := s.send(o.message); err != nil {
+			return s.failed(err), true
+		}
+		return nil, false
+	case opRoute:
+		// Only a call waiting for its lookup can be routed, once.
+		if !c.awaitingRoute.CompareAndSwap(true, false) {
+			return nil, false
+		}
+		return s.h.route(s.out, c, o.routeTo), true
+	case opCompression:
+		setCompressor(s.out.Context(), o.compressor)
+		return nil, false
+	case opUncompressedNext:
+		c.uncompressedNext = true
+		return nil, false
+	case opCancel:
+		s.h.calls.end(c, outcomeCancelled)
+		return status.Error(codes.Canceled, "CANCELLED"), true
+	}
+	return s.finish(o), true
+}
+
+// finish performs an opFinish: the last message, if any (only with status
+// OK), the trailers and the status.
+func (s *stream) finish(o op) error {
+	c := s.c
+	if o.code == codes.OK {
+		msg, has := o.message, o.hasMessage
+		if c.unary && !has {
+			// The message sent earlier, if any. Without one the call ends
+			// OK with no message, as grpcio's does.
+			msg, has = c.heldReply, c.holdsReply
+		} else if c.unary && c.holdsReply {
+			return s.failed(status.Error(codes.Internal, detailsSecondMessage))
+		}
+		if has {
+			if err := s.send(msg); err != nil {
+				return s.failed(err)
+			}
+		}
+	}
+	if len(o.md) > 0 {
+		s.out.SetTrailer(o.md)
+	}
+	s.h.calls.end(c, outcomeCompleted)
+	if o.code == codes.OK {
+		return nil
+	}
+	return status.Error(o.code, o.details)
+}
+
+// send writes one message, uncompressed if Python asked so for this one.
+func (s *stream) send(b mem.BufferSlice) error {
+	return sendMessage(s.out, b, s.c.takeUncompressedNext(), s.h.cfg.Limits.MaxSendMsgSize)
+}
+
+// sendMessage writes one message, enforcing grpc.max_send_message_length
+// (limit) with grpcio's wording (the prefix included); uncompressed sends
+// it so in a compressed call. grpc-go frees b once written.
+func sendMessage(out grpc.ServerStream, b mem.BufferSlice, uncompressed bool, limit int) error {
+	if b.Len() > limit {
+		return status.Error(codes.ResourceExhausted, fmt.Sprintf("SERVER: Sent message larger than max (%d vs. %d)", b.Len(), limit))
+	}
+	if uncompressed {
+		return sendUncompressed(out, b)
+	}
+	return out.SendMsg(b)
+}
+
+// failed ends a call whose answer could not be written. A status error is
+// the server's verdict (e.g. too large) and goes to the client; anything
+// else means the stream is gone, which Python learns as a cancellation.
+func (s *stream) failed(err error) error {
+	if _, ok := status.FromError(err); ok && s.c.ctx.Err() == nil {
+		s.h.calls.end(s.c, outcomeCompleted)
+		return err
+	}
+	return s.abandon(err)
+}
+
+// abandon ends a call Python did not finish and tells Python so
+// (Events.cancelled).
+func (s *stream) abandon(cause error) error {
+	o := abandonedOutcome(s.c.ctx, cause)
+	watched := s.h.calls.end(s.c, o)
+	s.h.events.cancelled(s.c, watched)
+	if o == outcomeDeadline {
+		return status.Error(codes.DeadlineExceeded, "Deadline Exceeded")
+	}
+	return status.Error(codes.Canceled, "Cancelled")
+}
