@@ -209,10 +209,11 @@ func (hs *Health) EnterShutdown() error {
 // answers returns the table that answers a call to path natively, nil for
 // a path the service doesn't answer (or while it is off).
 func (hs *Health) answers(path string) *healthTable {
-	if path != healthCheckPath && path != healthWatchPath {
+	t := hs.table.Load() // first: most fronts never enable health
+	if t == nil || (path != healthCheckPath && path != healthWatchPath) {
 		return nil
 	}
-	return hs.table.Load()
+	return t
 }
 
 // serve answers a Check or Watch call from the table.
