@@ -11,14 +11,13 @@ from __future__ import annotations
 import collections
 import logging
 from concurrent import futures
-from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import grpc
 
+from ._call_state import CallState
+from ._callbacks import CallbackRunner
 from ._context import ServicerContext
-
-if TYPE_CHECKING:  # pragma: no cover
-    from ._server import _Server
 
 _LOGGER = logging.getLogger("pygrpc_native")
 
@@ -88,176 +87,197 @@ def _transform(value: Any, fn: Optional[Callable[[Any], Any]], what: str) -> Any
         return None
 
 
-def _end(server: "_Server", ctx: ServicerContext, code: int, details: Any, payload: Optional[bytes] = None) -> None:
-    """Ends the call. A code or details the handler set win over these."""
-    if ctx.code_ is not None:
-        code = _CODE_VALUES.get(ctx.code_, _UNKNOWN)
-    if ctx.details_ is not None:
-        details = ctx.details_
-    if isinstance(details, bytes):
-        details = details.decode("utf-8", "replace")
-    front = server.front
-    try:
-        if code == _OK and payload is not None and not details and ctx.trailing_metadata_ is None:
-            front.respond(ctx._call_id, payload)
-        else:
-            front.finish(ctx._call_id, code, details, ctx.trailing_metadata_, payload)
-    except (TypeError, ValueError) as err:
-        # Metadata Go can't carry: Go has ended the call with INTERNAL.
-        _LOGGER.error("Cannot send trailing metadata %r: %s", ctx.trailing_metadata_, err)
-    except RuntimeError:
-        pass  # the server has stopped: the call has ended
-    ctx.finished = True
-    if ctx.callbacks:
-        server.run_callbacks(ctx)
+class CallRunner:
+    """Runs the native calls of one pygrpc_native.server(), holding once
+    what every call needs of its server: the front, the interceptors and
+    the runner of add_callback() callbacks."""
 
+    __slots__ = ("_front", "_interceptors", "_callbacks")
 
-def _fail(server: "_Server", ctx: ServicerContext, exc: BaseException, template: str) -> None:
-    """Ends a call whose handler (or response iterator) raised."""
-    if ctx.aborted:
-        _end(server, ctx, _UNKNOWN, b"RPC Aborted")
-        return
-    if exc in ctx.rpc_errors:
-        # The call was already gone when the handler tried to use it; its
-        # callbacks ran when it ended.
-        ctx.finished = True
-        return
-    try:
-        details = template.format(exc)
-    except Exception:  # noqa: BLE001 - str(exc) itself may raise
-        details = "Calling application raised unprintable Exception!"
-    _LOGGER.error(details, exc_info=exc)
-    _end(server, ctx, _UNKNOWN, details)
+    def __init__(
+        self, front: Any, interceptors: Sequence[grpc.ServerInterceptor], callbacks: CallbackRunner
+    ) -> None:
+        self._front = front
+        self._interceptors = tuple(interceptors)
+        self._callbacks = callbacks
 
-
-def reject(server: "_Server", call_id: int, code: int, details: str) -> None:
-    """Ends a call before any handler ran."""
-    try:
-        server.front.finish(call_id, code, details)
-    except RuntimeError:
-        pass  # the server has stopped
-
-
-def run_call(server: "_Server", method: Method, call_id: int, payload: bytes) -> None:
-    """Runs one native call: find its handler, then serve it here, or in the
-    handler's own thread pool if it has one (``own_pool``)."""
-    ctx = ServicerContext(server, call_id, method.path)
-    handler = method.handler
-    pool = method.pool
-    if server.interceptors:
-        base = method.handler
+    def run(self, method: Method, call_id: int, payload: bytes) -> None:
+        """Runs one native call: find its handler, then serve it here, or in
+        the handler's own thread pool if it has one (``own_pool``). Handler
+        errors end the call as grpcio ends it; any other exception is a bug,
+        which the caller hands to ``unexpected_error``."""
+        call = CallState(self._front, call_id, method.path)
+        ctx = ServicerContext(call, self._callbacks)
+        handler = method.handler
+        pool = method.pool
+        if self._interceptors:
+            base = method.handler
+            try:
+                handler = intercept(
+                    self._interceptors,
+                    lambda _details: base,
+                    HandlerCallDetails(method.path, ctx.invocation_metadata()),
+                )
+            except Exception:  # noqa: BLE001
+                _LOGGER.exception("Exception servicing handler")
+                self.reject(call_id, _UNKNOWN, "Error in service handler!")
+                return
+            if handler is None:
+                self.reject(call_id, _UNIMPLEMENTED, DETAILS_METHOD_NOT_FOUND)
+                return
+            pool = own_pool(handler)
+        if pool is None:
+            self._serve(call, ctx, handler, payload)
+            return
         try:
-            handler = intercept(
-                server.interceptors,
-                lambda _details: base,
-                HandlerCallDetails(method.path, ctx.invocation_metadata()),
+            pool.submit(self._serve_in_own_pool, call, ctx, handler, payload)
+        except RuntimeError:
+            _LOGGER.error(
+                "pygrpc_native: the experimental_thread_pool of %s refused work (was it shut down?)", method.path
             )
-        except Exception:  # noqa: BLE001
-            _LOGGER.exception("Exception servicing handler")
-            reject(server, call_id, _UNKNOWN, "Error in service handler!")
-            return
-        if handler is None:
-            reject(server, call_id, _UNIMPLEMENTED, DETAILS_METHOD_NOT_FOUND)
-            return
-        pool = own_pool(handler)
-    if pool is None:
-        _serve(server, ctx, handler, payload)
-        return
-    try:
-        pool.submit(_serve_in_own_pool, server, ctx, handler, payload)
-    except RuntimeError:
-        _LOGGER.error("pygrpc_native: the experimental_thread_pool of %s refused work (was it shut down?)", method.path)
-        reject(server, call_id, _UNAVAILABLE, "Handler thread pool is shut down")
+            self.reject(call_id, _UNAVAILABLE, "Handler thread pool is shut down")
 
-
-def _serve_in_own_pool(server: "_Server", ctx: ServicerContext, handler: grpc.RpcMethodHandler, payload: bytes) -> None:
-    """_serve, with the guard the server's drain tasks give it: an
-    unexpected error still ends the call."""
-    try:
-        _serve(server, ctx, handler, payload)
-    except Exception:  # noqa: BLE001 - the call must end all the same
-        _LOGGER.exception("pygrpc_native: unexpected error serving %s", ctx._method)
-        reject(server, ctx._call_id, _UNKNOWN, "Unexpected server error")
-
-
-def _serve(server: "_Server", ctx: ServicerContext, handler: grpc.RpcMethodHandler, payload: bytes) -> None:
-    """Serves a call whose handler is known: deserialize, call, answer."""
-    request = _transform(payload, handler.request_deserializer, "Exception deserializing message!")
-    if request is None:
-        _end(server, ctx, _INTERNAL, b"Exception deserializing request!")
-        return
-    serializer = handler.response_serializer
-    if not handler.response_streaming:
+    def reject(self, call_id: int, code: int, details: str) -> None:
+        """Ends a call before any handler ran."""
         try:
-            response = handler.unary_unary(request, ctx)
-        except Exception as exc:  # noqa: BLE001
-            _fail(server, ctx, exc, "Exception calling application: {}")
+            self._front.finish(call_id, code, details)
+        except RuntimeError:
+            pass  # the server has stopped
+
+    def unexpected_error(self, path: str, call_id: int) -> None:
+        """Logs the exception being handled, a bug, and ends the call."""
+        _LOGGER.exception("pygrpc_native: unexpected error serving %s", path)
+        self.reject(call_id, _UNKNOWN, "Unexpected server error")
+
+    def _serve_in_own_pool(
+        self, call: CallState, ctx: ServicerContext, handler: grpc.RpcMethodHandler, payload: bytes
+    ) -> None:
+        """_serve, with the guard the server's drain tasks give run(): an
+        unexpected error still ends the call."""
+        try:
+            self._serve(call, ctx, handler, payload)
+        except Exception:  # noqa: BLE001 - the call must end all the same
+            self.unexpected_error(call.method, call.call_id)
+
+    def _serve(self, call: CallState, ctx: ServicerContext, handler: grpc.RpcMethodHandler, payload: bytes) -> None:
+        """Serves a call whose handler is known: deserialize, call, answer."""
+        request = _transform(payload, handler.request_deserializer, "Exception deserializing message!")
+        if request is None:
+            self._end(call, _INTERNAL, b"Exception deserializing request!")
             return
+        serializer = handler.response_serializer
+        if not handler.response_streaming:
+            try:
+                response = handler.unary_unary(request, ctx)
+            except Exception as exc:  # noqa: BLE001
+                self._fail(call, exc, "Exception calling application: {}")
+                return
+            body = _transform(response, serializer, "Exception serializing message!")
+            if body is None:
+                self._end(call, _INTERNAL, b"Failed to serialize response!")
+            else:
+                self._end(call, _OK, b"", body)
+            return
+
+        behavior = handler.unary_stream
+        if getattr(behavior, "experimental_non_blocking", False):
+            self._serve_non_blocking(call, ctx, behavior, request, serializer)
+            return
+        try:
+            responses = behavior(request, ctx)
+        except Exception as exc:  # noqa: BLE001
+            self._fail(call, exc, "Exception calling application: {}")
+            return
+        while True:
+            try:
+                response = next(responses)
+            except StopIteration:
+                response = None
+            except Exception as exc:  # noqa: BLE001
+                self._fail(call, exc, "Exception iterating responses: {}")
+                return
+            if not self._send_response(call, response, serializer):
+                return
+
+    def _send_response(self, call: CallState, response: Any, serializer: Optional[Callable[[Any], bytes]]) -> bool:
+        """Sends one response of a stream; None ends the call OK, as grpcio
+        does at the first None. False once the call is over (ended here, or
+        by the client: cancel, deadline)."""
+        if response is None:
+            self._end(call, _OK, b"")
+            return False
         body = _transform(response, serializer, "Exception serializing message!")
         if body is None:
-            _end(server, ctx, _INTERNAL, b"Failed to serialize response!")
-        else:
-            _end(server, ctx, _OK, b"", body)
-        return
-
-    behavior = handler.unary_stream
-    if getattr(behavior, "experimental_non_blocking", False):
-        _serve_non_blocking(server, ctx, behavior, request, serializer)
-        return
-    try:
-        responses = behavior(request, ctx)
-    except Exception as exc:  # noqa: BLE001
-        _fail(server, ctx, exc, "Exception calling application: {}")
-        return
-    while True:
+            self._end(call, _INTERNAL, b"Failed to serialize response!")
+            return False
+        call.initial_metadata_sent = True
         try:
-            response = next(responses)
-        except StopIteration:
-            response = None
+            sent = self._front.send_message(call.call_id, body)
+        except RuntimeError:
+            sent = False  # the server has stopped
+        if not sent:
+            call.ended = True  # the call has ended
+        return bool(sent)
+
+    def _serve_non_blocking(
+        self,
+        call: CallState,
+        ctx: ServicerContext,
+        behavior: Any,
+        request: Any,
+        serializer: Optional[Callable[[Any], bytes]],
+    ) -> None:
+        """grpcio's experimental_non_blocking hook for response streams: the
+        behavior gets ``send_response_callback`` as a third argument and may
+        return at once; the callback, from any thread, sends a response, or
+        with None ends the call OK. Until then the call stays open (client
+        cancel and deadline end it as usual) without holding a thread."""
+
+        def send_response(response: Any) -> None:
+            if not call.ended:
+                self._send_response(call, response, serializer)
+
+        try:
+            behavior(request, ctx, send_response)
         except Exception as exc:  # noqa: BLE001
-            _fail(server, ctx, exc, "Exception iterating responses: {}")
+            self._fail(call, exc, "Exception calling application: {}")
+
+    def _end(self, call: CallState, code: int, details: Any, payload: Optional[bytes] = None) -> None:
+        """Ends the call. A code or details the handler set win over these."""
+        if call.code is not None:
+            code = _CODE_VALUES.get(call.code, _UNKNOWN)
+        if call.details is not None:
+            details = call.details
+        if isinstance(details, bytes):
+            details = details.decode("utf-8", "replace")
+        metadata = call.trailing_metadata
+        try:
+            if code == _OK and payload is not None and not details and metadata is None:
+                self._front.respond(call.call_id, payload)
+            else:
+                self._front.finish(call.call_id, code, details, metadata, payload)
+        except (TypeError, ValueError) as err:
+            # Metadata Go can't carry: Go has ended the call with INTERNAL.
+            _LOGGER.error("Cannot send trailing metadata %r: %s", metadata, err)
+        except RuntimeError:
+            pass  # the server has stopped: the call has ended
+        call.ended = True
+        if call.callbacks:
+            self._callbacks.call_ended(call)
+
+    def _fail(self, call: CallState, exc: BaseException, template: str) -> None:
+        """Ends a call whose handler (or response iterator) raised."""
+        if call.aborted:
+            self._end(call, _UNKNOWN, b"RPC Aborted")
             return
-        if not _send_response(server, ctx, response, serializer):
+        if exc in call.gone_errors:
+            # The call was already gone when the handler tried to use it; its
+            # callbacks ran when it ended.
+            call.ended = True
             return
-
-
-def _send_response(
-    server: "_Server", ctx: ServicerContext, response: Any, serializer: Optional[Callable[[Any], bytes]]
-) -> bool:
-    """Sends one response of a stream; None ends the call OK, as grpcio does
-    at the first None. False once the call is over (ended here, or by the
-    client: cancel, deadline)."""
-    if response is None:
-        _end(server, ctx, _OK, b"")
-        return False
-    body = _transform(response, serializer, "Exception serializing message!")
-    if body is None:
-        _end(server, ctx, _INTERNAL, b"Failed to serialize response!")
-        return False
-    ctx.initial_metadata_allowed = False
-    try:
-        sent = server.front.send_message(ctx._call_id, body)
-    except RuntimeError:
-        sent = False  # the server has stopped
-    if not sent:
-        ctx.finished = True  # the call has ended
-    return bool(sent)
-
-
-def _serve_non_blocking(
-    server: "_Server", ctx: ServicerContext, behavior: Any, request: Any, serializer: Optional[Callable[[Any], bytes]]
-) -> None:
-    """grpcio's experimental_non_blocking hook for response streams: the
-    behavior gets ``send_response_callback`` as a third argument and may
-    return at once; the callback, from any thread, sends a response, or with
-    None ends the call OK. Until then the call stays open (client cancel and
-    deadline end it as usual) without holding a thread."""
-
-    def send_response(response: Any) -> None:
-        if not ctx.finished:
-            _send_response(server, ctx, response, serializer)
-
-    try:
-        behavior(request, ctx, send_response)
-    except Exception as exc:  # noqa: BLE001
-        _fail(server, ctx, exc, "Exception calling application: {}")
+        try:
+            details = template.format(exc)
+        except Exception:  # noqa: BLE001 - str(exc) itself may raise
+            details = "Calling application raised unprintable Exception!"
+        _LOGGER.error(details, exc_info=exc)
+        self._end(call, _UNKNOWN, details)

@@ -1,9 +1,10 @@
 """grpc.ServicerContext for calls served by pygrpc_native.server().
 
-One context per call, holding only what the handler changes (code, details,
-metadata, callbacks); everything about the call itself (metadata, peer,
-deadline, whether it is still live) is asked of the Go core when the handler
-asks, so an untouched context costs one small object.
+A context is a view of its call's CallState (what the handler changes:
+code, details, metadata, callbacks); everything about the call itself
+(metadata, peer, deadline, whether it is still live) is asked of the Go
+core when the handler asks. A context knows its call and nothing of the
+server that runs it.
 """
 
 from __future__ import annotations
@@ -11,12 +12,12 @@ from __future__ import annotations
 import collections
 import logging
 import time
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import grpc
 
-if TYPE_CHECKING:  # pragma: no cover
-    from ._server import _Server
+from ._call_state import CallState
+from ._callbacks import CallbackRunner
 
 _LOGGER = logging.getLogger("pygrpc_native")
 
@@ -83,68 +84,110 @@ def encode_details(details: Any) -> bytes:
 
 class CallInfo:
     """What a handler can read about its call, asked of the Go core on
-    first use and kept: shared by the sync and aio contexts, which set
-    ``_front``, ``_call_id`` and ``_details_cache``."""
+    first use and kept: shared by the sync and aio contexts, whose ``_call``
+    is their call."""
 
-    _front: Any
-    _call_id: int
-    _details_cache: Optional[Dict[str, Any]]
+    __slots__ = ()
 
-    def _call_details(self) -> Dict[str, Any]:
-        if self._details_cache is None:
-            try:
-                self._details_cache = self._front.call_details(self._call_id)
-            except (LookupError, RuntimeError):
-                # The call has ended; what grpcio would still report.
-                self._details_cache = {"invocation_metadata": (), "peer": ""}
-        return self._details_cache
+    _call: CallState
 
     def invocation_metadata(self) -> Tuple[Metadatum, ...]:
-        return tuple(Metadatum(k, v) for k, v in self._call_details()["invocation_metadata"])
+        return invocation_metadata_of(self._call)
 
     def peer(self) -> str:
-        return self._call_details()["peer"]
+        return self._call.call_details()["peer"]
 
     def peer_identities(self) -> Optional[Sequence[bytes]]:
-        return peer_identities_of(self._call_details())
+        return peer_identities_of(self._call.call_details())
 
     def peer_identity_key(self) -> Optional[str]:
-        return peer_identity_key_of(self._call_details())
+        return peer_identity_key_of(self._call.call_details())
 
     def auth_context(self) -> Mapping[str, Sequence[bytes]]:
-        return auth_context_of(self._call_details())
+        return auth_context_of(self._call.call_details())
 
 
-class ServicerContext(CallInfo, grpc.ServicerContext):
+def invocation_metadata_of(call: CallState) -> Tuple[Metadatum, ...]:
+    """The call's metadata as grpcio's invocation_metadata() gives it."""
+    return tuple(Metadatum(k, v) for k, v in call.call_details()["invocation_metadata"])
+
+
+class SyncContextBase(CallInfo, grpc.ServicerContext):
+    """grpcio's sync context, less what pygrpc_native.server() and the sync
+    handlers of pygrpc_native.aio.server() do differently (sending,
+    callbacks, the call's liveness), which subclasses add."""
+
+    __slots__ = ("_call",)
+
+    def __init__(self, call: CallState) -> None:
+        self._call = call
+
+    def send_initial_metadata(self, initial_metadata: Any) -> None:
+        call = self._call
+        if not self.is_active():
+            # As grpcio: the call is gone. The error is remembered so that, if
+            # the handler lets it through, it isn't reported as the handler's.
+            error = grpc.RpcError()
+            call.gone_errors += (error,)
+            raise error
+        if call.initial_metadata_sent:
+            raise ValueError("Initial metadata no longer allowed!")
+        call.initial_metadata_sent = True
+        call.front.send_initial_metadata(call.call_id, initial_metadata or ())
+
+    def trailing_metadata(self) -> Any:
+        return self._call.trailing_metadata
+
+    def abort(self, code: grpc.StatusCode, details: str) -> None:
+        if code == grpc.StatusCode.OK:
+            _LOGGER.error("abort() called with StatusCode.OK; returning UNKNOWN")
+            code, details = grpc.StatusCode.UNKNOWN, ""
+        call = self._call
+        call.code = code
+        call.details = encode_details(details)
+        call.aborted = True
+        raise AbortError()
+
+    def abort_with_status(self, status: grpc.Status) -> None:
+        self._call.trailing_metadata = status.trailing_metadata
+        self.abort(status.code, status.details)
+
+    def set_code(self, code: grpc.StatusCode) -> None:
+        self._call.code = code
+
+    def code(self) -> Optional[grpc.StatusCode]:
+        return self._call.code
+
+    def set_details(self, details: str) -> None:
+        self._call.details = encode_details(details)
+
+    def details(self) -> Optional[bytes]:
+        return self._call.details  # type: ignore[return-value]  # set_details() stores bytes
+
+
+class ServicerContext(SyncContextBase):
     """The context handlers of pygrpc_native.server() receive."""
 
-    def __init__(self, server: "_Server", call_id: int, method: str) -> None:
-        self._server = server
-        self._front = server.front
-        self._call_id = call_id
-        self._method = method
-        self._details_cache: Optional[Dict[str, Any]] = None
-        self.code_: Optional[grpc.StatusCode] = None
-        self.details_: Optional[bytes] = None
-        self.trailing_metadata_: Any = None
-        self.aborted = False
-        self.initial_metadata_allowed = True
-        self.callbacks: Optional[List[Callable[[], None]]] = []
-        self.finished = False
-        self.rpc_errors: Tuple[grpc.RpcError, ...] = ()
+    __slots__ = ("_callbacks",)
+
+    def __init__(self, call: CallState, callbacks: CallbackRunner) -> None:
+        self._call = call
+        self._callbacks = callbacks
 
     # Once the server has stopped, the front raises RuntimeError for every
     # call; for a handler that is just a call that has ended.
 
     def is_active(self) -> bool:
+        call = self._call
         try:
-            return not self.finished and self._server.front.is_active(self._call_id)
+            return not call.ended and call.front.is_active(call.call_id)
         except RuntimeError:
             return False
 
     def time_remaining(self) -> float:
+        call = self._call
         try:
-            left = self._server.front.time_remaining(self._call_id)
+            left = call.front.time_remaining(call.call_id)
         except RuntimeError:
             return 0.0
         if left is None:
@@ -152,64 +195,33 @@ class ServicerContext(CallInfo, grpc.ServicerContext):
         return left
 
     def cancel(self) -> None:
+        call = self._call
         try:
-            self._server.front.cancel(self._call_id)
+            call.front.cancel(call.call_id)
         except RuntimeError:
             pass
-        self._server.run_callbacks(self)
+        self._callbacks.call_ended(call)
 
     def add_callback(self, callback: Callable[[], None]) -> bool:
-        if self.callbacks is None or self.finished:
+        call = self._call
+        callbacks = call.callbacks
+        if callbacks is None or call.ended:
             return False
-        if not self.callbacks and not self._server.watch(self):
+        if callbacks:
+            callbacks.append(callback)  # type: ignore[union-attr]  # a list once not empty
+            return True
+        # The first callback: in place before the call is watched, so that
+        # an end reported at once finds it.
+        call.callbacks = [callback]
+        if not self._callbacks.watch(call):
+            call.callbacks = ()
             return False  # the call has already ended
-        self.callbacks.append(callback)
         return True
 
     # -- what the handler sends ----------------------------------------------
 
-    def send_initial_metadata(self, initial_metadata: Any) -> None:
-        if not self.is_active():
-            # As grpcio: the call is gone. The error is remembered so that, if
-            # the handler lets it through, it isn't reported as the handler's.
-            error = grpc.RpcError()
-            self.rpc_errors += (error,)
-            raise error
-        if not self.initial_metadata_allowed:
-            raise ValueError("Initial metadata no longer allowed!")
-        self.initial_metadata_allowed = False
-        self._server.front.send_initial_metadata(self._call_id, initial_metadata or ())
-
     def set_trailing_metadata(self, trailing_metadata: Any) -> None:
-        self.trailing_metadata_ = trailing_metadata
-
-    def trailing_metadata(self) -> Any:
-        return self.trailing_metadata_
-
-    def abort(self, code: grpc.StatusCode, details: str) -> None:
-        if code == grpc.StatusCode.OK:
-            _LOGGER.error("abort() called with StatusCode.OK; returning UNKNOWN")
-            code, details = grpc.StatusCode.UNKNOWN, ""
-        self.code_ = code
-        self.details_ = encode_details(details)
-        self.aborted = True
-        raise AbortError()
-
-    def abort_with_status(self, status: grpc.Status) -> None:
-        self.trailing_metadata_ = status.trailing_metadata
-        self.abort(status.code, status.details)
-
-    def set_code(self, code: grpc.StatusCode) -> None:
-        self.code_ = code
-
-    def code(self) -> Optional[grpc.StatusCode]:
-        return self.code_
-
-    def set_details(self, details: str) -> None:
-        self.details_ = encode_details(details)
-
-    def details(self) -> Optional[bytes]:
-        return self.details_
+        self._call.trailing_metadata = trailing_metadata
 
     def set_compression(self, compression: grpc.Compression) -> None:
         """Compresses this call's responses, as grpcio: only if the initial
@@ -218,13 +230,15 @@ class ServicerContext(CallInfo, grpc.ServicerContext):
         name = compression_name(compression)
         if not name:
             return
+        call = self._call
         try:
-            self._server.front.set_compression(self._call_id, name)
+            call.front.set_compression(call.call_id, name)
         except RuntimeError:
             pass  # the server has stopped: the call has ended
 
     def disable_next_message_compression(self) -> None:
+        call = self._call
         try:
-            self._server.front.disable_next_message_compression(self._call_id)
+            call.front.disable_next_message_compression(call.call_id)
         except RuntimeError:
             pass  # the server has stopped: the call has ended

@@ -17,9 +17,12 @@ here, once:
 
 from __future__ import annotations
 
+import dataclasses
+import enum
 import logging
 import threading
-from typing import Any, Dict, Iterable, List, Optional, Sequence
+from concurrent import futures
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence
 
 import grpc
 
@@ -33,7 +36,15 @@ _LOGGER = logging.getLogger("pygrpc_native")
 
 _UNKNOWN = grpc.StatusCode.UNKNOWN.value[0]
 
-NEW, STARTED, STOPPED = "new", "started", "stopped"
+
+
+class Stage(enum.Enum):
+    """Where a server is in its life; it only moves forward."""
+
+    NEW = "new"  # created: handlers and ports may be added
+    STARTED = "started"  # serving
+    STOPPED = "stopped"  # stop() was called (it may still be finishing calls)
+
 
 # What grpcio raises for add_insecure_port("").
 _EMPTY_ADDRESS_ERROR = "Failed to bind to address ; set GRPC_VERBOSITY=debug environment variable to see detailed error message."
@@ -77,34 +88,47 @@ def _name(name: Any) -> Any:
     return name.decode("utf-8", "replace") if isinstance(name, bytes) else name
 
 
-# Marks the methods of pygrpc_native.health.HealthServicer, which a server
-# answers in Go instead of calling them.
-NATIVE_HEALTH_MARK = "_pygrpc_native_health"
+# The attribute that marks the methods of pygrpc_native.health's
+# servicers, which a server answers in Go instead of calling them. It holds
+# the function that, given such a method (bound to its servicer) and the
+# server's front, makes Go answer for the servicer, if Go can; so the
+# servers need not know the health package, which builds on them.
+NATIVE_HEALTH_HOOK = "_pygrpc_native_health"
+
+NativeHealthHook = Callable[[Any, NativeGrpcFront], None]
+
+
+@dataclasses.dataclass(frozen=True)
+class ServerArguments:
+    """What grpc.server() and grpc.aio.server() take (the thread pool is
+    grpc.aio's migration thread pool), checked as grpcio checks them."""
+
+    thread_pool: Optional[futures.Executor]
+    handlers: Optional[Sequence[grpc.GenericRpcHandler]]
+    interceptors: Optional[Sequence[Any]]
+    options: Optional[Sequence[Any]]
+    maximum_concurrent_rpcs: Optional[int]
+    compression: Optional[grpc.Compression]
+
+    def __post_init__(self) -> None:
+        if self.maximum_concurrent_rpcs is not None and self.maximum_concurrent_rpcs < 1:
+            raise ValueError("maximum_concurrent_rpcs should be a positive integer")
 
 
 class ServerCore:
-    """The routing half of a server; subclasses add dispatch and lifecycle.
+    """The routing half of a server; subclasses add dispatch and lifecycle."""
 
-    Subclasses call ``_init_core`` and create ``fallback``, the grpcio server
-    behind this one, before registering any handler.
-    """
-
-    fallback: Any  # grpc.Server or grpc.aio.Server
-
-    def _init_core(
-        self,
-        options: Optional[Sequence[Any]],
-        maximum_concurrent_rpcs: Optional[int],
-        compression: Optional[grpc.Compression] = None,
-    ) -> None:
-        """Creates the front; sets ``fallback_options``, what the fallback
-        server is to be created with."""
-        front_options = with_compression(options, compression)
-        self.fallback_options = fallback_options(front_options)
+    def __init__(self, create_fallback: Callable[..., Any], arguments: ServerArguments) -> None:
+        """Creates the front, and the fallback with ``create_fallback``
+        (grpc.server or grpc.aio.server, called with grpcio's arguments);
+        registers the handlers on both."""
+        maximum_concurrent_rpcs = arguments.maximum_concurrent_rpcs
+        interceptors = arguments.interceptors
+        front_options = with_compression(arguments.options, arguments.compression)
         # The fallback's socket lives in a directory only this user can
         # enter, removed on stop or at exit (_fallback_dir says who may).
         self._fallback_dir = FallbackDir(self)
-        self.cleanup = self._fallback_dir.remove
+        self.remove_fallback_dir = self._fallback_dir.remove
         socket_path = self._fallback_dir.socket_path
         self.fallback_address = "unix:" + socket_path  # for the grpcio server
         # Created now, so that options this server refuses fail here; it is
@@ -117,12 +141,22 @@ class ServerCore:
             maximum_concurrent_rpcs=maximum_concurrent_rpcs,
             fallback="unix://" + socket_path,  # for grpc-go's client
         )
-        self.methods: Dict[int, Method] = {}
+        self.fallback = create_fallback(
+            arguments.thread_pool,
+            interceptors=interceptors,
+            options=fallback_options(front_options),
+            maximum_concurrent_rpcs=maximum_concurrent_rpcs,
+        )
+        self.interceptors = tuple(interceptors or ())
+        self.thread_pool = arguments.thread_pool
+        self.methods: Dict[int, Method] = {}  # method id -> natively served method
         self._generic: List[grpc.GenericRpcHandler] = []
-        self._registered: Dict[str, grpc.RpcMethodHandler] = {}
+        self._registered: Dict[str, grpc.RpcMethodHandler] = {}  # path -> handler
         self.lock = threading.RLock()
-        self.stage = NEW
+        self.stage = Stage.NEW
         self.bound = False  # a port is bound
+        if arguments.handlers:
+            self.add_generic_rpc_handlers(arguments.handlers)
 
     # -- handlers ------------------------------------------------------------
 
@@ -141,7 +175,7 @@ class ServerCore:
         self, service_name: str, method_handlers: Dict[str, grpc.RpcMethodHandler]
     ) -> None:
         with self.lock:
-            if self.stage is not NEW:
+            if self.stage is not Stage.NEW:
                 _LOGGER.warning("Cannot register method handlers once server has started")
                 return
             for name, handler in method_handlers.items():
@@ -166,15 +200,12 @@ class ServerCore:
             self.front.add_fallback_method(path)
             return FALLBACK
         behavior = handler.unary_unary or handler.unary_stream
-        if getattr(behavior, NATIVE_HEALTH_MARK, False):
-            from .health._shared import native_servicer  # imported already: it made the mark
-
-            servicer = native_servicer(behavior)
-            if servicer is not None:
-                # From now on Go answers Check and Watch before the method
-                # table is consulted; the method stays registered below only
-                # for a call already routed here by a lookup.
-                servicer._serve_on(self.front)
+        serve_health_natively: Optional[NativeHealthHook] = getattr(behavior, NATIVE_HEALTH_HOOK, None)
+        if serve_health_natively is not None:
+            # From now on Go may answer Check and Watch before the method
+            # table is consulted; the method stays registered below only for
+            # a call already routed here by a lookup.
+            serve_health_natively(behavior, self.front)
         method_id = self.front.add_method(path, handler.response_streaming)
         self.methods[method_id] = Method(path, handler)
         return method_id
@@ -207,7 +238,7 @@ class ServerCore:
         """Binds one more address (TCP, ``unix:``, ``unix-abstract:``) and
         returns its port (1 for a Unix socket), as grpcio."""
         with self.lock:
-            if self.stage is not NEW:
+            if self.stage is not Stage.NEW:
                 raise RuntimeError("ports must be added before the server starts")
             if address == "":
                 raise RuntimeError(_EMPTY_ADDRESS_ERROR)
@@ -224,7 +255,7 @@ class ServerCore:
         plaintext, over its private Unix socket (docs/tls.md)."""
         tls_config(server_credentials, "add_secure_port()")  # TypeError for grpcio's credentials
         with self.lock:
-            if self.stage is not NEW:
+            if self.stage is not Stage.NEW:
                 return self.add_insecure_port(address)  # raises, as it does
             set_front_tls(self.front, server_credentials)
             try:

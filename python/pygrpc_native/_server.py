@@ -26,12 +26,8 @@ Threads, and why:
   picked them up are not run: Go drops the ones still queued there, and a
   drain task asks Go whether a call that waited in the deque for more than
   ``_STALE`` is still live before running it.
-* Calls with callbacks (add_callback) are watched: if one ends without its
-  handler finishing it (client cancel, deadline), Go reports it on a queue
-  of its own, which a callback thread started on first use drains, so
-  callbacks run at once even while every pool thread is busy. Callbacks of
-  calls the handler finished run in the pool. Either way, as in grpcio,
-  not in the handler's thread.
+* Callbacks (add_callback) run once their call ends, never in the
+  handler's thread, as in grpcio (_callbacks.CallbackRunner).
 * Lookups of methods only generic handlers know run in the pool, since they
   call user code (``service()``).
 
@@ -49,18 +45,17 @@ import logging
 import threading
 import time
 from concurrent import futures
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Deque, List, Optional, Sequence, Set, Tuple
 
 import grpc
 
-from ._calls import run_call
-from ._context import ServicerContext
-from ._core import NEW, STARTED, STOPPED, ServerCore
+from ._callbacks import CallbackRunner
+from ._calls import CallRunner, Method
+from ._core import ServerArguments, ServerCore, Stage
 from ._front import EVENT_CALL, EVENT_LOOKUP
 
 _LOGGER = logging.getLogger("pygrpc_native")
 
-_UNKNOWN = grpc.StatusCode.UNKNOWN.value[0]
 _UNAVAILABLE = grpc.StatusCode.UNAVAILABLE.value[0]
 
 # Events taken from Go at once (Go also caps a batch at 1 MiB of payload).
@@ -76,75 +71,60 @@ _STALE = 0.002
 _WAIT_SLICE = 0.1
 
 
-class _Runner:
-    """One drain task, as the monitor sees it: the call it is in (None
-    while it isn't in one), and what that was at the monitor's last look."""
+class _DrainTask:
+    """One drain task, as the monitor sees it: the id of the call it is in
+    (None while it isn't in one), and what that was at the monitor's last
+    look."""
 
-    __slots__ = ("call", "looked")
+    __slots__ = ("call_id", "call_id_at_last_look")
 
     def __init__(self) -> None:
-        self.call: Optional[int] = None
-        self.looked: Optional[int] = None
+        self.call_id: Optional[int] = None
+        self.call_id_at_last_look: Optional[int] = None
+
+
+# A call taken from Go, waiting for a drain task: (method, call id,
+# request payload, time.monotonic() when taken).
+_PendingCall = Tuple[Method, int, bytes, float]
 
 
 class _Server(ServerCore, grpc.Server):
-    def __init__(
-        self,
-        thread_pool: Optional[futures.Executor],
-        handlers: Optional[Sequence[grpc.GenericRpcHandler]],
-        interceptors: Optional[Sequence[grpc.ServerInterceptor]],
-        options: Optional[Sequence[Any]],
-        maximum_concurrent_rpcs: Optional[int],
-        compression: Optional[grpc.Compression],
-    ) -> None:
-        self._init_core(options, maximum_concurrent_rpcs, compression)
-        self.fallback = grpc.server(
-            thread_pool,
-            interceptors=interceptors,
-            options=self.fallback_options,
-            maximum_concurrent_rpcs=maximum_concurrent_rpcs,
-        )
-        self.interceptors = tuple(interceptors or ())
-        self._pool = thread_pool
-        self._watched: Dict[int, ServicerContext] = {}
-        self._callback_thread: Optional[threading.Thread] = None
-        # Calls taken from Go, waiting for a drain task:
-        # (method, call_id, payload, when taken).
-        self._pending: collections.deque = collections.deque()
+    def __init__(self, arguments: ServerArguments) -> None:
+        super().__init__(grpc.server, arguments)
+        self._call_runner = CallRunner(self.front, self.interceptors, CallbackRunner(self.front, self._submit))
+        self._pending: Deque[_PendingCall] = collections.deque()
         # Guards the task counts below (not the per-call path).
         self._tasks_lock = threading.Lock()
-        self._runners: set = set()  # tasks that have started
+        self._started_tasks: Set[_DrainTask] = set()  # tasks that have started
         self._tasks = 0  # tasks submitted and not ended
-        self._starting = 0  # tasks submitted and not started yet
-        self._want = 1  # how many tasks the monitor wants running
-        self._waiting = 0  # tasks waiting in Go for the next batch
+        self._tasks_starting = 0  # tasks submitted and not started yet
+        self._tasks_wanted = 1  # how many tasks the monitor wants running
+        self._tasks_in_go = 0  # tasks waiting in Go for the next batch
         self._closed = False  # Go's queue reported its end
         self._monitor_wake = threading.Event()
-        self._dispatcher: Optional[threading.Thread] = None
+        self._monitor: Optional[threading.Thread] = None
         self._termination = threading.Event()
         self._shutdown_events: List[threading.Event] = []
-        if handlers:
-            self.add_generic_rpc_handlers(handlers)
 
     # -- lifecycle -----------------------------------------------------------
 
     def start(self) -> None:
         with self.lock:
             # grpcio's words, which differ after start() and after stop().
-            if self.stage is STARTED:
+            if self.stage is Stage.STARTED:
                 raise ValueError("Cannot start already-started server!")
-            if self.stage is STOPPED:
+            if self.stage is Stage.STOPPED:
                 raise ValueError("the server has already started")
             self.add_registered_methods()
             if self.bound:
                 self.fallback.add_insecure_port(self.fallback_address)
                 self.fallback.start()
                 self.front.start()
-                self._dispatcher = threading.Thread(
-                    target=self._monitor, name="pygrpc_native-monitor", daemon=True
+                self._monitor = threading.Thread(
+                    target=self._run_monitor, name="pygrpc_native-monitor", daemon=True
                 )
-                self._dispatcher.start()
-            self.stage = STARTED
+                self._monitor.start()
+            self.stage = Stage.STARTED
 
     def stop(self, grace: Optional[float]) -> threading.Event:
         """grpcio's stop(): new calls are refused when it returns; calls in
@@ -152,12 +132,12 @@ class _Server(ServerCore, grpc.Server):
         is set when the server has stopped (stop(None) waits for that)."""
         with self.lock:
             event = threading.Event()
-            if self.stage is NEW or self._termination.is_set():
-                self.stage = STOPPED
+            if self.stage is Stage.NEW or self._termination.is_set():
+                self.stage = Stage.STOPPED
                 self.front.stop(None)  # releases a bound port
-                # Still running if the dispatcher failed (e.g. no thread pool).
+                # Still running if the monitor failed (e.g. no thread pool).
                 self.fallback.stop(None)
-                self.cleanup()
+                self.remove_fallback_dir()
                 self._termination.set()
                 event.set()
                 return event
@@ -166,8 +146,8 @@ class _Server(ServerCore, grpc.Server):
             # servers cancel calls at the earliest deadline), as in grpcio.
             self.front.stop(grace, wait=False)
             fallback_stopped = self.fallback.stop(grace)
-            if self.stage is STARTED:
-                self.stage = STOPPED
+            if self.stage is Stage.STARTED:
+                self.stage = Stage.STOPPED
                 threading.Thread(
                     target=self._finish_stop, args=(fallback_stopped,), name="pygrpc_native-stop", daemon=True
                 ).start()
@@ -177,13 +157,13 @@ class _Server(ServerCore, grpc.Server):
 
     def _finish_stop(self, fallback_stopped: threading.Event) -> None:
         """Waits for both servers, removes the fallback's socket, then
-        signals. The front has stopped when the dispatcher ends: it reads
-        Go's queue until the front closes it (a front that never started
-        stopped at once)."""
+        signals. The front has stopped when the monitor ends: it reads Go's
+        queue until the front closes it (a front that never started stopped
+        at once)."""
         fallback_stopped.wait()
-        if self._dispatcher is not None:
-            self._dispatcher.join()
-        self.cleanup()
+        if self._monitor is not None:
+            self._monitor.join()
+        self.remove_fallback_dir()
         self._terminated()
 
     def _terminated(self) -> None:
@@ -208,7 +188,7 @@ class _Server(ServerCore, grpc.Server):
 
     # -- dispatch ------------------------------------------------------------
 
-    def _monitor(self) -> None:
+    def _run_monitor(self) -> None:
         """Waits for calls in Go while no drain task runs; otherwise looks
         every _TICK for handlers that hold their task up (see the module
         docstring). Ends when Go's queue does."""
@@ -236,16 +216,16 @@ class _Server(ServerCore, grpc.Server):
         handler has held its task since the last look while calls wait;
         otherwise lowers the number of tasks it wants."""
         held = False
-        for runner in list(self._runners):
-            call = runner.call
-            if call is not None and call == runner.looked:
+        for task in list(self._started_tasks):
+            call_id = task.call_id
+            if call_id is not None and call_id == task.call_id_at_last_look:
                 held = True
-            runner.looked = call
+            task.call_id_at_last_look = call_id
         if not held:
-            if self._want > 1:
-                self._want -= 1
+            if self._tasks_wanted > 1:
+                self._tasks_wanted -= 1
             return
-        if self._waiting == 0 and not self._pending:
+        if self._tasks_in_go == 0 and not self._pending:
             # Every task is busy: see whether calls wait in Go.
             events = self.front.recv_batch(_BATCH, 0, client_keys=False)
             if events is None:
@@ -253,8 +233,8 @@ class _Server(ServerCore, grpc.Server):
                 return
             self._take(events)
         with self._tasks_lock:
-            if self._pending and self._starting == 0 and not self._closed:
-                self._want = max(self._want, self._tasks + 1)
+            if self._pending and self._tasks_starting == 0 and not self._closed:
+                self._tasks_wanted = max(self._tasks_wanted, self._tasks + 1)
                 self._spawn()
 
     def _take(self, events: List[Any]) -> None:
@@ -277,69 +257,65 @@ class _Server(ServerCore, grpc.Server):
 
     def _spawn(self) -> None:
         """Submits one drain task; called with _tasks_lock held."""
-        runner = _Runner()
+        task = _DrainTask()
         self._tasks += 1
-        self._starting += 1
-        if not self._submit(self._drain, runner):
+        self._tasks_starting += 1
+        if not self._submit(self._drain, task):
             self._tasks -= 1
-            self._starting -= 1
+            self._tasks_starting -= 1
 
-    def _drain(self, runner: _Runner) -> None:
+    def _drain(self, task: _DrainTask) -> None:
         with self._tasks_lock:
-            self._starting -= 1
-            self._runners.add(runner)
+            self._tasks_starting -= 1
+            self._started_tasks.add(task)
         try:
-            self._drain_calls(runner)
+            self._drain_calls(task)
         except Exception:  # noqa: BLE001 - only a bug gets here
             _LOGGER.exception("pygrpc_native: a drain task failed")
-            self._end_task(runner)
+            self._end_task(task)
 
-    def _end_task(self, runner: _Runner) -> None:
+    def _end_task(self, task: _DrainTask) -> None:
         with self._tasks_lock:
-            self._end_task_locked(runner)
+            self._end_task_locked(task)
 
-    def _end_task_locked(self, runner: _Runner) -> None:
-        self._runners.discard(runner)
+    def _end_task_locked(self, task: _DrainTask) -> None:
+        self._started_tasks.discard(task)
         self._tasks -= 1
         if self._tasks == 0:
             self._monitor_wake.set()  # the monitor waits in Go from now on
 
-    def _drain_calls(self, runner: _Runner) -> None:
+    def _drain_calls(self, task: _DrainTask) -> None:
         """Runs calls until there are none for _IDLE, another task waits
         for Go, or the monitor wants fewer tasks. Ends the task under the
         same lock as its last look at the deque, so that _take never counts
         on a task that is leaving."""
         pending = self._pending
-        front = self.front
+        call_runner = self._call_runner
         monotonic = time.monotonic
         while True:
             try:
                 method, call_id, payload, taken = pending.popleft()
             except IndexError:
-                runner.call = None
+                task.call_id = None
                 if self._receive():
                     continue
                 with self._tasks_lock:
                     if not pending:
-                        self._end_task_locked(runner)
+                        self._end_task_locked(task)
                         return
                 continue
             if monotonic() - taken > _STALE and not self._is_live(call_id):
                 continue  # the client is gone; Go counted it as cancelled
-            runner.call = call_id
+            task.call_id = call_id
             try:
-                run_call(self, method, call_id, payload)
+                call_runner.run(method, call_id, payload)
             except Exception:  # noqa: BLE001 - never lose the drain task
-                _LOGGER.exception("pygrpc_native: unexpected error serving %s", method.path)
-                try:
-                    front.finish(call_id, _UNKNOWN, "Unexpected server error")
-                except RuntimeError:
-                    pass  # the server has stopped
-            if self._tasks > self._want:
+                call_runner.unexpected_error(method.path, call_id)
+            if self._tasks > self._tasks_wanted:
                 with self._tasks_lock:
-                    if self._tasks > self._want:
-                        runner.call = None
-                        self._end_task_locked(runner)
+                    if self._tasks > self._tasks_wanted:
+                        task.call_id = None
+                        self._end_task_locked(task)
                         return
 
     def _is_live(self, call_id: int) -> bool:
@@ -351,13 +327,13 @@ class _Server(ServerCore, grpc.Server):
     def _receive(self) -> bool:
         """Takes the next batch from Go into the deque, waiting up to _IDLE,
         unless another task already waits for it. True if calls wait now."""
-        if self._closed or self._waiting:
+        if self._closed or self._tasks_in_go:
             return bool(self._pending)
-        self._waiting += 1
+        self._tasks_in_go += 1
         try:
             events = self.front.recv_batch(_BATCH, _IDLE, client_keys=False)
         finally:
-            self._waiting -= 1
+            self._tasks_in_go -= 1
         if events is None:
             self._closed = True
         elif events:
@@ -366,7 +342,7 @@ class _Server(ServerCore, grpc.Server):
 
     def _submit(self, fn: Any, *args: Any) -> bool:
         try:
-            self._pool.submit(fn, *args)
+            self.thread_pool.submit(fn, *args)
             return True
         except RuntimeError:
             # The executor was shut down: calls can no longer be served.
@@ -377,51 +353,6 @@ class _Server(ServerCore, grpc.Server):
             if fn == self.lookup:
                 self.front.finish(args[0], _UNAVAILABLE, "Server thread pool is shut down")
             return False
-
-    # -- callbacks -----------------------------------------------------------
-
-    def watch(self, ctx: ServicerContext) -> bool:
-        """Makes ctx's callbacks run if its call ends without its handler
-        finishing it; False if the call has already ended."""
-        call_id = ctx._call_id
-        self._watched[call_id] = ctx
-        try:
-            watching = self.front.watch(call_id)
-        except RuntimeError:
-            watching = False  # the server has stopped
-        if not watching:
-            self._watched.pop(call_id, None)
-            return False
-        if self._callback_thread is None:
-            with self.lock:
-                if self._callback_thread is None:
-                    self._callback_thread = threading.Thread(
-                        target=self._watch_calls, name="pygrpc_native-callbacks", daemon=True
-                    )
-                    self._callback_thread.start()
-        return True
-
-    def _watch_calls(self) -> None:
-        while (events := self.front.recv_watched(64)) is not None:
-            for _kind, call_id, _method_id, _payload, _client in events:
-                ctx = self._watched.pop(call_id, None)
-                if ctx is not None:
-                    self._run_callbacks(ctx)
-
-    def run_callbacks(self, ctx: ServicerContext) -> None:
-        """Runs the callbacks of a call that ended in its handler's thread,
-        from the pool."""
-        if self._watched.pop(ctx._call_id, None) is not None:
-            self._submit(self._run_callbacks, ctx)
-
-    @staticmethod
-    def _run_callbacks(ctx: ServicerContext) -> None:
-        callbacks, ctx.callbacks = ctx.callbacks, None
-        for callback in callbacks or ():
-            try:
-                callback()
-            except Exception:  # noqa: BLE001 - as grpcio
-                _LOGGER.exception("Exception calling callback!")
 
 
 def server(
@@ -441,6 +372,6 @@ def server(
     """
     if xds:
         raise ValueError("xds=True is not supported")
-    if maximum_concurrent_rpcs is not None and maximum_concurrent_rpcs < 1:
-        raise ValueError("maximum_concurrent_rpcs should be a positive integer")
-    return _Server(thread_pool, handlers, interceptors, options, maximum_concurrent_rpcs, compression)
+    return _Server(
+        ServerArguments(thread_pool, handlers, interceptors, options, maximum_concurrent_rpcs, compression)
+    )

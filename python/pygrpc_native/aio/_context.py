@@ -1,22 +1,27 @@
-"""grpc.aio.ServicerContext for calls served by pygrpc_native.aio.server().
+"""The contexts of calls served by pygrpc_native.aio.server().
 
-The call's outcome is sent as soon as it is known (``abort`` sends it at
-once, as grpc.aio does); everything about the call itself is asked of the Go
-core on demand, like the sync context.
+``ServicerContext`` (grpc.aio's) is what coroutine handlers get;
+``SyncHandlerContext`` (grpcio's sync context, as grpc.aio gives it) is what
+other handlers get, in the migration thread pool. Both are views of the
+call's one CallState, like the sync server's context. The call's outcome is
+sent as soon as it is known (``abort`` sends it at once, as grpc.aio does);
+everything about the call itself is asked of the Go core on demand.
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any, Callable, List, NoReturn, Optional
+import logging
+import time
+from typing import Any, Callable, NoReturn, Optional
 
 import grpc
 import grpc.aio
 
-from .._context import CallInfo, compression_name
+from .._call_state import CallState
+from .._context import CallInfo, SyncContextBase, compression_name
 
-if TYPE_CHECKING:  # pragma: no cover
-    from ._server import _AioServer
+_LOGGER = logging.getLogger("pygrpc_native")
 
 _CODE_VALUES = {code: code.value[0] for code in grpc.StatusCode}
 _UNKNOWN = grpc.StatusCode.UNKNOWN
@@ -42,27 +47,40 @@ def check_trailing_metadata(metadata: Any) -> None:
         raise TypeError(f"Invalid trailing metadata type, expected {_METADATA_SHAPE}: {metadata}")
 
 
+def serialize(serializer: Optional[Callable[[Any], Any]], message: Any) -> bytes:
+    """A response as grpc.aio sends it: None as an empty message (also when
+    a serializer returns None), str as UTF-8, the latter even before a
+    serializer sees it."""
+    if isinstance(message, str):
+        message = message.encode()
+    if serializer is not None:
+        message = serializer(message)
+    return b"" if message is None else message
+
+
+def send_blocking(send: Callable[..., Optional[bool]], *args: Any) -> Optional[bool]:
+    """A send from a pool thread on the loop's non-blocking front: waits for
+    room by sleeping, which is fine off the loop."""
+    delay = 0.0005
+    while (ok := send(*args)) is None:
+        time.sleep(delay)
+        delay = min(delay * 2, 0.02)
+    return ok
+
+
 class ServicerContext(CallInfo, grpc.aio.ServicerContext):
     """The context coroutine handlers of pygrpc_native.aio.server() get."""
 
-    def __init__(self, server: "_AioServer", call_id: int, method: str) -> None:
-        self._server = server
-        self._front = server.front
-        self._call_id = call_id
-        self._method = method
-        self._details_cache: Optional[dict] = None
-        self.code_: Optional[grpc.StatusCode] = None
-        self.details_: str = ""
-        self.trailing_metadata_: Any = ()
-        self.initial_metadata_sent = False
-        self.status_sent = False
-        self.aborted = False
-        self.done_callbacks: List[Callable[[Any], None]] = []
-        self.serializer: Optional[Callable[[Any], bytes]] = None
-        # A set_compression() / disable_next_message_compression() that
-        # found the call's buffer full; sent before the next op.
-        self.compression_pending: Optional[str] = None
-        self.uncompressed_next_pending = False
+    __slots__ = ("_call",)
+
+    # A set_compression() / disable_next_message_compression() that found
+    # the call's buffer full, sent before the next op. Class defaults, set
+    # on a context only then.
+    _compression_pending: Optional[str] = None
+    _uncompressed_next_pending = False
+
+    def __init__(self, call: CallState) -> None:
+        self._call = call
 
     # -- sending ---------------------------------------------------------------
 
@@ -70,39 +88,42 @@ class ServicerContext(CallInfo, grpc.aio.ServicerContext):
         """Hands an op to Go when that needs no await (the usual case): None
         when the call's buffer is full or a compression change still waits
         to go first, and then _post must send it."""
-        if self.compression_pending is not None or self.uncompressed_next_pending:
+        if self._compression_pending is not None or self._uncompressed_next_pending:
             return None
         try:
-            return send(self._call_id, *args)
+            return send(self._call.call_id, *args)
         except RuntimeError:
             return False  # the server has stopped: the call has ended
 
     async def _post(self, send: Callable[..., Optional[bool]], *args: Any) -> bool:
         """Hands an op to Go without blocking the loop: a full call buffer
         (a slow client) is waited out here, not in Go."""
-        if self.compression_pending is not None:
-            name, self.compression_pending = self.compression_pending, None
-            await self._post(self._front.set_compression, name)
-        if self.uncompressed_next_pending:
-            self.uncompressed_next_pending = False
-            await self._post(self._front.disable_next_message_compression)
+        front = self._call.front
+        if self._compression_pending is not None:
+            name, self._compression_pending = self._compression_pending, None
+            await self._post(front.set_compression, name)
+        if self._uncompressed_next_pending:
+            self._uncompressed_next_pending = False
+            await self._post(front.disable_next_message_compression)
         delay = 0.0005
+        call_id = self._call.call_id
         try:
-            while (ok := send(self._call_id, *args)) is None:
+            while (ok := send(call_id, *args)) is None:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 0.02)
         except RuntimeError:
             return False  # the server has stopped: the call has ended
-        return ok
+        return bool(ok)
 
-    async def finish(self, code: Any, details: str, payload: Optional[bytes] = None) -> None:
+    async def finish(self, code: Any, details: Optional[str], payload: Optional[bytes] = None) -> None:
         """Sends the status (once). ``code`` is an int or grpc.StatusCode."""
-        if self.status_sent:
+        call = self._call
+        if call.ended:
             return
-        self.status_sent = True
+        call.ended = True
         value = code if isinstance(code, int) else _CODE_VALUES.get(code, 2)
-        front = self._front
-        metadata = self.trailing_metadata_ or None
+        front = call.front
+        metadata = call.trailing_metadata or None
         try:
             if value == 0 and payload is not None and not details and metadata is None:
                 if self._send_now(front.respond, payload) is None:
@@ -111,25 +132,27 @@ class ServicerContext(CallInfo, grpc.aio.ServicerContext):
                 await self._post(front.finish, value, details, metadata, payload)
         except ValueError:
             # Metadata gRPC can't carry: Go has already ended the call.
-            self._server.log_error("Cannot send trailing metadata %r", self.trailing_metadata_)
+            _LOGGER.error("Cannot send trailing metadata %r", call.trailing_metadata)
         except TypeError as err:
             # Metadata of the wrong types: the call must end all the same.
-            self._server.log_error("Cannot send the status: %s", err)
-            await self._post(self._front.finish, _CODE_VALUES[grpc.StatusCode.UNKNOWN], f"Unexpected {type(err)}: {err}")
+            _LOGGER.error("Cannot send the status: %s", err)
+            await self._post(front.finish, _CODE_VALUES[grpc.StatusCode.UNKNOWN], f"Unexpected {type(err)}: {err}")
 
     def _check_open(self, what: str) -> None:
-        if self.aborted:
+        if self._call.aborted:
             raise grpc.aio.AbortError("Locally aborted.")
-        if self.status_sent:
+        if self._call.ended:
             raise grpc.aio.UsageError(what)
 
     async def write(self, message: Any) -> None:
         self._check_open("RPC already finished.")
-        body = self._server.serialize(self, message)
-        self.initial_metadata_sent = True
-        sent = self._send_now(self._front.send_message, body)
+        call = self._call
+        body = serialize(call.serializer, message)
+        call.initial_metadata_sent = True
+        send = call.front.send_message
+        sent = self._send_now(send, body)
         if sent is None:
-            sent = await self._post(self._front.send_message, body)
+            sent = await self._post(send, body)
         if not sent:
             raise asyncio.CancelledError()
 
@@ -140,10 +163,11 @@ class ServicerContext(CallInfo, grpc.aio.ServicerContext):
 
     async def send_initial_metadata(self, initial_metadata: Any) -> None:
         self._check_open("Send initial metadata failed: RPC already finished")
-        if self.initial_metadata_sent:
+        call = self._call
+        if call.initial_metadata_sent:
             raise grpc.aio.UsageError("Send initial metadata failed: already sent")
-        self.initial_metadata_sent = True
-        await self._post(self._front.send_initial_metadata, tuple(initial_metadata or ()))
+        call.initial_metadata_sent = True
+        await self._post(call.front.send_initial_metadata, tuple(initial_metadata or ()))
 
     async def abort(self, code: grpc.StatusCode, details: str = "", trailing_metadata: Any = ()) -> NoReturn:
         if trailing_metadata is not None and not isinstance(trailing_metadata, tuple):
@@ -152,19 +176,20 @@ class ServicerContext(CallInfo, grpc.aio.ServicerContext):
                 "Argument 'trailing_metadata' has incorrect type"
                 f" (expected tuple, got {type(trailing_metadata).__name__})"
             )
-        if self.status_sent:
+        call = self._call
+        if call.ended:
             raise grpc.aio.UsageError("Abort already called!")
         # As grpc.aio: no trailing metadata here keeps what was set before.
-        if trailing_metadata != () or not self.trailing_metadata_:
+        if trailing_metadata != () or not call.trailing_metadata:
             check_trailing_metadata(trailing_metadata)
-            self.trailing_metadata_ = trailing_metadata
+            call.trailing_metadata = trailing_metadata
         if code == grpc.StatusCode.OK:
             # grpc.aio leaves such a call unanswered until its deadline; the
             # sync server's answer is the useful one (README: differences).
-            self._server.log_error("abort() called with StatusCode.OK; returning UNKNOWN")
+            _LOGGER.error("abort() called with StatusCode.OK; returning UNKNOWN")
             code, details = _UNKNOWN, ""
         await self.finish(code, details)
-        self.aborted = True
+        call.aborted = True
         raise grpc.aio.AbortError()
 
     async def abort_with_status(self, status: grpc.Status) -> NoReturn:
@@ -172,52 +197,57 @@ class ServicerContext(CallInfo, grpc.aio.ServicerContext):
 
     def set_trailing_metadata(self, trailing_metadata: Any) -> None:
         check_trailing_metadata(trailing_metadata)
-        self.trailing_metadata_ = tuple(trailing_metadata)
+        self._call.trailing_metadata = tuple(trailing_metadata)
 
     def trailing_metadata(self) -> Any:
-        return self.trailing_metadata_
+        metadata = self._call.trailing_metadata
+        return () if metadata is None else metadata
 
     def set_code(self, code: grpc.StatusCode) -> None:
-        self.code_ = code
+        self._call.code = code
 
     def code(self) -> Optional[grpc.StatusCode]:
-        return self.code_
+        return self._call.code
 
     def set_details(self, details: str) -> None:
-        self.details_ = details
+        self._call.details = details
 
     def details(self) -> str:
-        return self.details_
+        details = self._call.details
+        return "" if details is None else details  # type: ignore[return-value]  # str once the handler ran
 
     def set_compression(self, compression: grpc.Compression) -> None:
         """As grpc.aio: compresses the responses (NoCompression changes
         nothing); RuntimeError once the initial metadata is sent. Never
         blocks the loop: a full call buffer defers it to the next op."""
         name = compression_name(compression)
-        if self.initial_metadata_sent:
+        call = self._call
+        if call.initial_metadata_sent:
             raise RuntimeError("Compression setting must be specified before sending initial metadata")
         if not name:
             return
         try:
-            if self._front.set_compression(self._call_id, name) is None:
-                self.compression_pending = name
+            if call.front.set_compression(call.call_id, name) is None:
+                self._compression_pending = name
         except RuntimeError:
             pass  # the server has stopped: the call has ended
 
     def disable_next_message_compression(self) -> None:
+        call = self._call
         try:
-            if self._front.disable_next_message_compression(self._call_id) is None:
-                self.uncompressed_next_pending = True
+            if call.front.disable_next_message_compression(call.call_id) is None:
+                self._uncompressed_next_pending = True
         except RuntimeError:
             pass  # the server has stopped: the call has ended
 
     # -- the call --------------------------------------------------------------
 
     def time_remaining(self) -> Optional[float]:
-        if self.status_sent:
+        call = self._call
+        if call.ended:
             return 0.0
         try:
-            return self._front.time_remaining(self._call_id)
+            return call.front.time_remaining(call.call_id)
         except RuntimeError:
             return 0.0
 
@@ -226,10 +256,79 @@ class ServicerContext(CallInfo, grpc.aio.ServicerContext):
     # neither true (the handler learns of it by CancelledError).
 
     def cancelled(self) -> bool:
-        return self.code_ == grpc.StatusCode.CANCELLED
+        return self._call.code == grpc.StatusCode.CANCELLED
 
     def done(self) -> bool:
-        return self.status_sent
+        return self._call.ended
 
     def add_done_callback(self, callback: Callable[[Any], None]) -> None:
-        self.done_callbacks.append(callback)
+        add_callback(self._call, callback)
+
+
+def add_callback(call: CallState, callback: Callable[..., None]) -> None:
+    """Adds a callback that the aio server calls with the call's context
+    once the call is over."""
+    callbacks = call.callbacks
+    if callbacks:
+        callbacks.append(callback)  # type: ignore[union-attr]  # a list once not empty
+    else:
+        call.callbacks = [callback]
+
+
+class SyncHandlerContext(SyncContextBase):
+    """The context of a non-coroutine handler, run in the migration thread
+    pool: grpcio's sync context, except that abort() sends the status and
+    returns instead of raising, as grpc.aio's does."""
+
+    __slots__ = ()
+
+    def abort(self, code: grpc.StatusCode, details: str) -> None:  # type: ignore[override]
+        try:
+            super().abort(code, details)
+        except Exception:  # noqa: BLE001 - the sync context raises; this one doesn't
+            pass
+        call = self._call
+        call.ended = True
+        send_blocking(call.front.finish, call.call_id, call.code.value[0], details, call.trailing_metadata)  # type: ignore[union-attr]  # abort() set it
+
+    def set_compression(self, compression: grpc.Compression) -> None:
+        # As grpc.aio's context: RuntimeError once the initial metadata is
+        # sent, NoCompression changes nothing.
+        name = compression_name(compression)
+        call = self._call
+        if call.initial_metadata_sent:
+            raise RuntimeError("Compression setting must be specified before sending initial metadata")
+        if name:
+            send_blocking(call.front.set_compression, call.call_id, name)
+
+    def disable_next_message_compression(self) -> None:
+        call = self._call
+        send_blocking(call.front.disable_next_message_compression, call.call_id)
+
+    def add_callback(self, callback: Any) -> None:  # type: ignore[override]
+        # grpc.aio's sync context returns None here, and runs the callbacks
+        # when the call completes (not on a client cancel).
+        call = self._call
+        if call.callbacks is not None and not call.ended:
+            add_callback(call, lambda ctx: callback() if ctx.done() else None)
+
+    def set_trailing_metadata(self, trailing_metadata: Any) -> None:
+        check_trailing_metadata(trailing_metadata)
+        self._call.trailing_metadata = tuple(trailing_metadata)
+
+    def time_remaining(self) -> Optional[float]:  # type: ignore[override]
+        # grpc.aio's context: None without a deadline.
+        call = self._call
+        try:
+            return call.front.time_remaining(call.call_id)
+        except RuntimeError:
+            return 0.0  # the server has stopped: the call has ended
+
+    def is_active(self) -> bool:
+        call = self._call
+        return not call.ended and call.front.is_active(call.call_id)
+
+    def cancel(self) -> None:
+        call = self._call
+        call.front.cancel(call.call_id)
+        call.ended = True

@@ -7,14 +7,23 @@ import threading
 import weakref
 from typing import Any, Callable, Dict, Optional, Tuple
 
-from .._core import NATIVE_HEALTH_MARK
+from .._core import NATIVE_HEALTH_HOOK
 from .._front import NativeGrpcFront
 
 
 def mark_native(method: Callable[..., Any]) -> Callable[..., Any]:
-    """Marks a servicer method that a pygrpc_native server answers in Go."""
-    setattr(method, NATIVE_HEALTH_MARK, True)
+    """Marks a servicer method that a pygrpc_native server answers in Go:
+    the server calls the hook the mark holds when it serves the method."""
+    setattr(method, NATIVE_HEALTH_HOOK, _serve_natively)
     return method
+
+
+def _serve_natively(behavior: Any, front: NativeGrpcFront) -> None:
+    """The hook of marked methods: Go answers Check and Watch on ``front``
+    from now on, if the servicer of ``behavior`` lets it (native_servicer)."""
+    servicer = native_servicer(behavior)
+    if servicer is not None:
+        servicer._serve_on(front)
 
 
 class NativeHealth:
@@ -81,6 +90,6 @@ def native_servicer(behavior: Any) -> Optional[NativeHealth]:
     if not isinstance(servicer, NativeHealth):
         return None
     cls = type(servicer)
-    if all(getattr(getattr(cls, name), NATIVE_HEALTH_MARK, False) for name in ("Check", "Watch")):
+    if all(getattr(getattr(cls, name), NATIVE_HEALTH_HOOK, None) is _serve_natively for name in ("Check", "Watch")):
         return servicer
     return None

@@ -1,0 +1,84 @@
+"""CallState: one native call as its server and its handler's context see it.
+
+The servers create one per call and hand it to the context, which is the
+only way a context reaches the call: the front and the call id to ask Go
+about it, and the fields the handler changes. The server reads the same
+fields to end the call, so nothing is copied between the two, and a context
+never needs to know which server runs it (server -> call -> context).
+
+Under grpc.aio.server() a handler that is not a coroutine gets grpcio's sync
+context; both contexts of such a call share its one CallState.
+
+Slotted, since one is made per call: creating it is a handful of stores,
+and ``callbacks`` stays a shared empty tuple until a handler adds one.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
+
+import grpc
+
+# What call_details() reports for a call that has ended, as grpcio would.
+_ENDED_CALL_DETAILS: Dict[str, Any] = {"invocation_metadata": (), "peer": ""}
+
+
+class CallState:
+    """One native call: how to reach it in Go, and what its handler set.
+
+    ``callbacks`` is ``()`` until a handler adds one, a list while some
+    wait, and None once they have run (later ones are refused). The sync
+    server calls them without arguments; the aio server calls them with the
+    call's context (grpc.aio's done callbacks).
+    """
+
+    __slots__ = (
+        "front",
+        "call_id",
+        "method",
+        "call_details_cache",
+        "serializer",
+        "code",
+        "details",
+        "trailing_metadata",
+        "initial_metadata_sent",
+        "ended",
+        "aborted",
+        "callbacks",
+        "gone_errors",
+    )
+
+    def __init__(self, front: Any, call_id: int, method: str) -> None:
+        self.front = front  # the NativeGrpcFront serving the call
+        self.call_id = call_id
+        self.method = method  # the method's path, /service/name
+        # call_details() of the Go core, asked on first use.
+        self.call_details_cache: Optional[Dict[str, Any]] = None
+        # The serving handler's response serializer, once it is known.
+        self.serializer: Optional[Callable[[Any], Any]] = None
+        # The status code and details the handler set (None: not set);
+        # details are bytes when a sync context set them, as grpcio keeps
+        # them, and as given by an aio one.
+        self.code: Optional[grpc.StatusCode] = None
+        self.details: Union[str, bytes, None] = None
+        self.trailing_metadata: Any = None  # None: not set
+        self.initial_metadata_sent = False
+        # The status has been sent, or the call is known to be gone.
+        self.ended = False
+        self.aborted = False  # the handler called abort()
+        self.callbacks: Union[Tuple[()], List[Callable[..., None]], None] = ()
+        # RpcErrors raised to the handler because the call was gone: if the
+        # handler lets one through, it is not reported as the handler's.
+        self.gone_errors: Tuple[grpc.RpcError, ...] = ()
+
+    def call_details(self) -> Dict[str, Any]:
+        """The Go core's call_details(), asked once; once the call has
+        ended (or the server stopped), what grpcio would still report."""
+        details = self.call_details_cache
+        if details is None:
+            try:
+                details = self.front.call_details(self.call_id)
+            except (LookupError, RuntimeError):
+                details = _ENDED_CALL_DETAILS
+            self.call_details_cache = details
+        return details
