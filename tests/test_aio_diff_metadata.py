@@ -22,7 +22,6 @@ from diff.aio_harness import (
     raw_call_unary,
     same,
     setup_handlers,
-    stream,
     unary,
 )
 from diff.flavours import ASYNCIO, record_outcome
@@ -30,16 +29,6 @@ from diff.flavours import ASYNCIO, record_outcome
 pytestmark = pytest.mark.timeout(60)
 
 SC = grpc.StatusCode
-
-
-def _unary_case(fn, request=b"req", metadata=None):
-    setup = setup_handlers({"M": unary(fn)})
-    return same(setup, lambda run: call_unary(run.channel, method("M"), request, metadata=metadata))
-
-
-def _stream_case(fn, request=b"req", metadata=None):
-    setup = setup_handlers({"S": stream(fn)})
-    return same(setup, lambda run: call_stream(run.channel, method("S"), request, metadata=metadata))
 
 
 # -- initial metadata -------------------------------------------------------------
@@ -50,7 +39,7 @@ def test_send_initial_metadata_write_style():
         await ctx.send_initial_metadata((("x-init", "write"),))
         await ctx.write(b"a")
 
-    ref = _stream_case(writer)
+    ref = ASYNCIO.stream_case(writer)
     assert ref.initial_metadata == (("x-init", "write"),) and ref.responses == (b"a",)
 
 
@@ -87,7 +76,7 @@ def test_set_trailing_metadata_after_write():
         await ctx.write(b"a")
         ctx.set_trailing_metadata(trailers)
 
-    ref = _stream_case(writer)
+    ref = ASYNCIO.stream_case(writer)
     assert ref.trailing_metadata == trailers
 
 

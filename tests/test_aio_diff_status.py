@@ -13,7 +13,6 @@ import grpc.aio
 import pytest
 
 from diff.aio_harness import (
-    LOOPS,
     both,
     call_stream,
     call_unary,
@@ -24,32 +23,23 @@ from diff.aio_harness import (
     stream,
     unary,
 )
+from diff.flavours import ASYNCIO, each_loop
 
 pytestmark = pytest.mark.timeout(60)
 
 SC = grpc.StatusCode
 
 
-def _unary_case(fn, request=b"req", loop="asyncio", **handler_kwargs):
-    setup = setup_handlers({"M": unary(fn, **handler_kwargs)})
-    return same(setup, lambda run: call_unary(run.channel, method("M"), request), loop=loop)
-
-
-def _stream_case(fn, request=b"req", loop="asyncio", **handler_kwargs):
-    setup = setup_handlers({"S": stream(fn, **handler_kwargs)})
-    return same(setup, lambda run: call_stream(run.channel, method("S"), request), loop=loop)
-
-
 # -- context.write() -------------------------------------------------------------
 
 
-@pytest.mark.parametrize("loop", LOOPS)
-def test_stream_context_write(loop):
+@each_loop
+def test_stream_context_write(flavour):
     async def handler(req, ctx):
         for i in range(5):
             await ctx.write(req + b"%d" % i)
 
-    ref = _stream_case(handler, loop=loop)
+    ref = flavour.stream_case(handler)
     assert ref.code == SC.OK and ref.responses == tuple(b"req%d" % i for i in range(5))
 
 
@@ -59,7 +49,7 @@ def test_stream_context_write_returns_a_value():
         await ctx.write(b"one")
         return b"ignored"
 
-    ref = _stream_case(handler)
+    ref = ASYNCIO.stream_case(handler)
     assert ref.code == SC.OK
 
 
@@ -67,7 +57,7 @@ def test_write_style_stream_no_messages():
     async def handler(req, ctx):
         return None
 
-    ref = _stream_case(handler)
+    ref = ASYNCIO.stream_case(handler)
     assert ref.code == SC.OK and ref.responses == ()
 
 
@@ -77,7 +67,7 @@ def test_stream_writes_none():
         await ctx.write(None)
         await ctx.write(b"b")
 
-    ref = _stream_case(handler)
+    ref = ASYNCIO.stream_case(handler)
     assert ref.code == SC.OK and ref.responses == (b"a", b"", b"b")
 
 
@@ -87,7 +77,7 @@ def test_stream_mixes_write_and_yield():
         await ctx.write(b"written")
         yield b"yielded"
 
-    _stream_case(handler)
+    ASYNCIO.stream_case(handler)
 
 
 def test_known_difference_write_in_unary_handler():
@@ -130,7 +120,7 @@ def test_handler_exception_user_defined_class():
     class MyError(Exception):
         pass
 
-    ref = _unary_case(_raise(MyError("mine")))
+    ref = ASYNCIO.unary_case(_raise(MyError("mine")))
     assert ref.code == SC.UNKNOWN and ref.details.endswith("MyError'>: mine")
 
 
@@ -139,15 +129,15 @@ def test_stream_write_style_exception_midway():
         await ctx.write(b"one")
         raise ValueError("midway")
 
-    ref = _stream_case(handler)
+    ref = ASYNCIO.stream_case(handler)
     assert ref.brief() == (SC.UNKNOWN, "Unexpected <class 'ValueError'>: midway")
     assert ref.responses == (b"one",)
 
 
 # -- abort ---------------------------------------------------------------------
 
-@pytest.mark.parametrize("loop", LOOPS)
-def test_abort_raises_abort_error(loop):
+@each_loop
+def test_abort_raises_abort_error(flavour):
     # What abort() raised, reported in the abort's own trailing metadata.
     def setup(server, state):
         async def handler(req, ctx):
@@ -160,7 +150,7 @@ def test_abort_raises_abort_error(loop):
 
         setup_handlers({"M": unary(handler)})(server, state)
 
-    ref = same(setup, lambda run: (call_unary(run.channel, method("M")), run.state.wait_for("raised")), loop=loop)
+    ref = flavour.same(setup, lambda run: (call_unary(run.channel, method("M")), run.state.wait_for("raised")))
     assert ref[0].brief() == (SC.NOT_FOUND, "nf") and ref[1] == (True, True)
 
 
@@ -168,7 +158,7 @@ def test_abort_with_trailing_metadata_argument():
     async def handler(req, ctx):
         await ctx.abort(SC.PERMISSION_DENIED, "denied", (("x-why", "policy"), ("x-why-bin", b"\x00\xff")))
 
-    ref = _unary_case(handler)
+    ref = ASYNCIO.unary_case(handler)
     assert ref.brief() == (SC.PERMISSION_DENIED, "denied")
     assert sorted(ref.trailing_metadata) == [("x-why", "policy"), ("x-why-bin", b"\x00\xff")]
 
@@ -178,7 +168,7 @@ def test_abort_trailing_metadata_argument_replaces_set_trailing_metadata():
         ctx.set_trailing_metadata((("x-set", "1"),))
         await ctx.abort(SC.ABORTED, "a", (("x-abort", "2"),))
 
-    _unary_case(handler)
+    ASYNCIO.unary_case(handler)
 
 
 def test_abort_keeps_set_trailing_metadata_without_argument():
@@ -186,7 +176,7 @@ def test_abort_keeps_set_trailing_metadata_without_argument():
         ctx.set_trailing_metadata((("x-set", "1"),))
         await ctx.abort(SC.ABORTED, "a")
 
-    ref = _unary_case(handler)
+    ref = ASYNCIO.unary_case(handler)
     assert ref.trailing_metadata == (("x-set", "1"),)
 
 
@@ -244,13 +234,13 @@ def test_abort_swallowed_then_write_in_stream():
     assert ref[0].brief() == (SC.UNAVAILABLE, "swallowed") and ref[0].responses == (b"before",)
 
 
-@pytest.mark.parametrize("loop", LOOPS)
-def test_abort_in_write_style_stream(loop):
+@each_loop
+def test_abort_in_write_style_stream(flavour):
     async def handler(req, ctx):
         await ctx.write(b"1")
         await ctx.abort(SC.PERMISSION_DENIED, "no more")
 
-    ref = _stream_case(handler, loop=loop)
+    ref = flavour.stream_case(handler)
     assert ref.brief() == (SC.PERMISSION_DENIED, "no more") and ref.responses == (b"1",)
 
 
@@ -280,7 +270,7 @@ def test_unary_returns_none_with_serializer():
     async def handler(req, ctx):
         return None
 
-    _unary_case(handler, response_serializer=serialize)
+    ASYNCIO.unary_case(handler, response_serializer=serialize)
 
 
 def test_unary_serializer_returns_none():
@@ -288,7 +278,7 @@ def test_unary_serializer_returns_none():
     async def handler(req, ctx):
         return None
 
-    ref = _unary_case(handler, response_serializer=lambda message: message)
+    ref = ASYNCIO.unary_case(handler, response_serializer=lambda message: message)
     assert ref.code == SC.OK and ref.responses == (b"",)
 
 

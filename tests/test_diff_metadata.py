@@ -21,16 +21,6 @@ pytestmark = pytest.mark.timeout(60)
 SC = grpc.StatusCode
 
 
-def _unary_case(flavour, fn, request=b"req", metadata=None):
-    setup = flavour.handlers({"M": flavour.unary(fn)})
-    return flavour.same(setup, lambda run: call_unary(run.channel, method("M"), request, metadata=metadata))
-
-
-def _stream_case(flavour, fn, request=b"req", metadata=None):
-    setup = flavour.handlers({"S": flavour.stream(fn)})
-    return flavour.same(setup, lambda run: call_stream(run.channel, method("S"), request, metadata=metadata))
-
-
 def _by_key(metadata):
     return tuple(sorted(metadata, key=lambda kv: kv[0]))
 
@@ -44,7 +34,7 @@ def test_send_initial_metadata_unary(flavour):
         await ctx.send_initial_metadata((("x-init", "v1"), ("x-init-bin", b"\x00\xff\x10")))
         return b"resp"
 
-    ref = _unary_case(flavour, handler)
+    ref = flavour.unary_case(handler)
     assert ref.initial_metadata == (("x-init", "v1"), ("x-init-bin", b"\x00\xff\x10")) and ref.responses == (b"resp",)
 
 
@@ -55,7 +45,7 @@ def test_send_initial_metadata_stream(flavour):
         yield b"a"
         yield b"b"
 
-    ref = _stream_case(flavour, handler)
+    ref = flavour.stream_case(handler)
     assert ref.initial_metadata == (("x-init", "s"),) and ref.responses == (b"a", b"b")
 
 
@@ -98,7 +88,7 @@ def test_send_initial_metadata_empty(flavour):
         await ctx.send_initial_metadata(())
         return b"resp"
 
-    _unary_case(flavour, handler)
+    flavour.unary_case(handler)
 
 
 @each_flavour
@@ -109,7 +99,7 @@ def test_send_initial_metadata_then_abort_in_stream(flavour):
         yield b"one"
         await ctx.abort(SC.INTERNAL, "after one")
 
-    ref = _stream_case(flavour, handler)
+    ref = flavour.stream_case(handler)
     assert ref.initial_metadata == (("x-init", "s"),) and ref.brief() == (SC.INTERNAL, "after one")
 
 
@@ -126,7 +116,7 @@ def test_unary_initial_metadata_then_failure(flavour, failure):
             await ctx.abort(SC.NOT_FOUND, "gone")
         raise ValueError("failed after metadata")
 
-    ref = _unary_case(flavour, handler)
+    ref = flavour.unary_case(handler)
     assert ref.initial_metadata == (("x-init", "v"),) and ref.trailing_metadata == ()
 
 
@@ -138,7 +128,7 @@ def test_initial_metadata_keys_given_as_bytes(flavour):
         await ctx.send_initial_metadata(((b"x-init", "i"), (b"x-init-bin", b"\x00\x01")))
         return b"resp"
 
-    ref = _unary_case(flavour, handler)
+    ref = flavour.unary_case(handler)
     assert ref.initial_metadata == (("x-init", "i"), ("x-init-bin", b"\x00\x01"))
 
 
@@ -159,7 +149,7 @@ def test_set_trailing_metadata_ok(flavour):
         ctx.set_trailing_metadata(_TRAILERS)
         return b"resp"
 
-    ref = _unary_case(flavour, handler)
+    ref = flavour.unary_case(handler)
     assert ref.code == SC.OK
     assert [v for k, v in ref.trailing_metadata if k == "x-trail"] == ["plain value", "second value"]
     assert ("x-trail-bin", b"\x00\x01\xfe\xff") in ref.trailing_metadata
@@ -186,7 +176,7 @@ def test_set_trailing_metadata_stream(flavour):
         ctx.set_trailing_metadata(_TRAILERS)
         yield b"a"
 
-    ref = _stream_case(flavour, handler)
+    ref = flavour.stream_case(handler)
     assert _by_key(ref.trailing_metadata) == _by_key(_TRAILERS)
 
 
@@ -197,7 +187,7 @@ def test_set_trailing_metadata_twice_last_wins(flavour):
         ctx.set_trailing_metadata((("x-b", "2"),))
         return b""
 
-    ref = _unary_case(flavour, handler)
+    ref = flavour.unary_case(handler)
     assert ref.trailing_metadata == (("x-b", "2"),)
 
 
@@ -224,7 +214,7 @@ def test_set_trailing_metadata_with_none_response(flavour):
     async def handler(req, ctx):
         ctx.set_trailing_metadata((("x-a", "1"),))
 
-    ref = _unary_case(flavour, handler)
+    ref = flavour.unary_case(handler)
     assert ref.code == flavour.pick(sync=SC.INTERNAL, aio=SC.OK) and ref.trailing_metadata == (("x-a", "1"),)
 
 
@@ -235,7 +225,7 @@ def test_initial_and_trailing_metadata_together(flavour):
         ctx.set_trailing_metadata((("x-t", "2"),))
         return b"r"
 
-    ref = _unary_case(flavour, handler)
+    ref = flavour.unary_case(handler)
     assert ref.initial_metadata == (("x-i", "1"),) and ref.trailing_metadata == (("x-t", "2"),)
 
 
@@ -277,7 +267,7 @@ def test_invalid_response_metadata(flavour, where, key, value):
             ctx.set_trailing_metadata(((key, value),))
         return b"resp"
 
-    ref = _unary_case(flavour, handler)
+    ref = flavour.unary_case(handler)
     assert ref.code == SC.INTERNAL
 
 

@@ -24,16 +24,6 @@ pytestmark = pytest.mark.timeout(60)
 SC = grpc.StatusCode
 
 
-def _unary_case(flavour, fn, request=b"req", **handler_kwargs):
-    setup = flavour.handlers({"M": flavour.unary(fn, **handler_kwargs)})
-    return flavour.same(setup, lambda run: call_unary(run.channel, method("M"), request))
-
-
-def _stream_case(flavour, fn, request=b"req", **handler_kwargs):
-    setup = flavour.handlers({"S": flavour.stream(fn, **handler_kwargs)})
-    return flavour.same(setup, lambda run: call_stream(run.channel, method("S"), request))
-
-
 def _exception_details(flavour, exc_type, message):
     """What the client sees as details when a handler raised exc_type(message)."""
     return flavour.pick(
@@ -57,7 +47,7 @@ def test_unary_success(flavour):
         await asyncio.sleep(0)
         return b"echo:" + req
 
-    ref = _unary_case(flavour, handler)
+    ref = flavour.unary_case(handler)
     assert ref.code == SC.OK and ref.responses == (b"echo:req",)
 
 
@@ -66,7 +56,7 @@ def test_unary_empty_request_and_response(flavour):
     async def handler(req, ctx):
         return b""
 
-    ref = _unary_case(flavour, handler, request=b"")
+    ref = flavour.unary_case(handler, request=b"")
     assert ref.code == SC.OK and ref.responses == (b"",)
 
 
@@ -77,7 +67,7 @@ def test_server_stream_success(flavour):
             await asyncio.sleep(0)
             yield req + b"%d" % i
 
-    ref = _stream_case(flavour, handler)
+    ref = flavour.stream_case(handler)
     assert ref.code == SC.OK and ref.responses == tuple(b"req%d" % i for i in range(5))
 
 
@@ -87,7 +77,7 @@ def test_server_stream_no_messages(flavour):
         return
         yield  # noqa: unreachable - makes this an async generator
 
-    ref = _stream_case(flavour, handler)
+    ref = flavour.stream_case(handler)
     assert ref.code == SC.OK and ref.responses == ()
 
 
@@ -103,7 +93,7 @@ def _raise(exc):
 
 @each_flavour_and_uvloop
 def test_unary_handler_exception(flavour):
-    ref = _unary_case(flavour, _raise(ValueError("boom")))
+    ref = flavour.unary_case(_raise(ValueError("boom")))
     assert ref.brief() == (SC.UNKNOWN, _exception_details(flavour, "ValueError", "boom"))
 
 
@@ -132,7 +122,7 @@ def test_stream_exception_while_iterating(flavour):
         yield b"two"
         raise ValueError("midway")
 
-    ref = _stream_case(flavour, handler)
+    ref = flavour.stream_case(handler)
     assert ref.brief() == (SC.UNKNOWN, _iteration_details(flavour, "ValueError", "midway"))
     assert ref.responses == (b"one", b"two")
 
@@ -143,7 +133,7 @@ def test_code_set_before_exception_wins(flavour):
         ctx.set_code(SC.NOT_FOUND)
         raise ValueError("boom")
 
-    ref = _unary_case(flavour, handler)
+    ref = flavour.unary_case(handler)
     assert ref.brief() == (SC.NOT_FOUND, _exception_details(flavour, "ValueError", "boom"))
 
 
@@ -154,7 +144,7 @@ def test_details_set_before_exception(flavour):
         raise ValueError("boom")
 
     # The sync server keeps the details set; grpc.aio reports the exception.
-    ref = _unary_case(flavour, handler)
+    ref = flavour.unary_case(handler)
     assert ref.brief() == (SC.UNKNOWN, flavour.pick(sync="my details", aio=_exception_details(flavour, "ValueError", "boom")))
 
 
@@ -166,7 +156,7 @@ def test_code_and_details_set_before_exception_win(flavour):
         raise ValueError("boom")
 
     # The sync server keeps the details set; grpc.aio reports the exception.
-    ref = _unary_case(flavour, handler)
+    ref = flavour.unary_case(handler)
     assert ref.brief() == (
         SC.FAILED_PRECONDITION,
         flavour.pick(sync="precondition", aio=_exception_details(flavour, "ValueError", "boom")),
@@ -180,7 +170,7 @@ def test_stream_code_set_before_iteration_exception_wins(flavour):
         ctx.set_code(SC.DATA_LOSS)
         raise ValueError("gone")
 
-    ref = _stream_case(flavour, handler)
+    ref = flavour.stream_case(handler)
     assert ref.brief() == (SC.DATA_LOSS, _iteration_details(flavour, "ValueError", "gone"))
 
 
@@ -190,7 +180,7 @@ def test_raised_rpc_error_is_a_handler_exception(flavour):
         def __str__(self):
             return "nested rpc failed"
 
-    ref = _unary_case(flavour, _raise(Err()))
+    ref = flavour.unary_case(_raise(Err()))
     assert ref.code == SC.UNKNOWN
     assert ref.details == flavour.pick(
         sync="Exception calling application: nested rpc failed",
@@ -209,7 +199,7 @@ def test_abort_code(flavour, code):
     async def handler(req, ctx):
         await ctx.abort(code, f"aborted with {code.name} ü")
 
-    ref = _unary_case(flavour, handler)
+    ref = flavour.unary_case(handler)
     assert ref.brief() == (code, f"aborted with {code.name} ü")
 
 
@@ -230,7 +220,7 @@ def test_abort_details(flavour, details):
     async def handler(req, ctx):
         await ctx.abort(SC.INVALID_ARGUMENT, details)
 
-    ref = _unary_case(flavour, handler)
+    ref = flavour.unary_case(handler)
     assert ref.code == SC.INVALID_ARGUMENT
 
 
@@ -241,7 +231,7 @@ def test_abort_in_stream_after_messages(flavour):
         yield b"2"
         await ctx.abort(SC.ABORTED, "stop here ✋")
 
-    ref = _stream_case(flavour, handler)
+    ref = flavour.stream_case(handler)
     assert ref.brief() == (SC.ABORTED, "stop here ✋") and ref.responses == (b"1", b"2")
 
 
@@ -256,7 +246,7 @@ def test_abort_swallowed_then_return(flavour):
             pass
         return b"resp"
 
-    ref = _unary_case(flavour, handler)
+    ref = flavour.unary_case(handler)
     assert ref.brief() == (SC.UNAVAILABLE, "swallowed") and ref.responses == ()
 
 
@@ -270,7 +260,7 @@ def test_abort_then_other_exception(flavour):
         except Exception:  # noqa: BLE001
             raise ValueError("other")
 
-    ref = _unary_case(flavour, handler)
+    ref = flavour.unary_case(handler)
     assert ref.brief() == (SC.OUT_OF_RANGE, "range")
 
 
@@ -286,7 +276,7 @@ def test_abort_with_status_plain(flavour):
     async def handler(req, ctx):
         await ctx.abort_with_status(_Status(SC.RESOURCE_EXHAUSTED, "quota ü", (("x-retry-after", "10"),)))
 
-    ref = _unary_case(flavour, handler)
+    ref = flavour.unary_case(handler)
     assert ref.brief() == (SC.RESOURCE_EXHAUSTED, "quota ü")
     assert ("x-retry-after", "10") in ref.trailing_metadata
 
@@ -364,7 +354,7 @@ def test_status_details_trailer_is_sent_as_set(flavour, via, case):
             ctx.set_details(details)
         return b"r"
 
-    ref = _unary_case(flavour, handler)
+    ref = flavour.unary_case(handler)
     assert ref.trailing_metadata == trailing
 
 
@@ -376,7 +366,7 @@ def test_status_details_in_initial_metadata_are_sent(flavour):
         await ctx.send_initial_metadata(initial)
         return b"r"
 
-    assert _unary_case(flavour, handler).initial_metadata == initial
+    assert flavour.unary_case(handler).initial_metadata == initial
 
 
 # -- set_code / set_details with a normal return --------------------------------
@@ -389,7 +379,7 @@ def test_set_code_and_details_with_response(flavour):
         ctx.set_details("not here ü")
         return b"ignored"
 
-    ref = _unary_case(flavour, handler)
+    ref = flavour.unary_case(handler)
     assert ref.brief() == (SC.NOT_FOUND, "not here ü") and ref.responses == ()
 
 
@@ -422,7 +412,7 @@ def test_set_code_twice_last_wins(flavour):
         ctx.set_details("second")
         return b""
 
-    ref = _unary_case(flavour, handler)
+    ref = flavour.unary_case(handler)
     assert ref.brief() == (SC.ABORTED, "second")
 
 
@@ -434,7 +424,7 @@ def test_stream_set_code_after_messages(flavour):
         ctx.set_code(SC.UNAVAILABLE)
         ctx.set_details("partial")
 
-    ref = _stream_case(flavour, handler)
+    ref = flavour.stream_case(handler)
     assert ref.brief() == (SC.UNAVAILABLE, "partial") and ref.responses == (b"a", b"b")
 
 
@@ -465,7 +455,7 @@ def test_unary_returns_none(flavour):
     async def handler(req, ctx):
         return None
 
-    ref = _unary_case(flavour, handler)
+    ref = flavour.unary_case(handler)
     assert ref.brief() == flavour.pick(sync=(SC.INTERNAL, "Failed to serialize response!"), aio=(SC.OK, ""))
     assert ref.responses == flavour.pick(sync=(), aio=(b"",))
 
@@ -494,7 +484,7 @@ def test_stream_yields_none(flavour):
         yield None
         yield b"after none"
 
-    ref = _stream_case(flavour, handler)
+    ref = flavour.stream_case(handler)
     assert ref.code == SC.OK and ref.responses == flavour.pick(sync=(b"a",), aio=(b"a", b"", b"after none"))
 
 
@@ -556,8 +546,7 @@ def test_serializers_transform_messages(flavour):
     async def handler(req, ctx):
         return ("wrapped", req.upper())
 
-    ref = _unary_case(
-        flavour,
+    ref = flavour.unary_case(
         handler,
         request=b"abc",
         request_deserializer=lambda b: b.decode("ascii"),
@@ -603,5 +592,5 @@ def test_set_compression_and_disable_next_message_compression(flavour):
         yield b"a" * 1000
         yield b"b" * 1000
 
-    ref = _stream_case(flavour, handler)
+    ref = flavour.stream_case(handler)
     assert ref.code == SC.OK and ref.responses == (b"a" * 1000, b"b" * 1000)

@@ -7,21 +7,12 @@ test_diff_metadata.py."""
 import grpc
 import pytest
 
-from diff.harness import SERVICE, both, call_stream, call_unary, method, same, setup_handlers, stream, unary
+from diff.flavours import SYNC
+from diff.harness import SERVICE, both, call_unary, method, unary
 
 pytestmark = pytest.mark.timeout(60)
 
 SC = grpc.StatusCode
-
-
-def _unary_case(fn, request=b"req", metadata=None):
-    setup = setup_handlers({"M": unary(fn)})
-    return same(setup, lambda run: call_unary(run.channel, method("M"), request, metadata=metadata))
-
-
-def _stream_case(fn, request=b"req", metadata=None):
-    setup = setup_handlers({"S": stream(fn)})
-    return same(setup, lambda run: call_stream(run.channel, method("S"), request, metadata=metadata))
 
 
 def test_send_initial_metadata_then_abort_in_stream_before_messages():
@@ -30,7 +21,7 @@ def test_send_initial_metadata_then_abort_in_stream_before_messages():
         ctx.abort(SC.INTERNAL, "before any message")
         yield b"never"  # noqa: unreachable - a generator
 
-    ref = _stream_case(handler)
+    ref = SYNC.stream_case(handler)
     assert ref.initial_metadata == (("x-init", "s"),)
 
 
@@ -43,7 +34,7 @@ def test_initial_metadata_order_preserved():
         ctx.send_initial_metadata(md)
         return b""
 
-    ref = _unary_case(handler)
+    ref = SYNC.unary_case(handler)
     assert ref.initial_metadata == md
 
 
@@ -79,5 +70,5 @@ def test_trailing_metadata_keys_given_as_bytes():
         ctx.set_trailing_metadata(((b"x-trail", b"t"), ("x-str", "s")))
         return b"resp"
 
-    ref = _unary_case(handler)
+    ref = SYNC.unary_case(handler)
     assert sorted(ref.trailing_metadata) == [("x-str", "s"), ("x-trail", "t")]

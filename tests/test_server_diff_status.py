@@ -12,34 +12,25 @@ import grpc
 import pytest
 
 from diff import status_details
-from diff.harness import call_stream, call_unary, method, same, setup_handlers, stream, unary
+from diff.flavours import SYNC
+from diff.harness import method, same, setup_handlers, unary
 
 pytestmark = pytest.mark.timeout(60)
 
 SC = grpc.StatusCode
 
 
-def _unary_case(fn, request=b"req", **handler_kwargs):
-    setup = setup_handlers({"M": unary(fn, **handler_kwargs)})
-    return same(setup, lambda run: call_unary(run.channel, method("M"), request))
-
-
-def _stream_case(fn, request=b"req", **handler_kwargs):
-    setup = setup_handlers({"S": stream(fn, **handler_kwargs)})
-    return same(setup, lambda run: call_stream(run.channel, method("S"), request))
-
-
 # -- what a stream handler returns ------------------------------------------------
 
 
 def test_server_stream_plain_iterator_no_messages():
-    ref = _stream_case(lambda req, ctx: iter(()))
+    ref = SYNC.stream_case(lambda req, ctx: iter(()))
     assert ref.code == SC.OK and ref.responses == ()
 
 
 def test_server_stream_handler_returns_list():
     # grpcio calls next() on what the handler returns: a list is not an iterator.
-    ref = _stream_case(lambda req, ctx: [b"a", b"b"])
+    ref = SYNC.stream_case(lambda req, ctx: [b"a", b"b"])
     assert ref.code == SC.UNKNOWN
 
 
@@ -59,12 +50,12 @@ class _Unprintable(Exception):
 
 
 def test_unary_handler_unprintable_exception():
-    ref = _unary_case(_raise(_Unprintable()))
+    ref = SYNC.unary_case(_raise(_Unprintable()))
     assert ref.code == SC.UNKNOWN
 
 
 def test_stream_handler_exception_before_iterator():
-    ref = _stream_case(_raise(ValueError("early")))
+    ref = SYNC.stream_case(_raise(ValueError("early")))
     assert ref.brief() == (SC.UNKNOWN, "Exception calling application: early")
 
 
@@ -73,7 +64,7 @@ def test_stream_exception_on_first_next():
         raise ValueError("first")
         yield b"never"  # noqa: unreachable - makes this a generator
 
-    ref = _stream_case(handler)
+    ref = SYNC.stream_case(handler)
     assert ref.brief() == (SC.UNKNOWN, "Exception iterating responses: first")
 
 
@@ -82,7 +73,7 @@ def test_code_ok_set_before_exception():
         ctx.set_code(SC.OK)
         raise ValueError("boom")
 
-    _unary_case(handler)
+    SYNC.unary_case(handler)
 
 
 # -- abort ---------------------------------------------------------------------
@@ -92,7 +83,7 @@ def test_abort_in_stream_before_iterator():
     def handler(req, ctx):
         ctx.abort(SC.PERMISSION_DENIED, "no stream")
 
-    ref = _stream_case(handler)
+    ref = SYNC.stream_case(handler)
     assert ref.brief() == (SC.PERMISSION_DENIED, "no stream")
 
 
@@ -101,7 +92,7 @@ def test_abort_ok():
     def handler(req, ctx):
         ctx.abort(SC.OK, "this is fine")
 
-    ref = _unary_case(handler)
+    ref = SYNC.unary_case(handler)
     assert ref.code == SC.UNKNOWN
 
 
@@ -114,7 +105,7 @@ def test_abort_raises_exception_the_handler_can_see():
             ctx.set_trailing_metadata((("raised", f"{type(exc).__mro__[-2].__name__} {exc.args!r}"),))
             raise
 
-    ref = _unary_case(handler)
+    ref = SYNC.unary_case(handler)
     assert ref.code == SC.NOT_FOUND
 
 
@@ -149,7 +140,7 @@ def test_set_details_bytes():
         ctx.set_details(b"bytes details")
         return b""
 
-    ref = _unary_case(handler)
+    ref = SYNC.unary_case(handler)
     assert ref.brief() == (SC.INTERNAL, "bytes details")
 
 
@@ -160,11 +151,11 @@ def test_unary_returns_none_with_code_ok():
     def handler(req, ctx):
         ctx.set_code(SC.OK)
 
-    _unary_case(handler)
+    SYNC.unary_case(handler)
 
 
 def test_request_deserializer_returns_none():
-    ref = _unary_case(lambda req, ctx: b"ran", request_deserializer=lambda data: None)
+    ref = SYNC.unary_case(lambda req, ctx: b"ran", request_deserializer=lambda data: None)
     assert ref.code == SC.INTERNAL
 
 
@@ -176,4 +167,4 @@ def test_failing_response_serializer_with_code_set():
         ctx.set_code(SC.CANCELLED)
         return req
 
-    _unary_case(handler, response_serializer=serialize)
+    SYNC.unary_case(handler, response_serializer=serialize)

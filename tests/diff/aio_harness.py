@@ -46,7 +46,6 @@ from diff.harness import (  # noqa: F401 - re-exported for the aio tests
     wait_until,
 )
 
-KINDS = ("grpcio", "native")
 LOOPS = ("asyncio", "uvloop")
 
 logging.getLogger("grpc._cython.cygrpc").setLevel(logging.CRITICAL)
@@ -239,11 +238,7 @@ def running(
 
 def both(setup, scenario: Callable[[Run], Any], **kwargs: Any) -> Tuple[Any, Any]:
     """Runs scenario against a fresh grpc.aio server and a fresh native aio server."""
-    results = []
-    for kind in KINDS:
-        with running(kind, setup, **kwargs) as run:
-            results.append(scenario(run))
-    return results[0], results[1]
+    return _sync.on_each_kind(running, setup, scenario, **kwargs)
 
 
 def same(setup, scenario: Callable[[Run], Any], **kwargs: Any) -> Any:

@@ -119,6 +119,18 @@ class Flavour:
 
         return setup
 
+    def unary_case(self, fn: Callable, request: bytes = b"req", metadata: Any = None, **handler_kwargs: Any) -> Any:
+        """fn served as method M (handler_kwargs: its (de)serializers), one
+        unary call with request and metadata compared on both servers
+        (same); grpcio's harness.Outcome."""
+        setup = self.handlers({"M": self.unary(fn, **handler_kwargs)})
+        return self.same(setup, lambda run: harness.call_unary(run.channel, harness.method("M"), request, metadata=metadata))
+
+    def stream_case(self, fn: Callable, request: bytes = b"req", metadata: Any = None, **handler_kwargs: Any) -> Any:
+        """As unary_case, for fn served as the response-streaming method S."""
+        setup = self.handlers({"S": self.stream(fn, **handler_kwargs)})
+        return self.same(setup, lambda run: harness.call_stream(run.channel, harness.method("S"), request, metadata=metadata))
+
     def servicer(self, servicer: Any, request_streaming: Tuple[str, ...] = ()) -> Any:
         """servicer (an instance of a generated Servicer class whose methods
         are grpc.aio handlers) as this flavour's servers want it;
@@ -139,6 +151,8 @@ UVLOOP = Flavour("uvloop")
 # table: the loop changes how a server waits, not what a handler sees.
 each_flavour = pytest.mark.parametrize("flavour", [SYNC, ASYNCIO], ids=str)
 each_flavour_and_uvloop = pytest.mark.parametrize("flavour", [SYNC, ASYNCIO, UVLOOP], ids=str)
+# For the aio-only files' representative scenarios.
+each_loop = pytest.mark.parametrize("flavour", [ASYNCIO, UVLOOP], ids=str)
 
 
 # -- a grpc.aio handler on a sync server --------------------------------------------
@@ -225,7 +239,9 @@ def as_sync(fn: Callable, request_streaming: bool = False) -> Callable:
     """fn, a grpc.aio handler (coroutine or async generator function, taking
     a request, or with request_streaming an async iterator of requests), as
     a sync server's handler. The result keeps fn as ``aio_handler``
-    (interceptors unwrap it)."""
+    (interceptors unwrap it). A plain function comes back as it is: it
+    serves on both kinds of server (grpc.aio runs it in its migration
+    thread pool)."""
 
     def arguments(request: Any, context: grpc.ServicerContext) -> Tuple[Any, _SyncContext]:
         return (_AsyncRequests(request) if request_streaming else request), _SyncContext(context)
@@ -241,7 +257,7 @@ def as_sync(fn: Callable, request_streaming: bool = False) -> Callable:
             return _finish(fn(*arguments(request, context)), fn)
 
     else:
-        raise TypeError(f"{fn!r}: write a flavoured handler as a coroutine or async generator function")
+        return fn  # a plain function is a handler on both kinds of server as it is
     handler.aio_handler = fn  # type: ignore[attr-defined]
     return handler
 

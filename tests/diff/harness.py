@@ -169,13 +169,20 @@ def running(
         pool.shutdown(wait=False, cancel_futures=True)
 
 
-def both(setup, scenario: Callable[[Run], Any], **kwargs: Any) -> Tuple[Any, Any]:
-    """Runs scenario against a fresh grpcio server and a fresh native server."""
+def on_each_kind(running_one: Callable[..., Any], setup, scenario: Callable[[Any], Any], **kwargs: Any) -> Tuple[Any, Any]:
+    """(grpcio's result, ours): scenario on a fresh server of each kind,
+    started by running_one(kind, setup, **kwargs) (running here, or
+    aio_harness.running)."""
     results = []
     for kind in KINDS:
-        with running(kind, setup, **kwargs) as run:
+        with running_one(kind, setup, **kwargs) as run:
             results.append(scenario(run))
     return results[0], results[1]
+
+
+def both(setup, scenario: Callable[[Run], Any], **kwargs: Any) -> Tuple[Any, Any]:
+    """Runs scenario against a fresh grpcio server and a fresh native server."""
+    return on_each_kind(running, setup, scenario, **kwargs)
 
 
 def for_both(fn: Callable[[str], Any]) -> Any:
@@ -232,8 +239,8 @@ def call_unary(
     try:
         response, call = callable_.with_call(request, metadata=metadata, timeout=timeout)
     except grpc.RpcError as err:
-        return Outcome(err.code(), err.details(), _md(err.initial_metadata()), _md(err.trailing_metadata()), ())
-    return Outcome(call.code(), call.details(), _md(call.initial_metadata()), _md(call.trailing_metadata()), (response,))
+        return outcome_of(err)
+    return outcome_of(call, (response,))
 
 
 def call_stream(
@@ -251,7 +258,7 @@ def call_stream(
             responses.append(response)
     except grpc.RpcError:
         pass
-    return Outcome(call.code(), call.details(), _md(call.initial_metadata()), _md(call.trailing_metadata()), tuple(responses))
+    return outcome_of(call, responses)
 
 
 def future_outcome(future: grpc.Future, timeout: float = WAIT) -> Any:
