@@ -139,21 +139,31 @@ def test_start_serve_stop(loop):
     assert for_both(check) == ((b"hi",), None, True)
 
 
-def test_start_twice_raises():
+def test_start_twice_and_after_stop():
     def check(kind):
-        s = _Server(kind)
-        try:
-            s.start()
-            try:
-                s.start()
-                return "no error"
-            except Exception as exc:  # noqa: BLE001
-                return type(exc).__name__
-        finally:
-            s.close()
+        loop = LoopThread()
 
-    # grpc.aio ignores the second start().
-    assert for_both(check) == "no error"
+        async def attempt(stop_first):
+            server = factory(kind)()
+            server.add_insecure_port("127.0.0.1:0")
+            await server.start()
+            if stop_first:
+                await server.stop(None)
+            try:
+                await server.start()
+                return "started"
+            except Exception as exc:  # noqa: BLE001
+                return type(exc).__name__, str(exc)
+            finally:
+                await server.stop(None)
+
+        try:
+            return [loop.run(attempt(False)), loop.run(attempt(True))]
+        finally:
+            loop.close()
+
+    # grpc.aio ignores a second start(), and refuses one after stop().
+    assert for_both(check) == ["started", ("UsageError", "Server not in ready state")]
 
 
 # -- stop(grace) ---------------------------------------------------------------------

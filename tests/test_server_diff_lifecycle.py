@@ -143,20 +143,28 @@ def test_port_is_free_again_after_stop(probe_started):
     assert for_both(check) is True
 
 
-def test_start_twice_raises():
+def test_start_twice_and_after_stop_raise():
     def check(kind):
-        s = _Server(kind)
-        try:
-            s.server.start()
+        results = []
+        for stop_first in (False, True):
+            s = _Server(kind)
             try:
                 s.server.start()
-                return "no error"
-            except Exception as exc:  # noqa: BLE001
-                return type(exc).__name__, str(exc)
-        finally:
-            s.close()
+                if stop_first:
+                    s.server.stop(None)
+                try:
+                    s.server.start()
+                    results.append("started")
+                except Exception as exc:  # noqa: BLE001
+                    results.append((type(exc).__name__, str(exc)))
+            finally:
+                s.close()
+        return results
 
-    assert for_both(check)[0] == "ValueError"
+    assert for_both(check) == [
+        ("ValueError", "Cannot start already-started server!"),
+        ("ValueError", "the server has already started"),
+    ]
 
 
 # -- stop(grace) ---------------------------------------------------------------------

@@ -23,7 +23,7 @@ import logging
 import threading
 import time
 from concurrent import futures
-from typing import Any, Awaitable, Callable, Optional, Sequence, Tuple
+from typing import Any, Awaitable, Callable, List, Optional, Sequence, Tuple
 
 import grpc
 import grpc.aio
@@ -193,6 +193,46 @@ async def wait_until_async(predicate: Callable[[], bool], timeout: float = WAIT)
 
 
 @contextlib.contextmanager
+def serving(
+    kind: str,
+    setup: Callable[[grpc.aio.Server, State], None],
+    ports: Sequence[Tuple[str, Tuple[Any, ...]]] = _sync.ANY_PORT,
+    *,
+    loop: str = "asyncio",
+    workers: int = 4,
+    stop_grace: Optional[float] = 0,
+    **server_kwargs: Any,
+):
+    """An aio server of one kind on its own loop thread, set up with
+    setup(server, state), given ports and started; a harness.Served.
+    Stopped at the end."""
+    loop_thread = LoopThread(loop)
+    pool = futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"aio-diff-{kind}")
+    state = State()
+    server = None
+
+    async def create_and_start() -> List[int]:
+        nonlocal server
+        server = factory(kind)(pool, **server_kwargs)
+        setup(server, state)
+        bound = [getattr(server, add)(*args) for add, args in ports]
+        await server.start()
+        return bound
+
+    def stop() -> None:
+        if server is not None:
+            loop_thread.bounded(server.stop(stop_grace), WAIT)
+
+    try:
+        bound = loop_thread.run(create_and_start())
+        yield _sync.Served(kind, server, state, bound, stop, loop_thread)
+    finally:
+        stop()
+        loop_thread.close()
+        pool.shutdown(wait=False, cancel_futures=True)
+
+
+@contextlib.contextmanager
 def running(
     kind: str,
     setup: Callable[[grpc.aio.Server, State], None],
@@ -200,40 +240,14 @@ def running(
     loop: str = "asyncio",
     address: str = "[::]:0",
     host: str = "127.0.0.1",
-    workers: int = 4,
     channel_options: Optional[Sequence[Tuple[str, Any]]] = None,
-    stop_grace: Optional[float] = 0,
-    **server_kwargs: Any,
+    **serving_kwargs: Any,
 ):
-    """A started aio server of one kind on its own loop thread, with a sync
-    grpcio channel to it; stopped at the end."""
-    loop_thread = LoopThread(loop)
-    pool = futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"aio-diff-{kind}")
-    state = State()
-    server = None
-    channel = None
-
-    async def create_and_start() -> Tuple[grpc.aio.Server, int]:
-        nonlocal server
-        server = factory(kind)(pool, **server_kwargs)
-        setup(server, state)
-        port = server.add_insecure_port(address)
-        await server.start()
-        return server, port
-
-    try:
-        server, port = loop_thread.run(create_and_start())
-        target = f"{host}:{port}" if ":" not in host else f"[{host}]:{port}"
-        channel = grpc.insecure_channel(target, options=channel_options)
-        grpc.channel_ready_future(channel).result(timeout=WAIT)
-        yield Run(kind, loop, server, port, channel, state, target, loop_thread)
-    finally:
-        if server is not None:
-            loop_thread.bounded(server.stop(stop_grace), WAIT)
-        if channel is not None:
-            channel.close()
-        loop_thread.close()
-        pool.shutdown(wait=False, cancel_futures=True)
+    """A started aio server of one kind on its own loop thread (serving(),
+    on address), with a sync grpcio channel to it; stopped at the end."""
+    with serving(kind, setup, [("add_insecure_port", (address,))], loop=loop, **serving_kwargs) as served:
+        with _sync.channel_to(served, host, channel_options) as (channel, target):
+            yield Run(kind, loop, served.server, served.ports[0], channel, served.state, target, served.loop)
 
 
 def both(setup, scenario: Callable[[Run], Any], **kwargs: Any) -> Tuple[Any, Any]:

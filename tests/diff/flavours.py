@@ -65,6 +65,14 @@ class Flavour:
             return aio_harness.both(setup, scenario, loop=self.name, **kwargs)
         return harness.both(setup, scenario, **kwargs)
 
+    def serving(self, kind: str, setup: Callable[[Any, harness.State], None], ports: Any = harness.ANY_PORT, **kwargs: Any):
+        """A started server of kind and this flavour with ports (harness.serving /
+        aio_harness.serving): a harness.Served, for scenarios that call the
+        server at several addresses; stopped at the end."""
+        if self.aio:
+            return aio_harness.serving(kind, setup, ports, loop=self.name, **kwargs)
+        return harness.serving(kind, setup, ports, **kwargs)
+
     def same(self, setup: Callable[[Any, harness.State], None], scenario: Callable[[Any], Any], **kwargs: Any) -> Any:
         """Runs scenario on both servers, asserts the results are equal (up
         to the documented metadata order, harness.comparable) and returns

@@ -134,6 +134,70 @@ def stream(fn: Callable, **kwargs: Any) -> grpc.RpcMethodHandler:
     return grpc.unary_stream_rpc_method_handler(fn, **kwargs)
 
 
+# The ports a server gets unless a test says otherwise: (add_*_port method, its arguments).
+ANY_PORT = (("add_insecure_port", ("[::]:0",)),)
+
+
+@dataclasses.dataclass
+class Served:
+    """A started server of one kind (serving()): what setup recorded into
+    state, the ports its add_*_port() calls returned, and stop(), which
+    stops it and waits up to WAIT (again: at once). loop is the aio
+    server's LoopThread (aio_harness.serving)."""
+
+    kind: str
+    server: Any
+    state: State
+    ports: List[int]
+    stop: Callable[[], None]
+    loop: Any = None
+
+
+@contextlib.contextmanager
+def serving(
+    kind: str,
+    setup: Callable[[grpc.Server, State], None],
+    ports: Sequence[Tuple[str, Tuple[Any, ...]]] = ANY_PORT,
+    *,
+    workers: int = 8,
+    stop_grace: Optional[float] = 0,
+    **server_kwargs: Any,
+):
+    """A server of one kind, set up with setup(server, state), given ports
+    and started; a Served. Stopped at the end."""
+    pool = futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"diff-{kind}")
+    state = State()
+    server = factory(kind)(pool, **server_kwargs)
+
+    def stop() -> None:
+        server.stop(stop_grace).wait(WAIT)
+
+    try:
+        setup(server, state)
+        bound = [getattr(server, add)(*args) for add, args in ports]
+        server.start()
+        yield Served(kind, server, state, bound, stop)
+    finally:
+        stop()
+        pool.shutdown(wait=False, cancel_futures=True)
+
+
+@contextlib.contextmanager
+def channel_to(served: Served, host: str, channel_options: Optional[Sequence[Tuple[str, Any]]]):
+    """(a ready grpcio channel, its target) to served's first port on host;
+    closed once the server has stopped (a channel closed while its
+    connection is up takes 200 ms to close)."""
+    port = served.ports[0]
+    target = f"{host}:{port}" if ":" not in host else f"[{host}]:{port}"
+    channel = grpc.insecure_channel(target, options=channel_options)
+    try:
+        grpc.channel_ready_future(channel).result(timeout=WAIT)
+        yield channel, target
+    finally:
+        served.stop()
+        channel.close()
+
+
 @contextlib.contextmanager
 def running(
     kind: str,
@@ -141,32 +205,14 @@ def running(
     *,
     address: str = "[::]:0",
     host: str = "127.0.0.1",
-    workers: int = 8,
     channel_options: Optional[Sequence[Tuple[str, Any]]] = None,
-    stop_grace: Optional[float] = 0,
-    **server_kwargs: Any,
+    **serving_kwargs: Any,
 ):
-    """A started server of one kind, with a channel to it; stopped at the end."""
-    pool = futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"diff-{kind}")
-    state = State()
-    server = factory(kind)(pool, **server_kwargs)
-    channel = None
-    try:
-        setup(server, state)
-        port = server.add_insecure_port(address)
-        server.start()
-        target = f"{host}:{port}" if ":" not in host else f"[{host}]:{port}"
-        channel = grpc.insecure_channel(target, options=channel_options)
-        grpc.channel_ready_future(channel).result(timeout=WAIT)
-        yield Run(kind, server, port, channel, state, target)
-    finally:
-        # The server first: a channel closed while its connection is up
-        # takes 200 ms to close.
-        done = server.stop(stop_grace)
-        done.wait(WAIT)
-        if channel is not None:
-            channel.close()
-        pool.shutdown(wait=False, cancel_futures=True)
+    """A started server of one kind (serving(), on address), with a channel
+    to it; stopped at the end."""
+    with serving(kind, setup, [("add_insecure_port", (address,))], **serving_kwargs) as served:
+        with channel_to(served, host, channel_options) as (channel, target):
+            yield Run(kind, served.server, served.ports[0], channel, served.state, target)
 
 
 def on_each_kind(running_one: Callable[..., Any], setup, scenario: Callable[[Any], Any], **kwargs: Any) -> Tuple[Any, Any]:

@@ -1,7 +1,7 @@
-"""Differential tests: connection lifetimes on grpc.server() and
-pygrpc_native.server() — grpc.max_connection_age_ms (GOAWAY after the age),
-grpc.max_connection_age_grace_ms (calls in flight get the grace, then the
-connection closes) and grpc.max_connection_idle_ms.
+"""Differential tests: connection lifetimes, each scenario run on both kinds
+of server (tests/diff/flavours.py) — grpc.max_connection_age_ms (GOAWAY
+after the age), grpc.max_connection_age_grace_ms (calls in flight get the
+grace, then the connection closes) and grpc.max_connection_idle_ms.
 
 A connection is told apart by the client's address as the handler sees it
 (context.peer()): a new connection has a new client port. Timings are
@@ -14,19 +14,23 @@ import time
 import grpc
 import pytest
 
-from diff.harness import both, method, setup_handlers, unary
+from diff.flavours import each_flavour, sleep
+from diff.harness import method
 
 pytestmark = pytest.mark.timeout(60)
 
 SC = grpc.StatusCode
 
 
-def _setup(server, state):
-    def slow(req, ctx):
-        time.sleep(float(req))
+def _setup(flavour):
+    async def peer(req, ctx):
         return ctx.peer().encode()
 
-    setup_handlers({"Peer": unary(lambda req, ctx: ctx.peer().encode()), "Slow": unary(slow)})(server, state)
+    async def slow(req, ctx):
+        await sleep(float(req))
+        return ctx.peer().encode()
+
+    return flavour.handlers({"Peer": flavour.unary(peer), "Slow": flavour.unary(slow)})
 
 
 def _peer(channel):
@@ -57,23 +61,22 @@ def _age_scenario(call_seconds):
     return scenario
 
 
-def test_max_connection_age_with_grace_lets_calls_finish():
+@each_flavour
+def test_max_connection_age_with_grace_lets_calls_finish(flavour):
     """The in-flight call finishes on the old connection (within the grace),
     new calls go to a new one at once."""
     options = [("grpc.max_connection_age_ms", 400), ("grpc.max_connection_age_grace_ms", 10_000)]
-    ref, ours = both(_setup, _age_scenario(2.0), options=options)
-    assert ours == ref
-    assert ref == (("OK", True), True)
+    assert flavour.same(_setup(flavour), _age_scenario(2.0), options=options) == (("OK", True), True)
 
 
-def test_max_connection_age_grace_ends_longer_calls():
+@each_flavour
+def test_max_connection_age_grace_ends_longer_calls(flavour):
     options = [("grpc.max_connection_age_ms", 300), ("grpc.max_connection_age_grace_ms", 300)]
-    ref, ours = both(_setup, _age_scenario(4.0), options=options)
-    assert ours == ref
-    assert ref == (SC.UNAVAILABLE, True)
+    assert flavour.same(_setup(flavour), _age_scenario(4.0), options=options) == (SC.UNAVAILABLE, True)
 
 
-def test_max_connection_idle():
+@each_flavour
+def test_max_connection_idle(flavour):
     def scenario(run):
         first = _peer(run.channel)
         again = _peer(run.channel)
@@ -81,16 +84,4 @@ def test_max_connection_idle():
         later = _peer(run.channel)
         return again == first, later != first
 
-    ref, ours = both(_setup, scenario, options=[("grpc.max_connection_idle_ms", 300)])
-    assert ours == ref
-    assert ref == (True, True)
-
-
-def test_no_age_by_default():
-    def scenario(run):
-        first = _peer(run.channel)
-        time.sleep(1.0)
-        return _peer(run.channel) == first
-
-    ref, ours = both(_setup, scenario)
-    assert ours == ref == True  # noqa: E712
+    assert flavour.same(_setup(flavour), scenario, options=[("grpc.max_connection_idle_ms", 300)]) == (True, True)
