@@ -19,6 +19,8 @@ from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 import grpc
 
+from ._front import NativeGrpcFront
+
 # What call_details() reports for a call that has ended, as grpcio would.
 _ENDED_CALL_DETAILS: Dict[str, Any] = {"invocation_metadata": (), "peer": ""}
 
@@ -48,8 +50,8 @@ class CallState:
         "gone_errors",
     )
 
-    def __init__(self, front: Any, call_id: int, method: str) -> None:
-        self.front = front  # the NativeGrpcFront serving the call
+    def __init__(self, front: NativeGrpcFront, call_id: int, method: str) -> None:
+        self.front = front  # serves the call
         self.call_id = call_id
         self.method = method  # the method's path, /service/name
         # call_details() of the Go core, asked on first use.

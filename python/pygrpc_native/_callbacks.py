@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any, Callable, Dict, Optional
+from typing import Callable, Dict, Optional
 
 from ._call_state import CallState
+from ._front import NativeGrpcFront
 
 _LOGGER = logging.getLogger("pygrpc_native")
 
@@ -26,7 +27,7 @@ class CallbackRunner:
     """Runs each call's callbacks once. ``submit(fn, *args)`` runs fn in the
     server's pool (False if the pool refused it)."""
 
-    def __init__(self, front: Any, submit: Callable[..., bool]) -> None:
+    def __init__(self, front: NativeGrpcFront, submit: Callable[..., bool]) -> None:
         self._front = front
         self._submit = submit
         self._watched: Dict[int, CallState] = {}  # call id -> call

@@ -18,6 +18,7 @@ import grpc
 from ._call_state import CallState
 from ._callbacks import CallbackRunner
 from ._context import ServicerContext
+from ._front import NativeGrpcFront
 
 _LOGGER = logging.getLogger("pygrpc_native")
 
@@ -95,7 +96,7 @@ class CallRunner:
     __slots__ = ("_front", "_interceptors", "_callbacks")
 
     def __init__(
-        self, front: Any, interceptors: Sequence[grpc.ServerInterceptor], callbacks: CallbackRunner
+        self, front: NativeGrpcFront, interceptors: Sequence[grpc.ServerInterceptor], callbacks: CallbackRunner
     ) -> None:
         self._front = front
         self._interceptors = tuple(interceptors)

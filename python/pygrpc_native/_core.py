@@ -37,7 +37,6 @@ _LOGGER = logging.getLogger("pygrpc_native")
 _UNKNOWN = grpc.StatusCode.UNKNOWN.value[0]
 
 
-
 class Stage(enum.Enum):
     """Where a server is in its life; it only moves forward."""
 
@@ -152,7 +151,7 @@ class ServerCore:
         self.methods: Dict[int, Method] = {}  # method id -> natively served method
         self._generic: List[grpc.GenericRpcHandler] = []
         self._registered: Dict[str, grpc.RpcMethodHandler] = {}  # path -> handler
-        self.lock = threading.RLock()
+        self.lock = threading.RLock()  # guards the handlers, the ports and the stage
         self.stage = Stage.NEW
         self.bound = False  # a port is bound
         if arguments.handlers:

@@ -289,7 +289,8 @@ class SyncHandlerContext(SyncContextBase):
             pass
         call = self._call
         call.ended = True
-        send_blocking(call.front.finish, call.call_id, call.code.value[0], details, call.trailing_metadata)  # type: ignore[union-attr]  # abort() set it
+        sent_code: grpc.StatusCode = call.code  # type: ignore[assignment]  # set by abort() above
+        send_blocking(call.front.finish, call.call_id, sent_code.value[0], details, call.trailing_metadata)
 
     def set_compression(self, compression: grpc.Compression) -> None:
         # As grpc.aio's context: RuntimeError once the initial metadata is

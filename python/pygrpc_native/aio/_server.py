@@ -44,7 +44,6 @@ _UNIMPLEMENTED = grpc.StatusCode.UNIMPLEMENTED
 _BATCH = 256
 
 
-
 class _BehaviorKind(enum.Enum):
     """How a handler's behavior is called."""
 
