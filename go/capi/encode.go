@@ -2,6 +2,7 @@ package main
 
 /*
 #include <stdlib.h>
+#include "pgn.h"
 */
 import "C"
 
@@ -77,11 +78,11 @@ func (e *encoder) dict(n int)  { e.buf = append(e.buf, 'm'); e.u32(n) }
 
 // finish copies the encoding into C memory, which the shim frees, and
 // returns the encoder to its pool.
-func (e *encoder) finish(out **C.char, outLen *C.size_t) {
+func (e *encoder) finish(out *C.pgn_buffer) {
 	n := len(e.buf)
 	p := C.malloc(C.size_t(max(n, 1)))
 	copy(unsafe.Slice((*byte)(p), n), e.buf)
-	*out, *outLen = (*C.char)(p), C.size_t(n)
+	out.data, out.len = (*C.char)(p), C.size_t(n)
 	if cap(e.buf) <= 1<<20 {
 		encoders.Put(e)
 	}

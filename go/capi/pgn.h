@@ -1,41 +1,108 @@
-/* Shared constants of the Go core's C API (exports.go) and the CPython
- * shim (python/pygrpc_native/_native.c). Go checks at compile time that the
- * event kinds and results match its own. */
+/* pgn.h: the C API of the Go core (go/capi, built with -buildmode=c-archive
+ * as libpgn), as the CPython shim (python/pygrpc_native/_native.c) uses it.
+ * Every export is declared here with its contract; cgo's generated libpgn.h
+ * declares the same functions from exports.go (the Go build checks that the
+ * two agree; see the end of this file), and includes this header.
+ *
+ * One convention for every export:
+ *
+ *  - It returns a pgn_result (as an int). PGN_OK means it did what it says;
+ *    every other code is listed below with what it means. pgn_release and
+ *    pgn_fill return nothing: they cannot fail.
+ *  - Values come back through out-parameters, written only on PGN_OK.
+ *  - An export whose last parameter is `char **err` sets *err to a message
+ *    (malloc'ed; the caller frees it) exactly when it returns a code marked
+ *    "with *err" below, and leaves *err alone otherwise. Initialize it to
+ *    NULL and free it whatever the code (free(NULL) is a no-op).
+ *  - The first parameter is the front's handle (from pgn_new); a handle that
+ *    is not live (released, or never issued) is PGN_BAD_HANDLE, never a
+ *    crash. Operations on a call take its id second; Go validates every id
+ *    (PGN_UNKNOWN), so no id can reach freed memory.
+ *  - Inputs (pgn_bytes, args structs, arrays) are borrowed: Go reads them
+ *    during the call and copies what it keeps. Outputs Go allocates
+ *    (pgn_buffer, *err) are malloc'ed, and the caller frees them.
+ *  - Every export may be called from any thread, concurrently with the
+ *    others. None touches Python. The ones that can wait are marked "may
+ *    block": the shim calls them without the GIL.
+ *  - Inputs are encoded only where they are lists: metadata (see
+ *    PGN_METADATA below). The front's configuration and TLS credentials are
+ *    JSON documents (go/front/config.go, tls.go). Structured results
+ *    (pgn_call_details, pgn_metrics) come back in the tagged encoding of
+ *    go/capi/encode.go.
+ */
 #ifndef PGN_H
 #define PGN_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-/* Event kinds, as the first item of an event tuple. */
-#define PGN_EVENT_CALL 1
-#define PGN_EVENT_CANCEL 2
-#define PGN_EVENT_LOOKUP 3
+/* ---- results ------------------------------------------------------------ */
+
+/* Results of every export. The first five are front.Result's, in its order
+ * (exports.go checks each at compile time); the rest are the C API's own. */
+typedef enum {
+    PGN_OK = 0,
+    /* The call already ended (finished, cancelled, deadline passed); the
+     * operation was dropped. A normal race, not an error. */
+    PGN_ENDED = 1,
+    /* The front never issued this call id. */
+    PGN_UNKNOWN = 2,
+    /* The call's buffer is full: retry with block = 1 (may block). */
+    PGN_WOULD_BLOCK = 3,
+    /* The front has stopped: every call has ended (pgn_recv: and every
+     * event was taken). */
+    PGN_STOPPED = 4,
+    /* No live front by this handle. */
+    PGN_BAD_HANDLE = 5,
+    /* pgn_route: no such method id, no fallback, or the call was not
+     * waiting for a route; with *err. */
+    PGN_UNKNOWN_METHOD = 6,
+    /* Metadata gRPC can't carry; the call was ended with INTERNAL; with
+     * *err. */
+    PGN_INVALID_METADATA = 7,
+    /* A bad argument or configuration; nothing was done; with *err. */
+    PGN_INVALID_ARGUMENT = 8,
+    /* The operating system refused (binding an address, the event
+     * descriptor); with *err. */
+    PGN_OS_ERROR = 9,
+    /* Anything else that failed (starting twice, ...); with *err. */
+    PGN_FAILED = 10,
+} pgn_result;
+
+/* ---- argument and result types ------------------------------------------ */
+
+/* Bytes Go reads during the call: UTF-8 text for names and paths. */
+typedef struct {
+    const char *data; /* may be NULL when len is 0 */
+    size_t len;
+} pgn_bytes;
+
+/* Bytes Go malloc'ed for the caller, who frees data. */
+typedef struct {
+    char *data;
+    size_t len;
+} pgn_buffer;
+
+/* PGN_METADATA: metadata crosses as pgn_bytes holding a u32 count, then per
+ * (key, value) pair a u32 length + the key, a u32 length + the value; all
+ * little-endian. data NULL: no metadata. A malformed buffer gives the pairs
+ * that could be read, never a crash. */
+
+/* Event kinds, as pgn_event.kind and the first item of an event tuple. */
+#define PGN_EVENT_CALL 1   /* a call: payload is its request */
+#define PGN_EVENT_CANCEL 2 /* a call ended without being finished */
+#define PGN_EVENT_LOOKUP 3 /* a call to an unknown path: route it */
 
 /* The method id that routes a call to the fallback server. */
 #define PGN_FALLBACK (-1)
 
-/* Results of operations on a call (front.Result), plus PGN_BAD_HANDLE,
- * PGN_UNKNOWN_METHOD (pgn_route to a method id the front lacks),
- * PGN_INVALID_METADATA (the call was ended with INTERNAL; see errOut) and
- * PGN_INVALID_ARGUMENT (nothing was done; see errOut). */
-#define PGN_OK 0
-#define PGN_ENDED 1
-#define PGN_UNKNOWN 2
-#define PGN_WOULD_BLOCK 3
-#define PGN_STOPPED 4
-#define PGN_BAD_HANDLE 5
-#define PGN_UNKNOWN_METHOD 6
-#define PGN_INVALID_METADATA 7
-#define PGN_INVALID_ARGUMENT 8
-
 /* One event, as pgn_recv describes it. */
 typedef struct {
     uint64_t call_id;
-    int32_t kind;        /* PGN_EVENT_* */
-    int32_t method_id;   /* -1 for PGN_EVENT_LOOKUP */
+    int32_t kind;         /* PGN_EVENT_* */
+    int32_t method_id;    /* -1 for PGN_EVENT_LOOKUP */
     uint64_t payload_len; /* bytes pgn_fill writes for it; 0 for PGN_EVENT_CANCEL */
-    uint64_t key_len;    /* bytes of its client key; 0 unless with_keys */
+    uint64_t key_len;     /* bytes of its client key; 0 unless with_keys */
 } pgn_event;
 
 /* The queues pgn_recv reads. */
@@ -44,10 +111,9 @@ typedef struct {
 
 /* pgn_recv's arguments and results. A batch is taken in two steps, so that
  * each payload is copied once, from Go's buffers straight into memory the
- * caller allocated for it (a Python bytes object): pgn_recv waits (call it
- * without the GIL) and describes the batch in events; the caller allocates
- * what the sizes say and calls pgn_fill(batch, ...) exactly once for every
- * PGN_RECV_BATCH. */
+ * caller allocated for it (a Python bytes object): pgn_recv waits and
+ * describes the batch in events; the caller allocates what the sizes say and
+ * calls pgn_fill(batch, ...) exactly once for every batch (count > 0). */
 typedef struct {
     /* in */
     int32_t queue;      /* PGN_QUEUE_MAIN or PGN_QUEUE_WATCHED */
@@ -56,21 +122,150 @@ typedef struct {
     int64_t timeout_ns; /* < 0: wait until an event comes or the front stops */
     int32_t with_keys;  /* describe and copy client keys */
     pgn_event *events;
-    /* out, for PGN_RECV_BATCH */
+    /* out, on PGN_OK: count 0 means the timeout passed */
     int32_t count;
     uint64_t keys_len; /* the client keys' bytes, all together */
     uint64_t batch;
 } pgn_recv_args;
 
-/* Results of pgn_recv. */
-#define PGN_RECV_BATCH 1
-#define PGN_RECV_TIMEOUT 0
-#define PGN_RECV_CLOSED (-1)
-#define PGN_RECV_BAD_HANDLE (-2)
+/* pgn_finish's arguments: the call's status and its last message. */
+typedef struct {
+    int32_t code;       /* gRPC status code, 0..16 */
+    pgn_bytes details;  /* UTF-8 */
+    pgn_bytes metadata; /* trailing metadata (PGN_METADATA) */
+    pgn_bytes payload;  /* the last message; data NULL: none */
+} pgn_finish_args;
 
-/* Error kinds of pgn_new and pgn_start: which Python exception to raise. */
-#define PGN_ERR_VALUE 1
-#define PGN_ERR_OS 2
-#define PGN_ERR_RUNTIME 3
+/* ---- the front ------------------------------------------------------------ */
+
+/* pgn_new makes a front from its JSON configuration (go/front/config.go) and
+ * sets *front to its handle. PGN_INVALID_ARGUMENT, PGN_OS_ERROR, PGN_FAILED. */
+int pgn_new(pgn_bytes config, int64_t *front, char **err);
+
+/* pgn_release stops the front at once and forgets the handle; a handle that
+ * is not live is ignored. May block. */
+void pgn_release(int64_t front);
+
+/* pgn_bind listens on addr (the configured address when addr.len is 0)
+ * without serving yet, and sets *port. PGN_OS_ERROR, PGN_FAILED. May block. */
+int pgn_bind(int64_t front, pgn_bytes addr, int32_t *port, char **err);
+
+/* pgn_start binds if pgn_bind has not, and serves. PGN_INVALID_ARGUMENT,
+ * PGN_OS_ERROR, PGN_FAILED. May block. */
+int pgn_start(int64_t front, char **err);
+
+/* pgn_port sets *port to the bound TCP port, 0 before binding. */
+int pgn_port(int64_t front, int32_t *port);
+
+/* pgn_stop stops the front (grace_ns < 0: no grace). With wait it returns
+ * once the front has stopped; without, once new calls are refused. May
+ * block. */
+int pgn_stop(int64_t front, int64_t grace_ns, int32_t wait);
+
+/* pgn_event_fd sets *fd to a descriptor that is readable while the main
+ * queue has events (or the front has stopped). The front owns it.
+ * PGN_OS_ERROR. */
+int pgn_event_fd(int64_t front, int32_t *fd, char **err);
+
+/* pgn_add_method serves a method natively and sets *method_id.
+ * PGN_INVALID_ARGUMENT, PGN_FAILED. */
+int pgn_add_method(int64_t front, pgn_bytes path, int32_t server_streaming, int32_t *method_id, char **err);
+
+/* pgn_add_fallback_method relays every call of a method to the fallback
+ * server. PGN_INVALID_ARGUMENT, PGN_FAILED. */
+int pgn_add_fallback_method(int64_t front, pgn_bytes path, char **err);
+
+/* pgn_check_tls checks TLS credentials (JSON; the PEM parses, the key
+ * matches): PGN_INVALID_ARGUMENT if they can't be served. It needs no front
+ * and takes no handle. */
+int pgn_check_tls(pgn_bytes tls_json, char **err);
+
+/* pgn_set_tls replaces the front's TLS credentials (JSON null: plaintext)
+ * before it starts. PGN_INVALID_ARGUMENT, PGN_FAILED. */
+int pgn_set_tls(int64_t front, pgn_bytes tls_json, char **err);
+
+/* pgn_metrics sets *out to the front's counters (encode.go: a dict of str
+ * to int). */
+int pgn_metrics(int64_t front, pgn_buffer *out);
+
+/* pgn_enable_health answers grpc.health.v1.Health in Go from now on. */
+int pgn_enable_health(int64_t front, int32_t changes_only);
+
+/* pgn_set_health sets a service's status. PGN_INVALID_ARGUMENT,
+ * PGN_FAILED. */
+int pgn_set_health(int64_t front, pgn_bytes service, int32_t status, char **err);
+
+/* pgn_enter_health_shutdown sets every service NOT_SERVING for good.
+ * PGN_FAILED. */
+int pgn_enter_health_shutdown(int64_t front, char **err);
+
+/* ---- events ----------------------------------------------------------------- */
+
+/* pgn_recv waits up to a->timeout_ns for events of queue a->queue and
+ * describes up to a->max_events of them in a->events (see pgn_recv_args):
+ * PGN_OK (a->count 0: the timeout passed), PGN_STOPPED once the front has
+ * stopped and the queue is empty. May block. */
+int pgn_recv(int64_t front, pgn_recv_args *a);
+
+/* pgn_fill copies the payloads of a batch into payloads[i] (exactly
+ * payload_len bytes each; NULL for PGN_EVENT_CANCEL) and the client keys,
+ * one after the other, into keys, then forgets the batch. A call whose
+ * payloads[i] is NULL could not be delivered: it is ended with
+ * RESOURCE_EXHAUSTED, so no call is lost unseen. */
+void pgn_fill(uint64_t batch, char **payloads, char *keys);
+
+/* ---- operations on a call ------------------------------------------------------ */
+
+/* Each returns PGN_OK, PGN_ENDED, PGN_UNKNOWN, PGN_STOPPED or PGN_BAD_HANDLE,
+ * plus what its comment adds. Those that take `block` return
+ * PGN_WOULD_BLOCK when the call's buffer is full and block is 0, and wait
+ * for room (may block) when it is 1. */
+
+/* pgn_route continues a PGN_EVENT_LOOKUP call as method method_id, or relays
+ * it to the fallback server (PGN_FALLBACK). PGN_UNKNOWN_METHOD. May block. */
+int pgn_route(int64_t front, uint64_t call, int32_t method_id, char **err);
+
+/* pgn_respond answers a unary call with one message and status OK. */
+int pgn_respond(int64_t front, uint64_t call, pgn_bytes message, int32_t block);
+
+/* pgn_send sends one message of a server-streaming call. */
+int pgn_send(int64_t front, uint64_t call, pgn_bytes message, int32_t block);
+
+/* pgn_send_header sends initial metadata (PGN_METADATA).
+ * PGN_INVALID_METADATA. */
+int pgn_send_header(int64_t front, uint64_t call, pgn_bytes metadata, int32_t block, char **err);
+
+/* pgn_finish ends a call with a status and an optional last message.
+ * PGN_INVALID_METADATA. */
+int pgn_finish(int64_t front, uint64_t call, pgn_finish_args *a, int32_t block, char **err);
+
+/* pgn_set_compression sets the call's response compression: "" (none),
+ * "deflate" or "gzip". PGN_INVALID_ARGUMENT for another name, the call left
+ * as it was. */
+int pgn_set_compression(int64_t front, uint64_t call, pgn_bytes name, int32_t block, char **err);
+
+/* pgn_disable_next_compression sends the call's next message uncompressed. */
+int pgn_disable_next_compression(int64_t front, uint64_t call, int32_t block);
+
+/* pgn_watch sends the call's PGN_EVENT_CANCEL, if it ends without being
+ * finished, to PGN_QUEUE_WATCHED. */
+int pgn_watch(int64_t front, uint64_t call);
+
+/* pgn_cancel ends the call with CANCELLED. May block. */
+int pgn_cancel(int64_t front, uint64_t call);
+
+/* pgn_is_active sets *active to whether the call is live. */
+int pgn_is_active(int64_t front, uint64_t call, int32_t *active);
+
+/* pgn_time_remaining sets *ns to the time left before the call's deadline,
+ * -1 without one. */
+int pgn_time_remaining(int64_t front, uint64_t call, int64_t *ns);
+
+/* pgn_call_details sets *out to the call's details (encode.go): a dict of
+ * method, invocation_metadata ((key, value) tuples; bytes values for -bin
+ * keys), peer, authority, client_key, time_remaining (float seconds or
+ * None), auth_context (str to list of bytes, grpcio's keys) and
+ * peer_identity_key (str or None). */
+int pgn_call_details(int64_t front, uint64_t call, pgn_buffer *out);
 
 #endif

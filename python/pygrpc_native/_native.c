@@ -67,55 +67,85 @@ static int64_t front_handle(PyObject *self) {
     return h;
 }
 
-/* ---- errors -------------------------------------------------------------- */
+/* ---- results (pgn.h: one pgn_result per export) -------------------------- */
 
-/* raise_go_error raises the error kind pgn_new/pgn_start reported and frees
- * Go's message. */
-static void raise_go_error(int kind, char *msg) {
-    PyObject *exc = PyExc_RuntimeError;
-    if (kind == PGN_ERR_VALUE) {
-        exc = PyExc_ValueError;
-    } else if (kind == PGN_ERR_OS) {
-        exc = PyExc_OSError;
-    }
-    PyErr_SetString(exc, msg ? msg : "unknown error in the Go core");
-    free(msg);
-}
+/* The switch below names every pgn_result: a code added to pgn.h without a
+ * case here fails the build rather than reaching Python unmapped. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic error "-Wswitch"
 
-/* result_to_py turns the outcome of an operation on a call into Python:
- * True when handed to the call, False when the call had already ended, an
- * exception for misuse. */
-static PyObject *result_to_py(int r, uint64_t id) {
-    switch (r) {
+/* result_to_py turns an export's result into Python, for the operations on
+ * call `id`: True when handed to the call, False when the call had already
+ * ended, None when its buffer is full and the front doesn't block, and for
+ * every other code the exception it means, with Go's message (err, which it
+ * frees) where the code carries one. */
+static PyObject *result_to_py(int r, uint64_t id, char *err) {
+    const char *msg = err ? err : "unknown error in the Go core";
+    PyObject *value = NULL;
+    switch ((pgn_result)r) {
     case PGN_OK:
-        Py_RETURN_TRUE;
-    case PGN_WOULD_BLOCK:
-        Py_RETURN_NONE; /* only for a front with blocking = False */
+        value = Py_True;
+        break;
     case PGN_ENDED:
-        Py_RETURN_FALSE;
+        value = Py_False;
+        break;
+    case PGN_WOULD_BLOCK:
+        value = Py_None;
+        break;
     case PGN_UNKNOWN:
-        return PyErr_Format(PyExc_ValueError, "unknown call id %llu: this front never issued it",
-                            (unsigned long long)id);
+        PyErr_Format(PyExc_ValueError, "unknown call id %llu: this front never issued it", (unsigned long long)id);
+        break;
     case PGN_STOPPED:
         PyErr_SetString(PyExc_RuntimeError, "the front is stopped: every call has ended");
-        return NULL;
-    default:
+        break;
+    case PGN_BAD_HANDLE:
         PyErr_SetString(PyExc_RuntimeError, "the front is closed");
-        return NULL;
-    }
-}
-
-/* metadata_result_to_py is result_to_py for operations that carry metadata:
- * metadata gRPC can't carry has already ended the call with INTERNAL, and is
- * reported as ValueError with Go's reason. */
-static PyObject *metadata_result_to_py(int r, uint64_t id, char *err) {
-    if (r == PGN_INVALID_METADATA) {
-        PyErr_Format(PyExc_ValueError, "%s (the call was ended with INTERNAL)", err ? err : "invalid metadata");
-        free(err);
-        return NULL;
+        break;
+    case PGN_UNKNOWN_METHOD:
+        PyErr_Format(PyExc_ValueError, "cannot route call %llu: %s", (unsigned long long)id, msg);
+        break;
+    case PGN_INVALID_METADATA:
+        PyErr_Format(PyExc_ValueError, "%s (the call was ended with INTERNAL)", msg);
+        break;
+    case PGN_INVALID_ARGUMENT:
+        PyErr_SetString(PyExc_ValueError, msg);
+        break;
+    case PGN_OS_ERROR:
+        PyErr_SetString(PyExc_OSError, msg);
+        break;
+    case PGN_FAILED:
+        PyErr_SetString(PyExc_RuntimeError, msg);
+        break;
     }
     free(err);
-    return result_to_py(r, id);
+    if (value == NULL && !PyErr_Occurred()) {
+        PyErr_Format(PyExc_RuntimeError, "pygrpc_native: result %d from the Go core is not in pgn.h (a bug; please report it)",
+                     r);
+    }
+    Py_XINCREF(value);
+    return value;
+}
+
+#pragma GCC diagnostic pop
+
+/* failed is 0 when an export that is not an operation on a call returned
+ * PGN_OK; otherwise it raises what the result means (result_to_py; any
+ * other code is a broken contract, RuntimeError) and is -1. It frees *err,
+ * the export's message (err NULL: the export takes none). err is passed by
+ * address so that failed(pgn_x(..., &msg), &msg) reads msg after the call
+ * set it. */
+static int failed(int r, char **err) {
+    char *msg = err ? *err : NULL;
+    if (r == PGN_OK) {
+        free(msg);
+        return 0;
+    }
+    PyObject *unexpected = result_to_py(r, 0, msg);
+    if (unexpected != NULL) {
+        Py_DECREF(unexpected);
+        PyErr_Format(PyExc_RuntimeError, "pygrpc_native: unexpected result %d from the Go core (a bug; please report it)", r);
+    }
+    return -1;
 }
 
 /* ---- argument conversion ------------------------------------------------ */
@@ -395,23 +425,54 @@ static PyObject *decode_value(Reader *r) {
 }
 
 /* decode_and_free turns a buffer Go malloc'ed into a Python object. */
-static PyObject *decode_and_free(char *buf, size_t len) {
-    Reader r = {buf, buf + len};
+static PyObject *decode_and_free(pgn_buffer buf) {
+    Reader r = {buf.data, buf.data + buf.len};
     PyObject *v = decode_value(&r);
-    free(buf);
+    free(buf.data);
     return v;
 }
 
-/* utf8_arg reads a str argument as UTF-8. The '#' formats of
+/* str_arg reads a str argument as UTF-8, borrowed from o. The '#' formats of
  * PyArg_ParseTuple are avoided: which symbol they bind to depends on
  * PY_SSIZE_T_CLEAN, which CPython >= 3.13 headers no longer honour, so an
  * abi3 build made with new headers would fail on 3.10-3.12. */
-static const char *utf8_arg(PyObject *o, const char *what, Py_ssize_t *len) {
+static int str_arg(PyObject *o, const char *what, pgn_bytes *b) {
     if (!PyUnicode_Check(o)) {
         PyErr_Format(PyExc_TypeError, "%s must be a str, not %S", what, (PyObject *)Py_TYPE(o));
-        return NULL;
+        return -1;
     }
-    return PyUnicode_AsUTF8AndSize(o, len);
+    Py_ssize_t len;
+    b->data = PyUnicode_AsUTF8AndSize(o, &len);
+    b->len = (size_t)len;
+    return b->data == NULL ? -1 : 0;
+}
+
+/* A call as the operations on one name it: the front's handle and the
+ * call's id. */
+typedef struct {
+    int64_t h;
+    uint64_t id;
+} CallRef;
+
+/* call_ref reads self's handle and a call id argument, the prologue of
+ * every operation on a call: -1 with an exception set if either is bad. */
+static int call_ref(PyObject *self, PyObject *id_obj, CallRef *c) {
+    c->h = front_handle(self);
+    return c->h == 0 || get_call_id(id_obj, &c->id) < 0 ? -1 : 0;
+}
+
+/* front_str_args parses (str[, int]) arguments by fmt ("O" or "Op"/"Oi"
+ * plus the method's name), reads the str as UTF-8 (named `what` in
+ * errors) and self's handle: the prologue of the methods that hand the front
+ * a name. -1 with an exception set on any failure. */
+static int front_str_args(PyObject *self, PyObject *args, const char *fmt, const char *what, int64_t *h,
+                          pgn_bytes *s, int *number) {
+    PyObject *o;
+    if (!PyArg_ParseTuple(args, fmt, &o, number) || str_arg(o, what, s) < 0) {
+        return -1;
+    }
+    *h = front_handle(self);
+    return *h == 0 ? -1 : 0;
 }
 
 /* ---- Front methods ------------------------------------------------------- */
@@ -419,16 +480,10 @@ static const char *utf8_arg(PyObject *o, const char *what, Py_ssize_t *len) {
 static int Front_init(PyObject *self, PyObject *args, PyObject *kwds) {
     static char *kwlist[] = {"config_json", NULL};
     PyObject *cfg_obj;
-    Py_ssize_t cfg_len;
+    pgn_bytes cfg;
     FrontObject *f = (FrontObject *)self;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O", kwlist, &cfg_obj)) {
-        return -1;
-    }
-    const char *cfg = utf8_arg(cfg_obj, "config_json", &cfg_len);
-    if (cfg == NULL) {
-        return -1;
-    }
-    if (check_not_forked() < 0) {
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O", kwlist, &cfg_obj) || str_arg(cfg_obj, "config_json", &cfg) < 0 ||
+        check_not_forked() < 0) {
         return -1;
     }
     if (f->handle != 0) {
@@ -436,9 +491,8 @@ static int Front_init(PyObject *self, PyObject *args, PyObject *kwds) {
         return -1;
     }
     char *err = NULL;
-    int64_t h = pgn_new((char *)cfg, (size_t)cfg_len, &err);
-    if (h <= 0) {
-        raise_go_error((int)-h, err);
+    int64_t h = 0;
+    if (failed(pgn_new(cfg, &h, &err), &err) < 0) {
         return -1;
     }
     f->handle = h;
@@ -472,8 +526,7 @@ static PyObject *Front_start(PyObject *self, PyObject *unused) {
     Py_BEGIN_ALLOW_THREADS
     rc = pgn_start(h, &err);
     Py_END_ALLOW_THREADS
-    if (rc != 0) {
-        raise_go_error(rc, err);
+    if (failed(rc, &err) < 0) {
         return NULL;
     }
     Py_RETURN_NONE;
@@ -482,12 +535,9 @@ static PyObject *Front_start(PyObject *self, PyObject *unused) {
 static PyObject *Front_bind(PyObject *self, PyObject *args, PyObject *kwds) {
     static char *kwlist[] = {"address", NULL};
     PyObject *addr_obj = Py_None;
-    const char *addr = NULL;
-    Py_ssize_t addr_len = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|O:bind", kwlist, &addr_obj)) {
-        return NULL;
-    }
-    if (addr_obj != Py_None && (addr = utf8_arg(addr_obj, "address", &addr_len)) == NULL) {
+    pgn_bytes addr = {NULL, 0};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|O:bind", kwlist, &addr_obj) ||
+        (addr_obj != Py_None && str_arg(addr_obj, "address", &addr) < 0)) {
         return NULL;
     }
     int64_t h = front_handle(self);
@@ -496,58 +546,35 @@ static PyObject *Front_bind(PyObject *self, PyObject *args, PyObject *kwds) {
     }
     char *err = NULL;
     int rc;
+    int32_t port = 0;
     Py_BEGIN_ALLOW_THREADS
-    rc = pgn_bind(h, (char *)addr, (size_t)addr_len, &err);
+    rc = pgn_bind(h, addr, &port, &err);
     Py_END_ALLOW_THREADS
-    if (rc < 0) {
-        raise_go_error(-rc, err);
+    if (failed(rc, &err) < 0) {
         return NULL;
     }
-    return PyLong_FromLong(rc);
+    return PyLong_FromLong(port);
 }
 
 static PyObject *Front_add_method(PyObject *self, PyObject *args) {
-    PyObject *path_obj;
-    Py_ssize_t path_len;
+    int64_t h;
+    pgn_bytes path;
     int streaming;
-    if (!PyArg_ParseTuple(args, "Op:add_method", &path_obj, &streaming)) {
-        return NULL;
-    }
-    const char *path = utf8_arg(path_obj, "path", &path_len);
-    if (path == NULL) {
-        return NULL;
-    }
-    int64_t h = front_handle(self);
-    if (h == 0) {
-        return NULL;
-    }
+    int32_t method_id = 0;
     char *err = NULL;
-    int rc = pgn_add_method(h, (char *)path, (size_t)path_len, streaming, &err);
-    if (rc < 0) {
-        raise_go_error(-rc, err);
+    if (front_str_args(self, args, "Op:add_method", "path", &h, &path, &streaming) < 0 ||
+        failed(pgn_add_method(h, path, streaming, &method_id, &err), &err) < 0) {
         return NULL;
     }
-    return PyLong_FromLong(rc);
+    return PyLong_FromLong(method_id);
 }
 
 static PyObject *Front_add_fallback_method(PyObject *self, PyObject *args) {
-    PyObject *path_obj;
-    Py_ssize_t path_len;
-    if (!PyArg_ParseTuple(args, "O:add_fallback_method", &path_obj)) {
-        return NULL;
-    }
-    const char *path = utf8_arg(path_obj, "path", &path_len);
-    if (path == NULL) {
-        return NULL;
-    }
-    int64_t h = front_handle(self);
-    if (h == 0) {
-        return NULL;
-    }
+    int64_t h;
+    pgn_bytes path;
     char *err = NULL;
-    int rc = pgn_add_fallback_method(h, (char *)path, (size_t)path_len, &err);
-    if (rc < 0) {
-        raise_go_error(-rc, err);
+    if (front_str_args(self, args, "O:add_fallback_method", "path", &h, &path, NULL) < 0 ||
+        failed(pgn_add_fallback_method(h, path, &err), &err) < 0) {
         return NULL;
     }
     Py_RETURN_NONE;
@@ -556,25 +583,16 @@ static PyObject *Front_add_fallback_method(PyObject *self, PyObject *args) {
 static PyObject *Front_route(PyObject *self, PyObject *args) {
     PyObject *id_obj;
     int method_id;
-    if (!PyArg_ParseTuple(args, "Oi:route", &id_obj, &method_id)) {
-        return NULL;
-    }
-    int64_t h = front_handle(self);
-    uint64_t id;
-    if (h == 0 || get_call_id(id_obj, &id) < 0) {
+    CallRef c;
+    if (!PyArg_ParseTuple(args, "Oi:route", &id_obj, &method_id) || call_ref(self, id_obj, &c) < 0) {
         return NULL;
     }
     int rc;
     char *err = NULL;
     Py_BEGIN_ALLOW_THREADS
-    rc = pgn_route(h, id, method_id, &err);
+    rc = pgn_route(c.h, c.id, method_id, &err);
     Py_END_ALLOW_THREADS
-    if (rc == PGN_UNKNOWN_METHOD) {
-        PyErr_Format(PyExc_ValueError, "cannot route call %llu: %s", (unsigned long long)id, err ? err : "");
-        free(err);
-        return NULL;
-    }
-    return result_to_py(rc, id);
+    return result_to_py(rc, c.id, err);
 }
 
 static PyObject *Front_get_port(PyObject *self, void *closure) {
@@ -582,7 +600,11 @@ static PyObject *Front_get_port(PyObject *self, void *closure) {
     if (h == 0) {
         return NULL;
     }
-    return PyLong_FromLong(pgn_port(h));
+    int32_t port = 0;
+    if (failed(pgn_port(h, &port), NULL) < 0) {
+        return NULL;
+    }
+    return PyLong_FromLong(port);
 }
 
 /* seconds_to_ns reads an optional non-negative number of seconds;
@@ -618,9 +640,13 @@ static PyObject *Front_stop(PyObject *self, PyObject *args, PyObject *kwds) {
     if (h == 0 || seconds_to_ns(grace, "grace", -1, &ns) < 0) {
         return NULL;
     }
+    int rc;
     Py_BEGIN_ALLOW_THREADS
-    pgn_stop(h, ns, wait);
+    rc = pgn_stop(h, ns, wait);
     Py_END_ALLOW_THREADS
+    if (failed(rc, NULL) < 0) {
+        return NULL;
+    }
     Py_RETURN_NONE;
 }
 
@@ -850,19 +876,33 @@ static PyObject *recv_events(PyObject *self, PyObject *const *args, Py_ssize_t n
     return result;
 }
 
-/* A batch's outcome as recv_batch returns it, or NULL to keep waiting
- * (nothing came). */
+/* batch_result is a pgn_recv's outcome as recv_batch returns it: the
+ * batch's events, or None once the front has stopped. A PGN_OK without
+ * events (the wait timed out) is not an outcome; the callers wait again. */
 static PyObject *batch_result(int rc, int64_t h, pgn_recv_args *a, BatchArrays *b) {
-    switch (rc) {
-    case PGN_RECV_BATCH:
+    if (rc == PGN_OK) {
         return event_list(h, a, b);
-    case PGN_RECV_CLOSED:
-        Py_RETURN_NONE;
-    case PGN_RECV_BAD_HANDLE:
-        PyErr_SetString(PyExc_RuntimeError, "the front is closed");
-        return NULL;
     }
+    if (rc == PGN_STOPPED) {
+        Py_RETURN_NONE;
+    }
+    failed(rc, NULL);
     return NULL;
+}
+
+/* front_event_fd is the front's event descriptor (pgn_event_fd), asked of
+ * Go once and kept: -1 with an exception set if Go can't make one. */
+static int front_event_fd(PyObject *self, int64_t h) {
+    FrontObject *f = (FrontObject *)self;
+    if (f->event_fd < 0) {
+        char *err = NULL;
+        int32_t fd = -1;
+        if (failed(pgn_event_fd(h, &fd, &err), &err) < 0) {
+            return -1;
+        }
+        f->event_fd = fd;
+    }
+    return f->event_fd;
 }
 
 static long long monotonic_ns(void) {
@@ -878,22 +918,16 @@ static long long monotonic_ns(void) {
  * waking thread to sleep, two context switches per batch, where the
  * descriptor costs Go one write and this thread one wake-up. */
 static PyObject *recv_main(PyObject *self, int64_t h, pgn_recv_args *a, BatchArrays *b, long long left) {
-    FrontObject *f = (FrontObject *)self;
-    if (f->event_fd < 0) {
-        char *err = NULL;
-        int fd = pgn_event_fd(h, &err);
-        if (fd < 0) {
-            raise_go_error(PGN_ERR_OS, err);
-            return NULL;
-        }
-        f->event_fd = fd;
+    int fd = front_event_fd(self, h);
+    if (fd < 0) {
+        return NULL;
     }
-    struct pollfd pfd = {.fd = f->event_fd, .events = POLLIN};
+    struct pollfd pfd = {.fd = fd, .events = POLLIN};
     long long deadline = left < 0 ? -1 : monotonic_ns() + left;
     for (;;) {
         a->timeout_ns = 0;
         int rc = pgn_recv(h, a);
-        if (rc != PGN_RECV_TIMEOUT) {
+        if (rc != PGN_OK || a->count > 0) {
             return batch_result(rc, h, a, b);
         }
         if (deadline >= 0) {
@@ -922,7 +956,7 @@ static PyObject *recv_in_go(int64_t h, pgn_recv_args *a, BatchArrays *b, long lo
         Py_BEGIN_ALLOW_THREADS
         rc = pgn_recv(h, a);
         Py_END_ALLOW_THREADS
-        if (rc != PGN_RECV_TIMEOUT) {
+        if (rc != PGN_OK || a->count > 0) {
             return batch_result(rc, h, a, b);
         }
         if (PyErr_CheckSignals() < 0) {
@@ -962,13 +996,12 @@ static PyObject *Front_recv_watched(PyObject *self, PyObject *const *args, Py_ss
 
 /* payload_call implements respond and send_message, the per-message path. */
 static PyObject *payload_call(PyObject *self, PyObject *const *args, Py_ssize_t nargs, const char *name,
-                              int (*fn)(int64_t, uint64_t, char *, size_t, int)) {
+                              int (*fn)(int64_t, uint64_t, pgn_bytes, int32_t)) {
     if (nargs != 2) {
         return PyErr_Format(PyExc_TypeError, "%s(call_id, payload) takes exactly 2 arguments (%zd given)", name, nargs);
     }
-    int64_t h = front_handle(self);
-    uint64_t id;
-    if (h == 0 || get_call_id(args[0], &id) < 0) {
+    CallRef c;
+    if (call_ref(self, args[0], &c) < 0) {
         return NULL;
     }
     PyObject *b = as_bytes(args[1], "payload");
@@ -981,10 +1014,11 @@ static PyObject *payload_call(PyObject *self, PyObject *const *args, Py_ssize_t 
         Py_DECREF(b);
         return NULL;
     }
+    pgn_bytes msg = {p, (size_t)n};
     int rc;
-    CALL_MAYBE_BLOCKING(rc, fn(h, id, p, (size_t)n, block));
+    CALL_MAYBE_BLOCKING(rc, fn(c.h, c.id, msg, block));
     Py_DECREF(b);
-    return result_to_py(rc, id);
+    return result_to_py(rc, c.id, NULL);
 }
 
 static PyObject *Front_respond(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
@@ -997,184 +1031,166 @@ static PyObject *Front_send_message(PyObject *self, PyObject *const *args, Py_ss
 
 static PyObject *Front_send_initial_metadata(PyObject *self, PyObject *args) {
     PyObject *id_obj, *md;
-    if (!PyArg_ParseTuple(args, "OO:send_initial_metadata", &id_obj, &md)) {
-        return NULL;
-    }
-    int64_t h = front_handle(self);
-    uint64_t id;
+    CallRef c;
     Buf b;
-    if (h == 0 || get_call_id(id_obj, &id) < 0 || encode_metadata(md, &b) < 0) {
+    if (!PyArg_ParseTuple(args, "OO:send_initial_metadata", &id_obj, &md) || call_ref(self, id_obj, &c) < 0 ||
+        encode_metadata(md, &b) < 0) {
         return NULL;
     }
+    pgn_bytes encoded = {b.p, b.len};
     int rc;
     char *err = NULL;
-    CALL_MAYBE_BLOCKING(rc, pgn_send_header(h, id, b.p, b.len, block, &err));
+    CALL_MAYBE_BLOCKING(rc, pgn_send_header(c.h, c.id, encoded, block, &err));
     free(b.p);
-    return metadata_result_to_py(rc, id, err);
+    return result_to_py(rc, c.id, err);
+}
+
+/* status_code reads finish()'s code: an int from 0 to 16, 0 when absent. */
+static int status_code(PyObject *o, int32_t *code) {
+    *code = 0;
+    if (o == NULL) {
+        return 0;
+    }
+    if (!PyLong_Check(o)) {
+        PyErr_Format(PyExc_TypeError, "code must be an int status code, not %S", (PyObject *)Py_TYPE(o));
+        return -1;
+    }
+    long v = PyLong_AsLong(o);
+    if ((v == -1 && PyErr_Occurred()) || v < 0 || v > 16) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_ValueError, "code must be a gRPC status code between 0 and 16, got %R", o);
+        return -1;
+    }
+    *code = (int32_t)v;
+    return 0;
+}
+
+/* optional_str reads a str or None (empty) argument as UTF-8. */
+static int optional_str(PyObject *o, const char *what, pgn_bytes *b) {
+    b->data = "";
+    b->len = 0;
+    if (o == Py_None) {
+        return 0;
+    }
+    if (!PyUnicode_Check(o)) {
+        PyErr_Format(PyExc_TypeError, "%s must be a str or None, not %S", what, (PyObject *)Py_TYPE(o));
+        return -1;
+    }
+    return str_arg(o, what, b);
 }
 
 static PyObject *Front_finish(PyObject *self, PyObject *args, PyObject *kwds) {
     static char *kwlist[] = {"call_id", "code", "details", "trailing_metadata", "payload", NULL};
     PyObject *id_obj, *code_obj = NULL, *details_obj = Py_None, *md = Py_None, *payload_obj = Py_None;
+    CallRef c;
+    pgn_finish_args a = {.payload = {NULL, 0}};
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|OOOO:finish", kwlist, &id_obj, &code_obj, &details_obj, &md,
-                                     &payload_obj)) {
+                                     &payload_obj) ||
+        call_ref(self, id_obj, &c) < 0 || status_code(code_obj, &a.code) < 0 ||
+        optional_str(details_obj, "details", &a.details) < 0) {
         return NULL;
-    }
-    int64_t h = front_handle(self);
-    uint64_t id;
-    if (h == 0 || get_call_id(id_obj, &id) < 0) {
-        return NULL;
-    }
-    long code = 0;
-    if (code_obj != NULL) {
-        if (!PyLong_Check(code_obj)) {
-            return PyErr_Format(PyExc_TypeError, "code must be an int status code, not %S",
-                                (PyObject *)Py_TYPE(code_obj));
-        }
-        code = PyLong_AsLong(code_obj);
-        if ((code == -1 && PyErr_Occurred()) || code < 0 || code > 16) {
-            PyErr_Clear();
-            return PyErr_Format(PyExc_ValueError, "code must be a gRPC status code between 0 and 16, got %R", code_obj);
-        }
-    }
-    const char *details = "";
-    Py_ssize_t details_len = 0;
-    if (details_obj != Py_None) {
-        if (!PyUnicode_Check(details_obj)) {
-            return PyErr_Format(PyExc_TypeError, "details must be a str or None, not %S",
-                                (PyObject *)Py_TYPE(details_obj));
-        }
-        details = PyUnicode_AsUTF8AndSize(details_obj, &details_len);
-        if (details == NULL) {
-            return NULL;
-        }
     }
     PyObject *payload = NULL;
-    char *p = NULL;
-    Py_ssize_t n = 0;
     if (payload_obj != Py_None) {
+        char *p;
+        Py_ssize_t n;
         payload = as_bytes(payload_obj, "payload");
         if (payload == NULL || PyBytes_AsStringAndSize(payload, &p, &n) < 0) {
             Py_XDECREF(payload);
             return NULL;
         }
+        a.payload.data = p;
+        a.payload.len = (size_t)n;
     }
     Buf b;
     if (encode_metadata(md, &b) < 0) {
         Py_XDECREF(payload);
         return NULL;
     }
+    a.metadata.data = b.p;
+    a.metadata.len = b.len;
     int rc;
     char *err = NULL;
-    CALL_MAYBE_BLOCKING(rc, pgn_finish(h, id, (int)code, (char *)details, (size_t)details_len, b.p, b.len, p,
-                                       (size_t)n, block, &err));
+    CALL_MAYBE_BLOCKING(rc, pgn_finish(c.h, c.id, &a, block, &err));
     free(b.p);
     Py_XDECREF(payload);
-    return metadata_result_to_py(rc, id, err);
+    return result_to_py(rc, c.id, err);
 }
 
 /* Front_set_compression: set_compression(call_id, name), name "" (none),
  * "deflate" or "gzip"; ValueError for another name. */
 static PyObject *Front_set_compression(PyObject *self, PyObject *args) {
     PyObject *id_obj, *name_obj;
-    if (!PyArg_ParseTuple(args, "OO:set_compression", &id_obj, &name_obj)) {
-        return NULL;
-    }
-    int64_t h = front_handle(self);
-    uint64_t id;
-    if (h == 0 || get_call_id(id_obj, &id) < 0) {
-        return NULL;
-    }
-    Py_ssize_t name_len = 0;
-    const char *name = utf8_arg(name_obj, "name", &name_len);
-    if (name == NULL) {
+    CallRef c;
+    pgn_bytes name;
+    if (!PyArg_ParseTuple(args, "OO:set_compression", &id_obj, &name_obj) || call_ref(self, id_obj, &c) < 0 ||
+        str_arg(name_obj, "name", &name) < 0) {
         return NULL;
     }
     int rc;
     char *err = NULL;
-    CALL_MAYBE_BLOCKING(rc, pgn_set_compression(h, id, (char *)name, (size_t)name_len, block, &err));
-    if (rc == PGN_INVALID_ARGUMENT) {
-        PyErr_SetString(PyExc_ValueError, err ? err : "unknown compression");
-        free(err);
-        return NULL;
-    }
-    return result_to_py(rc, id);
+    CALL_MAYBE_BLOCKING(rc, pgn_set_compression(c.h, c.id, name, block, &err));
+    return result_to_py(rc, c.id, err);
 }
 
 static PyObject *Front_disable_next_message_compression(PyObject *self, PyObject *id_obj) {
-    int64_t h = front_handle(self);
-    uint64_t id;
-    if (h == 0 || get_call_id(id_obj, &id) < 0) {
+    CallRef c;
+    if (call_ref(self, id_obj, &c) < 0) {
         return NULL;
     }
     int rc;
-    CALL_MAYBE_BLOCKING(rc, pgn_disable_next_compression(h, id, block));
-    return result_to_py(rc, id);
+    CALL_MAYBE_BLOCKING(rc, pgn_disable_next_compression(c.h, c.id, block));
+    return result_to_py(rc, c.id, NULL);
 }
 
 static PyObject *Front_cancel(PyObject *self, PyObject *id_obj) {
-    int64_t h = front_handle(self);
-    uint64_t id;
-    if (h == 0 || get_call_id(id_obj, &id) < 0) {
+    CallRef c;
+    if (call_ref(self, id_obj, &c) < 0) {
         return NULL;
     }
     int rc;
     Py_BEGIN_ALLOW_THREADS
-    rc = pgn_cancel(h, id);
+    rc = pgn_cancel(c.h, c.id);
     Py_END_ALLOW_THREADS
-    return result_to_py(rc, id);
+    return result_to_py(rc, c.id, NULL);
 }
 
 static PyObject *Front_event_fd(PyObject *self, PyObject *unused) {
     int64_t h = front_handle(self);
-    if (h == 0) {
-        return NULL;
-    }
-    char *err = NULL;
-    int fd = pgn_event_fd(h, &err);
-    if (fd < 0) {
-        raise_go_error(PGN_ERR_OS, err);
-        return NULL;
-    }
-    return PyLong_FromLong(fd);
+    int fd = h == 0 ? -1 : front_event_fd(self, h);
+    return fd < 0 ? NULL : PyLong_FromLong(fd);
 }
 
 static PyObject *Front_watch(PyObject *self, PyObject *id_obj) {
-    int64_t h = front_handle(self);
-    uint64_t id;
-    if (h == 0 || get_call_id(id_obj, &id) < 0) {
+    CallRef c;
+    if (call_ref(self, id_obj, &c) < 0) {
         return NULL;
     }
-    return result_to_py(pgn_watch(h, id), id);
+    return result_to_py(pgn_watch(c.h, c.id), c.id, NULL);
 }
 
 static PyObject *Front_is_active(PyObject *self, PyObject *id_obj) {
-    int64_t h = front_handle(self);
-    uint64_t id;
-    if (h == 0 || get_call_id(id_obj, &id) < 0) {
+    CallRef c;
+    if (call_ref(self, id_obj, &c) < 0) {
         return NULL;
     }
-    int active = 0;
-    int rc = pgn_is_active(h, id, &active);
-    if (rc != PGN_OK) {
-        return result_to_py(rc, id);
-    }
-    return PyBool_FromLong(active);
+    int32_t active = 0;
+    int rc = pgn_is_active(c.h, c.id, &active);
+    return rc == PGN_OK ? PyBool_FromLong(active) : result_to_py(rc, c.id, NULL);
 }
 
 static PyObject *Front_time_remaining(PyObject *self, PyObject *id_obj) {
-    int64_t h = front_handle(self);
-    uint64_t id;
-    if (h == 0 || get_call_id(id_obj, &id) < 0) {
+    CallRef c;
+    if (call_ref(self, id_obj, &c) < 0) {
         return NULL;
     }
     int64_t ns = -1;
-    int rc = pgn_time_remaining(h, id, &ns);
+    int rc = pgn_time_remaining(c.h, c.id, &ns);
     if (rc == PGN_ENDED) {
         return PyFloat_FromDouble(0.0);
     }
     if (rc != PGN_OK) {
-        return result_to_py(rc, id);
+        return result_to_py(rc, c.id, NULL);
     }
     if (ns < 0) {
         Py_RETURN_NONE;
@@ -1184,22 +1200,20 @@ static PyObject *Front_time_remaining(PyObject *self, PyObject *id_obj) {
 
 /* call_details and metrics return what Go encoded; see decode_value. */
 static PyObject *Front_call_details(PyObject *self, PyObject *id_obj) {
-    int64_t h = front_handle(self);
-    uint64_t id;
-    if (h == 0 || get_call_id(id_obj, &id) < 0) {
+    CallRef c;
+    if (call_ref(self, id_obj, &c) < 0) {
         return NULL;
     }
-    char *buf = NULL;
-    size_t len = 0;
-    int rc = pgn_call_details(h, id, &buf, &len);
-    if (rc != PGN_OK) {
-        if (rc == PGN_ENDED) {
-            return PyErr_Format(PyExc_LookupError, "call %llu has ended; read its details while it is active",
-                                (unsigned long long)id);
-        }
-        return result_to_py(rc, id);
+    pgn_buffer out = {NULL, 0};
+    int rc = pgn_call_details(c.h, c.id, &out);
+    if (rc == PGN_ENDED) {
+        return PyErr_Format(PyExc_LookupError, "call %llu has ended; read its details while it is active",
+                            (unsigned long long)c.id);
     }
-    return decode_and_free(buf, len);
+    if (rc != PGN_OK) {
+        return result_to_py(rc, c.id, NULL);
+    }
+    return decode_and_free(out);
 }
 
 /* _set_tls(tls_json) replaces the TLS credentials before start(): the JSON
@@ -1208,18 +1222,9 @@ static PyObject *Front_call_details(PyObject *self, PyObject *id_obj) {
  * creation. */
 static PyObject *Front_set_tls(PyObject *self, PyObject *arg) {
     int64_t h = front_handle(self);
-    if (h == 0) {
-        return NULL;
-    }
-    Py_ssize_t len;
-    const char *doc = PyUnicode_AsUTF8AndSize(arg, &len);
-    if (doc == NULL) {
-        return NULL;
-    }
+    pgn_bytes doc;
     char *err = NULL;
-    int rc = pgn_set_tls(h, (char *)doc, (size_t)len, &err);
-    if (rc != 0) {
-        raise_go_error(rc, err);
+    if (h == 0 || str_arg(arg, "tls_json", &doc) < 0 || failed(pgn_set_tls(h, doc, &err), &err) < 0) {
         return NULL;
     }
     Py_RETURN_NONE;
@@ -1227,16 +1232,11 @@ static PyObject *Front_set_tls(PyObject *self, PyObject *arg) {
 
 static PyObject *Front_metrics(PyObject *self, PyObject *unused) {
     int64_t h = front_handle(self);
-    if (h == 0) {
+    pgn_buffer out = {NULL, 0};
+    if (h == 0 || failed(pgn_metrics(h, &out), NULL) < 0) {
         return NULL;
     }
-    char *buf = NULL;
-    size_t len = 0;
-    int rc = pgn_metrics(h, &buf, &len);
-    if (rc != PGN_OK) {
-        return result_to_py(rc, 0);
-    }
-    return decode_and_free(buf, len);
+    return decode_and_free(out);
 }
 
 /* ---- native health service (grpc.health.v1.Health) --------------------- */
@@ -1248,34 +1248,19 @@ static PyObject *Front_enable_health(PyObject *self, PyObject *args, PyObject *k
         return NULL;
     }
     int64_t h = front_handle(self);
-    if (h == 0) {
+    if (h == 0 || failed(pgn_enable_health(h, changes_only), NULL) < 0) {
         return NULL;
-    }
-    if (pgn_enable_health(h, changes_only) != PGN_OK) {
-        return result_to_py(PGN_BAD_HANDLE, 0);
     }
     Py_RETURN_NONE;
 }
 
 static PyObject *Front_set_health(PyObject *self, PyObject *args) {
-    PyObject *service_obj;
-    Py_ssize_t service_len;
+    int64_t h;
+    pgn_bytes service;
     int status;
-    if (!PyArg_ParseTuple(args, "Oi:set_health", &service_obj, &status)) {
-        return NULL;
-    }
-    const char *service = utf8_arg(service_obj, "service", &service_len);
-    if (service == NULL) {
-        return NULL;
-    }
-    int64_t h = front_handle(self);
-    if (h == 0) {
-        return NULL;
-    }
     char *err = NULL;
-    int rc = pgn_set_health(h, (char *)service, (size_t)service_len, (int32_t)status, &err);
-    if (rc != 0) {
-        raise_go_error(rc, err);
+    if (front_str_args(self, args, "Oi:set_health", "service", &h, &service, &status) < 0 ||
+        failed(pgn_set_health(h, service, (int32_t)status, &err), &err) < 0) {
         return NULL;
     }
     Py_RETURN_NONE;
@@ -1283,13 +1268,8 @@ static PyObject *Front_set_health(PyObject *self, PyObject *args) {
 
 static PyObject *Front_enter_health_shutdown(PyObject *self, PyObject *unused) {
     int64_t h = front_handle(self);
-    if (h == 0) {
-        return NULL;
-    }
     char *err = NULL;
-    int rc = pgn_enter_health_shutdown(h, &err);
-    if (rc != 0) {
-        raise_go_error(rc, err);
+    if (h == 0 || failed(pgn_enter_health_shutdown(h, &err), &err) < 0) {
         return NULL;
     }
     Py_RETURN_NONE;
@@ -1409,18 +1389,9 @@ static PyType_Spec Front_spec = {
 /* check_tls(tls_json) checks TLS credentials in Go (the PEM parses, the key
  * matches the certificate): ValueError with Go's reason if not. */
 static PyObject *native_check_tls(PyObject *module, PyObject *arg) {
-    if (check_not_forked() < 0) {
-        return NULL;
-    }
-    Py_ssize_t len;
-    const char *doc = PyUnicode_AsUTF8AndSize(arg, &len);
-    if (doc == NULL) {
-        return NULL;
-    }
+    pgn_bytes doc;
     char *err = NULL;
-    int rc = pgn_check_tls((char *)doc, (size_t)len, &err);
-    if (rc != 0) {
-        raise_go_error(rc, err);
+    if (check_not_forked() < 0 || str_arg(arg, "tls_json", &doc) < 0 || failed(pgn_check_tls(doc, &err), &err) < 0) {
         return NULL;
     }
     Py_RETURN_NONE;
