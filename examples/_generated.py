@@ -5,17 +5,21 @@ import importlib
 import pathlib
 import sys
 import tempfile
+from types import ModuleType
 
 _PROTO_DIR = pathlib.Path(__file__).resolve().parent.parent / "proto"
 
 
-def load_echo():
+def load_echo() -> tuple[ModuleType, ModuleType]:
     """Returns the (echo_pb2, echo_pb2_grpc) modules.
+
+    Type checkers see them as plain modules (their attributes are Any): the
+    code exists only once this runs.
 
     The code is generated into a temporary directory that is removed once the
     modules are imported: they live in sys.modules from then on.
     """
-    from grpc_tools import protoc
+    protoc = importlib.import_module("grpc_tools.protoc")
 
     with tempfile.TemporaryDirectory(prefix="pygrpc-native-example-") as out:
         status = protoc.main(

@@ -9,6 +9,8 @@ called start(); uvloop works too (pass --uvloop).
 
 import asyncio
 import sys
+from collections.abc import AsyncIterator
+from typing import Any
 
 import grpc
 import grpc.aio
@@ -19,13 +21,17 @@ import pygrpc_native.aio
 echo_pb2, echo_pb2_grpc = load_echo()
 
 
-class Greeter(echo_pb2_grpc.EchoServicer):
-    async def Say(self, request, context):
+# The Echo service's handlers. add_EchoServicer_to_server() takes any object
+# that has them; the generated EchoServicer base is optional, and left out
+# here because the generated code exists only at run time, so type checkers
+# can't see it (its messages are Any below for the same reason).
+class Greeter:
+    async def Say(self, request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
         if not request.message:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "say something")
         return echo_pb2.EchoReply(message=f"hello, {request.message}")
 
-    async def Count(self, request, context):
+    async def Count(self, request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[Any]:
         for i in range(request.count):
             await asyncio.sleep(0)  # other calls run meanwhile
             yield echo_pb2.EchoReply(message=request.message, index=i)

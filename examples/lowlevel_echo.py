@@ -21,6 +21,7 @@ def serve(front: NativeGrpcFront) -> None:
         for kind, call_id, method_id, payload, client_key in events:
             if kind != EVENT_CALL:
                 continue  # EVENT_CANCEL: the client went away or its deadline passed
+            assert payload is not None  # an EVENT_CALL carries its request
             if method_id == SAY:
                 front.respond(call_id, b"hello, " + payload)
             else:
@@ -38,12 +39,15 @@ def main() -> None:
     print(f"serving on 127.0.0.1:{front.port}")
 
     with grpc.insecure_channel(f"127.0.0.1:{front.port}") as channel:
-        say = channel.unary_unary("/echo.Echo/Say")
+        # Raw bytes both ways: no serializers, so the types are said here.
+        say: grpc.UnaryUnaryMultiCallable[bytes, bytes] = channel.unary_unary("/echo.Echo/Say")
         print("Say ->", say(b"world", timeout=5))
-        count = channel.unary_stream("/echo.Echo/Count")(b"4", timeout=5)
-        print("Count ->", [m.decode() for m in count], dict(count.trailing_metadata()))
+        count_method: grpc.UnaryStreamMultiCallable[bytes, bytes] = channel.unary_stream("/echo.Echo/Count")
+        count = count_method(b"4", timeout=5)
+        print("Count ->", [m.decode() for m in count], dict(count.trailing_metadata() or ()))
+        missing: grpc.UnaryUnaryMultiCallable[bytes, bytes] = channel.unary_unary("/echo.Echo/Missing")
         try:
-            channel.unary_unary("/echo.Echo/Missing")(b"", timeout=5)
+            missing(b"", timeout=5)
         except grpc.RpcError as err:
             print("Missing ->", err.code(), err.details())
 

@@ -50,6 +50,13 @@ for target in go/front:FuzzWire go/front:FuzzSplitMethodPath go/front:FuzzMetada
   go test -run='^$' -fuzz="^${target#*:}\$" -fuzztime="$PGN_FUZZTIME" "./${target%%:*}"
 done
 
+echo "== mypy --strict examples/"
+# The examples as a user's code: type-checked against the installed package
+# (python/pygrpc_native/_native.pyi and the package's annotations), so the
+# stubs can't drift from what the examples do with them.
+"$py" -m pip install -q -r scripts/typecheck-requirements.txt
+"$py" -m mypy --strict --cache-dir build/mypy-cache examples/
+
 echo "== pytest"
 # The package is imported from the venv: the source tree keeps it under python/.
 "$py" -m pytest -q -p no:cacheprovider tests

@@ -23,7 +23,7 @@ def say_hello(request: bytes, context: grpc.ServicerContext) -> bytes:
     return b"Hello, " + request + b"!"
 
 
-def make_server(address: str = "127.0.0.1:0"):
+def make_server(address: str = "127.0.0.1:0") -> tuple[grpc.Server, int]:
     """Returns (started server, bound port)."""
     server = pygrpc_native.server(futures.ThreadPoolExecutor(max_workers=4))
     handler = grpc.method_handlers_generic_handler(
