@@ -14,6 +14,10 @@
  *    (malloc'ed; the caller frees it) exactly when it returns a code marked
  *    "with *err" below, and leaves *err alone otherwise. Initialize it to
  *    NULL and free it whatever the code (free(NULL) is a no-op).
+ *  - "Fails" below means: a failure of go/front is PGN_INVALID_ARGUMENT (a
+ *    bad argument or configuration), PGN_OS_ERROR (the system refused, e.g.
+ *    an address that can't be bound) or PGN_FAILED (anything else), with
+ *    *err, and nothing was done.
  *  - The first parameter is the front's handle (from pgn_new); a handle that
  *    is not live (released, or never issued) is PGN_BAD_HANDLE, never a
  *    crash. Operations on a call take its id second; Go validates every id
@@ -22,7 +26,8 @@
  *    during the call and copies what it keeps. Outputs Go allocates
  *    (pgn_buffer, *err) are malloc'ed, and the caller frees them.
  *  - Every export may be called from any thread, concurrently with the
- *    others. None touches Python. The ones that can wait are marked "may
+ *    others, except pgn_release, which the caller makes the last call on its
+ *    handle. None touches Python. The ones that can wait are marked "may
  *    block": the shim calls them without the GIL.
  *  - Inputs are encoded only where they are lists: metadata (see
  *    PGN_METADATA below). The front's configuration and TLS credentials are
@@ -139,7 +144,7 @@ typedef struct {
 /* ---- the front ------------------------------------------------------------ */
 
 /* pgn_new makes a front from its JSON configuration (go/front/config.go) and
- * sets *front to its handle. PGN_INVALID_ARGUMENT, PGN_OS_ERROR, PGN_FAILED. */
+ * sets *front to its handle. Fails. */
 int pgn_new(pgn_bytes config, int64_t *front, char **err);
 
 /* pgn_release stops the front at once and forgets the handle; a handle that
@@ -147,11 +152,10 @@ int pgn_new(pgn_bytes config, int64_t *front, char **err);
 void pgn_release(int64_t front);
 
 /* pgn_bind listens on addr (the configured address when addr.len is 0)
- * without serving yet, and sets *port. PGN_OS_ERROR, PGN_FAILED. May block. */
+ * without serving yet, and sets *port. Fails. May block. */
 int pgn_bind(int64_t front, pgn_bytes addr, int32_t *port, char **err);
 
-/* pgn_start binds if pgn_bind has not, and serves. PGN_INVALID_ARGUMENT,
- * PGN_OS_ERROR, PGN_FAILED. May block. */
+/* pgn_start binds if pgn_bind has not, and serves. Fails. May block. */
 int pgn_start(int64_t front, char **err);
 
 /* pgn_port sets *port to the bound TCP port, 0 before binding. */
@@ -163,25 +167,24 @@ int pgn_port(int64_t front, int32_t *port);
 int pgn_stop(int64_t front, int64_t grace_ns, int32_t wait);
 
 /* pgn_event_fd sets *fd to a descriptor that is readable while the main
- * queue has events (or the front has stopped). The front owns it.
- * PGN_OS_ERROR. */
+ * queue has events (or the front has stopped); the same one every time, and
+ * the front owns it. PGN_OS_ERROR (with *err) if none can be made. */
 int pgn_event_fd(int64_t front, int32_t *fd, char **err);
 
-/* pgn_add_method serves a method natively and sets *method_id.
- * PGN_INVALID_ARGUMENT, PGN_FAILED. */
+/* pgn_add_method serves a method natively and sets *method_id. Fails. */
 int pgn_add_method(int64_t front, pgn_bytes path, int32_t server_streaming, int32_t *method_id, char **err);
 
 /* pgn_add_fallback_method relays every call of a method to the fallback
- * server. PGN_INVALID_ARGUMENT, PGN_FAILED. */
+ * server. Fails. */
 int pgn_add_fallback_method(int64_t front, pgn_bytes path, char **err);
 
 /* pgn_check_tls checks TLS credentials (JSON; the PEM parses, the key
- * matches): PGN_INVALID_ARGUMENT if they can't be served. It needs no front
- * and takes no handle. */
+ * matches). Fails if they can't be served. It needs no front and takes no
+ * handle. */
 int pgn_check_tls(pgn_bytes tls_json, char **err);
 
 /* pgn_set_tls replaces the front's TLS credentials (JSON null: plaintext)
- * before it starts. PGN_INVALID_ARGUMENT, PGN_FAILED. */
+ * before it starts. Fails. */
 int pgn_set_tls(int64_t front, pgn_bytes tls_json, char **err);
 
 /* pgn_metrics sets *out to the front's counters (encode.go: a dict of str
@@ -191,12 +194,11 @@ int pgn_metrics(int64_t front, pgn_buffer *out);
 /* pgn_enable_health answers grpc.health.v1.Health in Go from now on. */
 int pgn_enable_health(int64_t front, int32_t changes_only);
 
-/* pgn_set_health sets a service's status. PGN_INVALID_ARGUMENT,
- * PGN_FAILED. */
+/* pgn_set_health sets a service's status. Fails. */
 int pgn_set_health(int64_t front, pgn_bytes service, int32_t status, char **err);
 
 /* pgn_enter_health_shutdown sets every service NOT_SERVING for good.
- * PGN_FAILED. */
+ * Fails. */
 int pgn_enter_health_shutdown(int64_t front, char **err);
 
 /* ---- events ----------------------------------------------------------------- */
