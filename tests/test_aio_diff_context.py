@@ -6,8 +6,8 @@ migration_thread_pool with the sync context. What the context tells both
 kinds of handler alike (peer, auth, time remaining) is in
 test_diff_context.py.
 
-What the handler sees is recorded on the server side (run.state) and
-compared along with what the client saw. Waits are bounded everywhere.
+Handlers record what they see into run.state, which is compared with what
+the client saw; every wait has a time limit.
 """
 
 import asyncio

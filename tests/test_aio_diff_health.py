@@ -1,9 +1,8 @@
 """Differential tests: grpc.health.v1.Health on grpc.aio.server() with
 grpcio-health-checking's aio servicer and on pygrpc_native.aio.server() with
 pygrpc_native.health.HealthServicer (answered in Go), called by grpcio's
-health stub, for what only the aio servers show (the sync servicer on them,
-a request Go can't decode). The scenarios both kinds of server share are in
-test_diff_health.py."""
+health stub, for what only the aio servers show (the sync servicer on
+them). The scenarios both kinds of server share are in test_diff_health.py."""
 
 import asyncio
 
@@ -14,7 +13,7 @@ from grpc_health.v1 import health as reference
 import pygrpc_native.health
 
 from diff import health as h
-from diff.aio_harness import both, call_unary, running, same
+from diff.aio_harness import running, same
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -43,19 +42,6 @@ def test_the_sync_servicers_watch_on_our_aio_server():
         setter.set("a", h.SERVING)
         assert h.watch_repeats(run.channel, setter) == [h.SERVING, h.SERVING, h.NOT_SERVING]
         assert h.graceful_shutdown(run.channel, setter)[:2] == [h.NOT_SERVING, h.NOT_SERVING]
-
-
-def test_known_difference_undecodable_request():
-    """Go answers a request it can't decode as grpc.server() does; grpc.aio
-    reports the parser's exception instead (README: Health checks)."""
-
-    def scenario(run):
-        return [call_unary(run.channel, h.CHECK, b"\x0a\x05ab").brief(), h.check(run.channel, "a")]
-
-    ref, ours = both(h.health_setup(h.BEFORE_START), scenario)
-    assert ref[0][0] == SC.UNKNOWN and ref[0][1].startswith("Unexpected <class 'google.protobuf.message.DecodeError'>")
-    assert ours[0] == (SC.INTERNAL, "Exception deserializing request!")
-    assert ours[1] == ref[1] == (SC.OK, "", h.SERVING)
 
 
 def test_ours_on_grpc_aio_server_is_grpcio_health_checking():

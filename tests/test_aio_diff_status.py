@@ -136,24 +136,6 @@ def test_stream_write_style_exception_midway():
 
 # -- abort ---------------------------------------------------------------------
 
-@each_loop
-def test_abort_raises_abort_error(flavour):
-    # What abort() raised, reported in the abort's own trailing metadata.
-    def setup(server, state):
-        async def handler(req, ctx):
-            try:
-                await ctx.abort(SC.NOT_FOUND, "nf")
-            except BaseException as exc:
-                state.record("raised", (type(exc) is grpc.aio.AbortError, isinstance(exc, Exception)))
-                raise
-            state.record("raised", "nothing")
-
-        setup_handlers({"M": unary(handler)})(server, state)
-
-    ref = flavour.same(setup, lambda run: (call_unary(run.channel, method("M")), run.state.wait_for("raised")))
-    assert ref[0].brief() == (SC.NOT_FOUND, "nf") and ref[1] == (True, True)
-
-
 def test_abort_with_trailing_metadata_argument():
     async def handler(req, ctx):
         await ctx.abort(SC.PERMISSION_DENIED, "denied", (("x-why", "policy"), ("x-why-bin", b"\x00\xff")))
@@ -242,21 +224,6 @@ def test_abort_in_write_style_stream(flavour):
 
     ref = flavour.stream_case(handler)
     assert ref.brief() == (SC.PERMISSION_DENIED, "no more") and ref.responses == (b"1",)
-
-
-def test_known_difference_abort_ok():
-    """Known difference (aio/_context.py): ``await context.abort(OK, ...)``.
-    grpc.aio leaves such a call unanswered until its deadline passes (the
-    client sees DEADLINE_EXCEEDED); pygrpc_native answers UNKNOWN at once,
-    as the sync server does."""
-
-    async def handler(req, ctx):
-        await ctx.abort(SC.OK, "this is fine")
-
-    setup = setup_handlers({"M": unary(handler)})
-    ref, ours = both(setup, lambda run: call_unary(run.channel, method("M"), timeout=1.0))
-    assert ref.code == SC.DEADLINE_EXCEEDED
-    assert ours.code == SC.UNKNOWN
 
 
 # -- None and str responses, serializers ------------------------------------------

@@ -11,6 +11,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from diff import health as h
 from diff.flavours import each_flavour, each_flavour_and_uvloop
+from diff.harness import call_unary
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -66,3 +67,22 @@ def test_list_stays_a_python_method(flavour):
         sync="Method not implemented!", aio="Unexpected <class 'NotImplementedError'>: Method not implemented!"
     )
     assert flavour.same(h.health_setup(), scenario) == (SC.UNIMPLEMENTED, details)
+
+
+@each_flavour
+@pytest.mark.parametrize("request_bytes", [b"\x0a\x05ab", b"\x0a\x01\xff"], ids=["truncated", "bad-utf8"])
+def test_undecodable_request(flavour, request_bytes):
+    """Go answers a request it can't decode as grpc.server() does. Known
+    difference (README: Health checks): grpc.aio reports the parser's
+    exception instead."""
+
+    def scenario(run):
+        return [call_unary(run.channel, h.CHECK, request_bytes).brief(), h.check(run.channel, "a")]
+
+    ref, ours = flavour.both(h.health_setup(h.BEFORE_START), scenario)
+    assert ours[0] == (SC.INTERNAL, "Exception deserializing request!")
+    assert ours[1] == ref[1] == (SC.OK, "", h.SERVING)
+    if flavour.aio:
+        assert ref[0][0] == SC.UNKNOWN and ref[0][1].startswith("Unexpected <class 'google.protobuf.message.DecodeError'>")
+    else:
+        assert ours == ref

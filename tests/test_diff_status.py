@@ -13,6 +13,7 @@ test_server_diff_status.py and test_aio_diff_status.py.
 import asyncio
 
 import grpc
+import grpc.aio
 import pytest
 
 from diff import status_details
@@ -233,6 +234,41 @@ def test_abort_in_stream_after_messages(flavour):
 
     ref = flavour.stream_case(handler)
     assert ref.brief() == (SC.ABORTED, "stop here ✋") and ref.responses == (b"1", b"2")
+
+
+@each_flavour_and_uvloop
+def test_abort_raises_an_exception_the_handler_can_see(flavour):
+    # What abort() raised: grpc.aio.AbortError on aio, an Exception on sync.
+    async def handler(req, ctx, state):
+        try:
+            await ctx.abort(SC.NOT_FOUND, "nf")
+        except BaseException as exc:
+            state.record("raised", (type(exc) is grpc.aio.AbortError, isinstance(exc, Exception)))
+            raise
+        state.record("raised", "nothing")
+
+    ref = flavour.same(
+        flavour.recording("M", handler), lambda run: (call_unary(run.channel, method("M")), run.state.wait_for("raised"))
+    )
+    assert ref[0].brief() == (SC.NOT_FOUND, "nf") and ref[1] == (flavour.aio, True)
+
+
+@each_flavour
+def test_abort_ok(flavour):
+    """The sync servers answer ``abort(OK, ...)`` UNKNOWN at once. Known
+    difference (aio/_context.py): grpc.aio leaves such a call unanswered
+    until its deadline passes (the client sees DEADLINE_EXCEEDED);
+    pygrpc_native.aio answers UNKNOWN at once, as the sync server does."""
+
+    async def handler(req, ctx):
+        await ctx.abort(SC.OK, "this is fine")
+
+    setup = flavour.handlers({"M": flavour.unary(handler)})
+    ref, ours = flavour.both(setup, lambda run: call_unary(run.channel, method("M"), timeout=1.0))
+    assert ref.code == flavour.pick(sync=SC.UNKNOWN, aio=SC.DEADLINE_EXCEEDED)
+    assert ours.code == SC.UNKNOWN
+    if flavour is SYNC:
+        assert ours == ref
 
 
 @each_flavour_and_uvloop

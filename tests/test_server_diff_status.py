@@ -87,28 +87,6 @@ def test_abort_in_stream_before_iterator():
     assert ref.brief() == (SC.PERMISSION_DENIED, "no stream")
 
 
-def test_abort_ok():
-    # grpc.aio leaves such a call unanswered (test_aio_diff_status.py).
-    def handler(req, ctx):
-        ctx.abort(SC.OK, "this is fine")
-
-    ref = SYNC.unary_case(handler)
-    assert ref.code == SC.UNKNOWN
-
-
-def test_abort_raises_exception_the_handler_can_see():
-    # The handler catches what abort() raises and reports its type/args.
-    def handler(req, ctx):
-        try:
-            ctx.abort(SC.NOT_FOUND, "nf")
-        except Exception as exc:  # noqa: BLE001
-            ctx.set_trailing_metadata((("raised", f"{type(exc).__mro__[-2].__name__} {exc.args!r}"),))
-            raise
-
-    ref = SYNC.unary_case(handler)
-    assert ref.code == SC.NOT_FOUND
-
-
 def test_status_details_disagreeing_with_the_status_fail_on_the_client():
     # grpc_status.rpc_status.from_call() refuses details whose code or
     # message differ from the call's status: the server sends them as set.

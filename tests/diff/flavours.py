@@ -15,11 +15,12 @@ context's coroutine methods. For the sync servers ``flavour.unary`` and
 ``flavour.stream`` run them to their end on the server's worker thread
 (``as_sync``), where the context's ``send_initial_metadata`` gives an
 awaitable that makes the sync call when awaited and ``abort`` raises as it
-does there. Such a
-handler may await only those, ``asyncio.sleep(0)``, and the waits below
-(``sleep``, ``wait_event``), which block the worker thread on a sync server;
-awaiting anything else that suspends is an error naming the handler. Request
-streams reach a flavoured handler as async iterators on both kinds.
+does there. Such a handler may await only those, ``asyncio.sleep(0)``, and
+the waits below (``sleep``, ``wait_event``), which block the worker thread
+on a sync server; awaiting anything else that suspends is an error naming
+the handler. Request streams reach a flavoured handler as async iterators
+on both kinds. A plain function passes as it is: it is a handler on both
+kinds of server (grpc.aio runs it in its migration thread pool).
 
 Interceptors are written once too, as the body of a grpc.aio interceptor
 (``async def fn(continuation, details)``, awaiting ``continuation``);
@@ -38,6 +39,7 @@ import grpc.aio
 import pytest
 
 from diff import aio_harness, harness
+
 
 class Flavour:
     """One pair of servers; ``str(flavour)`` is its name (the test id)."""
@@ -154,9 +156,9 @@ SYNC = Flavour("sync")
 ASYNCIO = Flavour("asyncio")
 UVLOOP = Flavour("uvloop")
 
-# What a table test runs on: both kinds of server. The uvloop runs are for
-# the representative scenarios (each_flavour_and_uvloop), as before the
-# table: the loop changes how a server waits, not what a handler sees.
+# What a table test runs on: both kinds of server. The event loop changes
+# how an aio server waits, not what a handler sees, so only representative
+# scenarios also run on uvloop (each_flavour_and_uvloop).
 each_flavour = pytest.mark.parametrize("flavour", [SYNC, ASYNCIO], ids=str)
 each_flavour_and_uvloop = pytest.mark.parametrize("flavour", [SYNC, ASYNCIO, UVLOOP], ids=str)
 # For the aio-only files' representative scenarios.
