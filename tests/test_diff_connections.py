@@ -85,3 +85,13 @@ def test_max_connection_idle(flavour):
         return again == first, later != first
 
     assert flavour.same(_setup(flavour), scenario, options=[("grpc.max_connection_idle_ms", 300)]) == (True, True)
+
+
+@each_flavour
+def test_no_age_by_default(flavour):
+    def scenario(run):
+        first = _peer(run.channel)
+        time.sleep(1.0)
+        return _peer(run.channel) == first
+
+    assert flavour.same(_setup(flavour), scenario) is True

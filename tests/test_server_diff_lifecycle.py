@@ -210,7 +210,7 @@ def test_stop_grace_expires_cancels_in_flight_call():
             return client, handler_saw_inactive, s.handler_errors, callback_ran, finished, took < 3
 
     ref = for_both(check)
-    assert ref[1:] == (True, [], True, True, True)
+    assert ref[0] != "no answer" and ref[1:] == (True, [], True, True, True)
 
 
 def test_stop_none_cancels_at_once():
@@ -222,7 +222,7 @@ def test_stop_none_cancels_at_once():
             return set_on_return, client, s.inactive.wait(3), s.handler_errors
 
     ref = for_both(check)
-    assert ref[0] is True and ref[2:] == (True, [])
+    assert ref[0] is True and ref[1] != "no answer" and ref[2:] == (True, [])
 
 
 def test_later_stop_shortens_a_running_graceful_stop():
