@@ -219,8 +219,8 @@ func (f *Front) Port() int { return f.listeners.firstPort() }
 // BeginStop refuses new calls before it returns (the listener is closed,
 // and connections get GOAWAY), gives calls in flight up to grace to finish
 // (grace < 0: none), then cancels the rest, in the background. When every
-// handler has ended the event queues are closed, so Recv drains them and
-// reports closed, and Stopped is closed. Stopping a stopped front does
+// handler has ended the event queues are closed, so Events.Recv drains
+// them and reports closed, and Stop returns. Stopping a stopped front does
 // nothing. A BeginStop while a stop is under way can only shorten it, as
 // grpcio's stop(): calls are cancelled at the earliest of the stops'
 // deadlines.
@@ -256,7 +256,7 @@ func (f *Front) BeginStop(grace time.Duration) {
 }
 
 // finishStop ends what outlives the server: the fallback connection and
-// the event queues (Recv drains them, then reports closed).
+// the event queues (Events.Recv drains them, then reports closed).
 func (f *Front) finishStop() {
 	if f.relay != nil {
 		f.relay.close()

@@ -7,9 +7,9 @@ import (
 	"google.golang.org/grpc/mem"
 )
 
-// CopyMessage copies a message that grpc-go will send (Respond, Send,
-// Finish) into a buffer it frees once written: one copy, into memory that
-// is not cleared first (messagePool). Messages below grpc-go's pooling
+// CopyMessage copies a message that grpc-go will send (Calls.Respond,
+// Send, Finish) into a buffer it frees once written: one copy, into memory
+// that is not cleared first (messagePool). Messages below grpc-go's pooling
 // threshold are plain slices, as grpc-go's own are.
 func CopyMessage(src []byte) mem.BufferSlice {
 	if len(src) == 0 {

@@ -28,7 +28,7 @@ const (
 	EventLookup EventKind = 3
 )
 
-// Event is one entry of the queue Python drains with Recv.
+// Event is one entry of the queue Python drains with Events.Recv.
 type Event struct {
 	Kind     EventKind
 	CallID   uint64
