@@ -34,6 +34,7 @@ from diff.aio_harness import (
     unary,
     wait_until_async,
 )
+from diff.harness import cancel_stream_once_entered, cancel_unary_once_entered
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -240,21 +241,11 @@ def _flags(state):
 
 
 def _cancel_unary(run):
-    future = run.channel.unary_unary(method("M")).future(b"", timeout=10)
-    assert run.state.event("entered").wait(WAIT)
-    future.cancel()
-    return future.cancelled()
+    return cancel_unary_once_entered(run, method("M"))
 
 
 def _cancel_stream(run, name):
-    call = run.channel.unary_stream(method(name))(b"", timeout=10)
-    first = next(call)
-    assert run.state.event("entered").wait(WAIT)
-    call.cancel()
-    try:
-        rest = list(call)
-    except grpc.RpcError:
-        rest = "error"
+    first, rest, call = cancel_stream_once_entered(run, method(name))
     return first, rest, outcome_of(call).code
 
 

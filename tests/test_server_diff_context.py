@@ -15,6 +15,8 @@ import pytest
 
 from diff.harness import (
     WAIT,
+    cancel_stream_once_entered,
+    cancel_unary_once_entered,
     call_stream,
     call_unary,
     method,
@@ -167,11 +169,8 @@ def _blocking_setup(streaming):
 
 def test_client_cancel_unary():
     def scenario(run):
-        future = run.channel.unary_unary(method("M")).future(b"", timeout=10)
-        assert run.state.event("entered").wait(WAIT)
-        future.cancel()
         return (
-            future.cancelled(),
+            cancel_unary_once_entered(run, method("M")),
             run.state.wait_for("went inactive"),
             run.state.wait_for("callback ran by then", WAIT + 5),
         )
@@ -181,14 +180,7 @@ def test_client_cancel_unary():
 
 def test_client_cancel_stream():
     def scenario(run):
-        call = run.channel.unary_stream(method("S"))(b"", timeout=10)
-        first = next(call)
-        assert run.state.event("entered").wait(WAIT)
-        call.cancel()
-        try:
-            rest = list(call)
-        except grpc.RpcError:
-            rest = "error"
+        first, rest, call = cancel_stream_once_entered(run, method("S"))
         return (
             first,
             rest,
@@ -294,9 +286,7 @@ def test_send_initial_metadata_after_client_cancel():
         setup_handlers({"M": unary(handler)})(server, state)
 
     def scenario(run):
-        future = run.channel.unary_unary(method("M")).future(b"", timeout=10)
-        assert run.state.event("entered").wait(WAIT)
-        future.cancel()
+        cancel_unary_once_entered(run, method("M"))
         return run.state.wait_for("seen")
 
     ref = same(setup, scenario)

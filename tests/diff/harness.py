@@ -319,6 +319,30 @@ def future_outcome(future: grpc.Future, timeout: float = WAIT) -> Any:
         return err.code()
 
 
+def cancel_unary_once_entered(run: Any, path: str) -> bool:
+    """Starts a unary call to path, waits until its handler sets the run's
+    "entered" event, cancels the call; whether its future says cancelled."""
+    future = run.channel.unary_unary(path).future(b"", timeout=10)
+    assert run.state.event("entered").wait(WAIT)
+    future.cancel()
+    return future.cancelled()
+
+
+def cancel_stream_once_entered(run: Any, path: str) -> Tuple[Any, Any, Any]:
+    """Starts a response-streaming call to path, reads its first message,
+    waits until the handler sets the run's "entered" event and cancels the
+    call; (the first message, the rest or "error", the call)."""
+    call = run.channel.unary_stream(path)(b"", timeout=10)
+    first = next(call)
+    assert run.state.event("entered").wait(WAIT)
+    call.cancel()
+    try:
+        rest = list(call)
+    except grpc.RpcError:
+        rest = "error"
+    return first, rest, call
+
+
 def outcome_of(err_or_call: Any, responses: Sequence[bytes] = ()) -> Outcome:
     return Outcome(
         err_or_call.code(),
