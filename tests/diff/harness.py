@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import logging
 import re
 import threading
@@ -273,38 +274,35 @@ def same(setup, scenario: Callable[[Run], Any], **kwargs: Any) -> Any:
 # -- calls --------------------------------------------------------------------
 
 
-def call_unary(
+def call(
     channel: grpc.Channel,
     path: str,
     request: bytes = b"",
     *,
+    streaming: bool = False,
     metadata: Optional[Sequence[Tuple[str, Any]]] = None,
     timeout: Optional[float] = CALL_TIMEOUT,
 ) -> Outcome:
-    callable_ = channel.unary_unary(path)
-    try:
-        response, call = callable_.with_call(request, metadata=metadata, timeout=timeout)
-    except grpc.RpcError as err:
-        return outcome_of(err)
-    return outcome_of(call, (response,))
-
-
-def call_stream(
-    channel: grpc.Channel,
-    path: str,
-    request: bytes = b"",
-    *,
-    metadata: Optional[Sequence[Tuple[str, Any]]] = None,
-    timeout: Optional[float] = CALL_TIMEOUT,
-) -> Outcome:
-    call = channel.unary_stream(path)(request, metadata=metadata, timeout=timeout)
+    """One call to path, unary or (streaming) response-streaming, as the
+    client saw it; a stream's messages are those read before it ended."""
+    if not streaming:
+        try:
+            response, unary_call = channel.unary_unary(path).with_call(request, metadata=metadata, timeout=timeout)
+        except grpc.RpcError as err:
+            return outcome_of(err)
+        return outcome_of(unary_call, (response,))
+    stream_call = channel.unary_stream(path)(request, metadata=metadata, timeout=timeout)
     responses: List[bytes] = []
     try:
-        for response in call:
+        for response in stream_call:
             responses.append(response)
     except grpc.RpcError:
         pass
-    return outcome_of(call, responses)
+    return outcome_of(stream_call, responses)
+
+
+call_unary = functools.partial(call, streaming=False)
+call_stream = functools.partial(call, streaming=True)
 
 
 def future_outcome(future: grpc.Future, timeout: float = WAIT) -> Any:
