@@ -20,9 +20,11 @@ protocols in bench/servers/__init__.py and bench/clients/__init__.py.
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import datetime
 import importlib.metadata
+import importlib.util
 import json
 import os
 import platform
@@ -360,26 +362,32 @@ def schedule(cells: Sequence[Cell], runs: int) -> list[tuple[int, Cell]]:
     return order
 
 
-def build_fingerprint() -> dict:
-    """What identifies the pygrpc_native the servers load: path -> (size,
-    mtime) of its compiled extension and its Python files. Found without
-    importing it (importing would start a Go runtime in the driver)."""
-    import importlib.util
-
+def pygrpc_native_dirs() -> list:
+    """The folders of the pygrpc_native package the servers import (they
+    inherit this process's sys.path: an installed wheel, or under `bazel run`
+    the Bazel-built package in the runfiles). Found without importing it
+    (importing would start a Go runtime in the driver)."""
     try:
         spec = importlib.util.find_spec("pygrpc_native")
     except (ImportError, ValueError):
         spec = None
+    if spec is None or not spec.submodule_search_locations:
+        return []
+    return [Path(d) for d in spec.submodule_search_locations]
+
+
+def build_fingerprint() -> dict:
+    """What identifies the pygrpc_native the servers load: path -> (size,
+    mtime) of its compiled extension and its Python files."""
     files = {}
-    if spec and spec.submodule_search_locations:
-        for d in spec.submodule_search_locations:
-            for pattern in ("_native*.so", "**/*.py"):
-                for f in Path(d).glob(pattern):
-                    try:
-                        st = f.stat()
-                    except OSError:
-                        continue
-                    files[str(f)] = (st.st_size, st.st_mtime_ns)
+    for d in pygrpc_native_dirs():
+        for pattern in ("_native*.so", "**/*.py"):
+            for f in d.glob(pattern):
+                try:
+                    st = f.stat()
+                except OSError:
+                    continue
+                files[str(f)] = (st.st_size, st.st_mtime_ns)
     return files
 
 
@@ -557,6 +565,39 @@ def _version(dist: str) -> str:
         return "not installed"
 
 
+def pygrpc_native_description() -> str:
+    """Which pygrpc_native the servers import: the installed distribution's
+    version when that is where it comes from; else (a Bazel-built package in
+    the runfiles, a source tree on PYTHONPATH) its __version__ and folder."""
+    dirs = pygrpc_native_dirs()
+    if not dirs:
+        return "not installed"
+    try:
+        dist = importlib.metadata.distribution("pygrpc-native")
+        if Path(dist.locate_file("pygrpc_native")).resolve() == dirs[0].resolve():
+            return dist.version
+    except importlib.metadata.PackageNotFoundError:
+        pass
+    return f"{_declared_version(dirs[0] / '__init__.py')} (not installed: from {dirs[0]})"
+
+
+def _declared_version(init_py: Path) -> str:
+    """The `__version__ = "..."` assignment of a package's __init__.py, read
+    without importing it; "?" if there is none."""
+    try:
+        tree = ast.parse(init_py.read_text())
+    except (OSError, SyntaxError):
+        return "?"
+    for node in tree.body:
+        if (
+            isinstance(node, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == "__version__" for t in node.targets)
+            and isinstance(node.value, ast.Constant)
+        ):
+            return str(node.value.value)
+    return "?"
+
+
 def machine_description() -> dict:
     cpu = "unknown"
     try:
@@ -606,7 +647,7 @@ def machine_description() -> dict:
         "go": go,
         "grpcio": _version("grpcio"),
         "uvloop": _version("uvloop"),
-        "pygrpc_native": _version("pygrpc-native"),
+        "pygrpc_native": pygrpc_native_description(),
         "git_commit": commit,
         "loadavg_at_start": os.getloadavg(),
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),

@@ -62,3 +62,31 @@ def test_compare_quick_tls():
     assert "### TLS: Empty unary" in out
     assert "| 1 grpcio thread | pygrpc_native.server() + TLS |" in out
     assert "FAILED" not in out
+
+
+def _described_pygrpc_native(pythonpath: Path) -> str:
+    """machine_description()'s pygrpc_native entry, in a child whose
+    sys.path starts with `pythonpath`, as a server child's would."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(pythonpath), str(REPO)])
+    proc = subprocess.run(
+        [sys.executable, "-c", "from bench import harness; print(harness.machine_description()['pygrpc_native'])"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.strip()
+
+
+def test_header_names_a_pygrpc_native_that_is_not_installed(tmp_path):
+    """Under `bazel run //bench:compare` the servers import the Bazel-built
+    package from the runfiles, which has no distribution metadata: the header
+    gives its __version__ and folder, not "not installed" or the version of
+    another copy installed in the environment."""
+    package = tmp_path / "pygrpc_native"
+    package.mkdir()
+    (package / "__init__.py").write_text('"""A stand-in."""\n\n__version__ = "9.8.7"\n')
+    assert _described_pygrpc_native(tmp_path) == f"9.8.7 (not installed: from {package})"
