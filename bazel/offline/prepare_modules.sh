@@ -3,8 +3,10 @@
 # that bazel.sh passes with --override_module and that come from outside
 # Debian's packages:
 #   rules_go v0.65.0 and gazelle v0.54.0 from the Go module proxy (both are Go
-#   modules), repaired for use as Bazel modules; and copies of Debian's
-#   bazel_features and rules_python with the overlays in bazel/offline/overlays.
+#   modules), repaired for use as Bazel modules; copies of Debian's
+#   bazel_features and rules_python with the overlays in bazel/offline/overlays;
+#   and buildozer (for `bazel mod tidy`), built from the Go module proxy into
+#   the module of bazel/offline/buildozer.
 # Idempotent: a stamp per module records what it was made from.
 set -euo pipefail
 state=$1
@@ -17,6 +19,9 @@ RULES_GO_VERSION=v0.65.0
 GAZELLE_VERSION=v0.54.0
 # gazelle's go.work uses its nested v2 module; the version its go.mod requires.
 GAZELLE_V2_VERSION=v2.0.0-3
+# buildtools publishes no Go-module tags for its releases: a commit of its
+# main branch (2026-09-04).
+BUILDOZER_VERSION=v0.0.0-20260904073137-eaa4d125b423
 
 export GOMODCACHE=$state/gomodcache GOFLAGS=-modcacherw GOTOOLCHAIN=local
 
@@ -96,4 +101,15 @@ if ! fresh rules_python "$key"; then
     "$wheel_bzl"
   [ "$(grep -c 'ctx.attr.summary\|"summary": attr' "$wheel_bzl")" = 3 ] || { echo "py_wheel.bzl patch failed" >&2; exit 1; }
   stamp rules_python "$key"
+fi
+
+key="$BUILDOZER_VERSION $(cd "$here/buildozer" && find . -type f -print0 | sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)"
+if ! fresh buildozer "$key"; then
+  echo "[bazel-offline] buildozer $BUILDOZER_VERSION from the Go module proxy"
+  rm -rf "$mods/buildozer.tmp" "$mods/buildozer"
+  cp -r "$here/buildozer" "$mods/buildozer.tmp"
+  GOBIN="$mods/buildozer.tmp" GOFLAGS=-modcacherw CGO_ENABLED=0 \
+    go install -trimpath "github.com/bazelbuild/buildtools/buildozer@$BUILDOZER_VERSION"
+  mv "$mods/buildozer.tmp" "$mods/buildozer"
+  stamp buildozer "$key"
 fi
