@@ -10,7 +10,8 @@
 #     inside a Debian sid root (`debootstrap --variant=minbase sid`): the
 #     package needs a newer glibc than the host's.
 #   * rules_go and gazelle: from the Go module proxy, through
-#     --override_module (bazel/offline/prepare_modules.sh).
+#     --override_module (bazel/offline/prepare_modules.sh); buildozer (which
+#     `bazel mod tidy` runs) built from the Go module proxy.
 #   * Modules nobody packages (apple_support, protobuf, ...): small stand-ins
 #     in bazel/offline/stubs/; what Debian's rules_python 0.22.1 lacks (the
 #     Python headers, py_wheel's tool, pip.parse with a system interpreter):
@@ -19,17 +20,24 @@
 #     modules come from the host's GOPROXY, passed with --repo_env at run time.
 #
 # MODULE.bazel and the BUILD files are untouched by all this: the mapping is
-# the `offline` config in .bazelrc plus the flags this script generates.
+# the `offline` config in bazel/offline/bazelrc plus the flags this script
+# generates. It works on the workspace it is started in (the nearest
+# MODULE.bazel or WORKSPACE at or above the current folder) or the one given
+# with `--workspace DIR`: this checkout, a consumer example, or a monorepo
+# that vendors this project and runs third_party/pygrpc-native/bazel/offline/bazel.sh.
 #
 # State (the root, Bazel's caches, the downloaded rules) lives in
-# $PGN_BAZEL_STATE (default /var/tmp/pygrpc-bazel, ~2 GB); it is created on the
-# first run (about 2 minutes) and reused after that. `bazel/offline/bazel.sh
+# $PGN_BAZEL_STATE (default /var/tmp/pygrpc-bazel; bazel/offline/README.md
+# says what it costs); it is created on the first run (about 2 minutes) and
+# reused after that. `bazel/offline/bazel.sh
 # --reset` removes it; `bazel/offline/bazel.sh --exec CMD...` runs CMD in the
 # root. Needs root (debootstrap, mount namespaces).
 set -euo pipefail
 
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-workspace=$(cd "$here/../.." && pwd)
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
+# The pygrpc-native checkout this script belongs to (a vendored copy under a
+# monorepo's third_party/ is one too): its stand-ins and overlays are used.
+project=$(cd "$here/../.." && pwd -P)
 state=${PGN_BAZEL_STATE:-/var/tmp/pygrpc-bazel}
 rootfs=$state/sid
 # Bump when the package list or the root's setup changes: the root is redone.
@@ -44,6 +52,13 @@ log() { printf '[bazel-offline] %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 
 [ "$(id -u)" = 0 ] || die "needs root (debootstrap and mount namespaces)"
+
+# --workspace DIR (or --workspace=DIR), before everything else: work on DIR.
+workspace_arg=
+case "${1:-}" in
+  --workspace) [ $# -ge 2 ] || die "--workspace needs a folder"; workspace_arg=$2; shift 2 ;;
+  --workspace=*) workspace_arg=${1#--workspace=}; shift ;;
+esac
 
 if [ "${1:-}" = "--reset" ]; then
   log "removing $state"
@@ -69,19 +84,53 @@ debian_mirror() {
   echo "$m"
 }
 
-# Bazel runs in the current folder when it is inside this checkout (so
-# `cd examples/bazel-consumer && ../../bazel/offline/bazel.sh test //...`
-# works), else at the checkout's root.
-case "$PWD/" in
-  "$workspace"/*) workdir=$PWD ;;
+# The workspace Bazel works on: the one given with --workspace, else the
+# nearest folder at or above the current one that has a MODULE.bazel,
+# REPO.bazel, WORKSPACE.bazel or WORKSPACE file (as `bazel` itself looks).
+# Never this checkout by default: from a monorepo's root,
+# third_party/pygrpc-native/bazel/offline/bazel.sh works on the monorepo.
+is_workspace() {
+  local marker
+  for marker in MODULE.bazel REPO.bazel WORKSPACE.bazel WORKSPACE; do
+    [ -f "$1/$marker" ] && return 0
+  done
+  return 1
+}
+cwd=$(pwd -P)
+if [ -n "$workspace_arg" ]; then
+  workspace=$(cd "$workspace_arg" 2>/dev/null && pwd -P) || die "--workspace $workspace_arg: no such folder"
+  is_workspace "$workspace" || die "--workspace $workspace: no MODULE.bazel or WORKSPACE there"
+else
+  workspace=$cwd
+  until is_workspace "$workspace"; do
+    [ "$workspace" != / ] \
+      || die "no Bazel workspace at or above $cwd (no MODULE.bazel or WORKSPACE): cd into one or pass --workspace DIR"
+    workspace=$(dirname "$workspace")
+  done
+fi
+# Bazel runs in the current folder when it is inside the workspace (a
+# package's folder, say), else at the workspace's root.
+case "$cwd/" in
+  "$workspace"/*) workdir=$cwd ;;
   *) workdir=$workspace ;;
+esac
+log "workspace $workspace"
+# What enter.sh binds into the root: the workspace and this checkout, or the
+# one of them that holds the other.
+case "$project/" in
+  "$workspace"/*) bound=$workspace ;;
+  *) case "$workspace/" in
+       "$project"/*) bound=$project ;;
+       *) bound=$workspace:$project ;;
+     esac ;;
 esac
 
 # enter CMD...: runs CMD inside the sid root, in a private mount namespace,
-# with the workspace, the host Go and the state folder bound at their own paths.
+# with the workspace, this checkout (where a local_path_override finds it),
+# the host Go and the state folder bound at their own paths.
 enter() {
   unshare --mount --propagation private -- /bin/bash "$here/enter.sh" \
-    "$rootfs" "$workspace" "$goroot" "$state" "$workdir" "$@"
+    "$rootfs" "$goroot" "$state" "$workdir" "$bound" "$@"
 }
 
 prepare_root() {
@@ -123,12 +172,30 @@ prepare_root() {
   log "root ready in $((SECONDS - t0)) s"
 }
 
+# Each workspace gets an output base of 1-2 GB under output_user_root, kept
+# between runs. Those whose workspace is gone (a deleted CI clone or
+# worktree) and that no command used for an hour are deleted; the hour spares
+# a workspace that exists in another mount namespace only.
+prune_output_bases() {
+  local base workspace_of
+  for base in "$state"/output_user_root/*/; do
+    base=${base%/}
+    [ -f "$base/DO_NOT_BUILD_HERE" ] || continue
+    workspace_of=$(cat "$base/DO_NOT_BUILD_HERE")
+    [ -n "$workspace_of" ] && [ ! -e "$workspace_of" ] || continue
+    [ -z "$(find "$base" -maxdepth 1 -name command.log -mmin -60)" ] || continue
+    log "deleting the output base of $workspace_of (no longer there): $base"
+    rm -rf --one-file-system "$base"
+  done
+}
+
 mkdir -p "$state"
 # One preparation at a time (two checkouts may start at once).
 exec 9>"$state/.prepare.lock"
 flock 9
 prepare_root
 "$here/prepare_modules.sh" "$state" >&2
+prune_output_bases
 exec 9>&-
 
 # `bazel.sh --exec CMD...`: CMD in the root, in the current folder (used by
@@ -139,8 +206,8 @@ if [ "${1:-}" = "--exec" ]; then
   exit
 fi
 
-# The module overrides: what .bazelrc's `offline` config can't say itself
-# because the paths are only known here.
+# The module overrides: what the `offline` config (bazel/offline/bazelrc)
+# can't say itself because the paths are only known here.
 mods=$state/modules debian=/usr/share/bazel
 offline_flags=(
   "--config=offline"
@@ -148,21 +215,34 @@ offline_flags=(
   "--override_module=gazelle=$mods/gazelle"
   "--override_module=bazel_features=$mods/bazel_features"
   "--override_module=rules_python=$mods/rules_python"
+  "--override_module=buildozer=$mods/buildozer"
   "--override_module=rules_shell=$debian/rules/shell"
   "--repo_env=GOPROXY=$goproxy"
   "--repo_env=GOSUMDB=$gosumdb"
   "--repository_cache=$state/repository_cache"
+  # gazelle's Go module and build caches (the modules go_deps fetches, the
+  # fetch tools it compiles): one for all workspaces, instead of ~350 MB
+  # inside each output base.
+  "--repo_env=GO_REPOSITORY_USE_HOST_CACHE=1"
+  "--repo_env=GOPATH=$state/gopath"
+  "--repo_env=GOMODCACHE=$state/gomodcache"
+  "--repo_env=GOCACHE=$state/gocache"
 )
 # Shared by every checkout and workspace on the machine (a CI clone, the
-# consumer example): the Go standard library and grpc-go build once.
-build_flags=("--disk_cache=$state/disk_cache")
+# consumer examples): the Go standard library and grpc-go build once. Bazel
+# trims it back to $disk_cache_max (oldest entries first) when idle.
+disk_cache_max=${PGN_BAZEL_DISK_CACHE_MAX:-2G}
+build_flags=(
+  "--disk_cache=$state/disk_cache"
+  "--experimental_disk_cache_gc_max_size=$disk_cache_max"
+)
 for stub in "$here"/stubs/*/; do
   stub=${stub%/}
   offline_flags+=("--override_module=${stub##*/}=$stub")
 done
 # Startup options first, then the command, then our flags, then the rest.
 # The server stays for warm runs, and leaves by itself after 15 idle minutes.
-startup=(--output_user_root="$state/output_user_root" --max_idle_secs=900)
+startup=(--output_user_root="$state/output_user_root" --max_idle_secs=900 --bazelrc="$here/bazelrc")
 cmd=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -178,4 +258,6 @@ case "${cmd[0]}" in
     exec_flags=("${offline_flags[@]}") ;;
   *) exec_flags=() ;;
 esac
-enter bazel "${startup[@]}" "${cmd[0]}" "${exec_flags[@]}" "$@"
+# `; exit` on the same line: bash reads no further, so editing this file while
+# Bazel runs can't make it run what was written meanwhile.
+enter bazel "${startup[@]}" "${cmd[0]}" "${exec_flags[@]}" "$@"; exit

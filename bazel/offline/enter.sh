@@ -1,11 +1,13 @@
 #!/bin/bash
-# enter.sh ROOTFS WORKSPACE GOROOT STATE WORKDIR CMD...: run by bazel.sh under
-# `unshare --mount`: binds the workspace, the host Go and the state folder into
-# the sid root at their own paths, makes the root the process's `/` with
+# enter.sh ROOTFS GOROOT STATE WORKDIR DIRS CMD...: run by bazel.sh under
+# `unshare --mount`: binds the folders of DIRS (colon-separated: the workspace
+# and the pygrpc-native checkout), the host Go and the state folder into the
+# sid root at their own paths, makes the root the process's `/` with
 # pivot_root (Bazel's linux-sandbox then works as on a normal machine) and runs
-# CMD there, in WORKDIR (the workspace or a folder inside it). Nothing here outlives the mount namespace.
+# CMD there, in WORKDIR (the workspace or a folder inside it). Nothing here
+# outlives the mount namespace.
 set -euo pipefail
-rootfs=$1 workspace=$2 goroot=$3 state=$4 workdir=$5
+rootfs=$1 goroot=$2 state=$3 workdir=$4 dirs=$5
 shift 5
 
 mount --make-rprivate /
@@ -23,7 +25,10 @@ bind() {  # bind SRC [OPTS]: SRC at the same path inside the root
   [ -z "${2:-}" ] || mount -o "remount,bind,$2" "$rootfs/${1#/}"
 }
 bind "$state"
-bind "$workspace"
+IFS=: read -ra dirs <<<"$dirs"
+for dir in "${dirs[@]}"; do
+  bind "$dir"
+done
 bind "$goroot" ro
 cp -f /etc/resolv.conf "$rootfs/etc/resolv.conf" 2>/dev/null || true
 cp -f /etc/hosts "$rootfs/etc/hosts" 2>/dev/null || true

@@ -10,24 +10,39 @@
 #      wheel (//bazel:wheel_test: //:wheel installs with pip and imports);
 #      building //... also builds //bench:compare and the Go bench tools;
 #   2. `bazel test //...` in examples/bazel-consumer, a workspace that depends
-#      on this module and serves a greeter with pygrpc_native.server().
-# Extra arguments go to both `bazel test` runs. Ends with a
-# "bazel: N passed, N failed" line (test targets); exit status non-zero if any
-# failed. Under CI (CI set), the Bazel servers are stopped at the end.
+#      on this module through local_path_override and serves a greeter with
+#      pygrpc_native.server();
+#   3. `bazel test //...` in the monorepo of examples/bazel-monorepo,
+#      assembled under build/bazel-monorepo with a vendored copy of this
+#      checkout in third_party/pygrpc-native, and run from the monorepo's root
+#      by that copy's bazel/offline/bazel.sh, as a user of the copy would.
+# A run fails when Bazel warns that use_repo() and a module extension
+# disagree (MODULE.bazel's lists are out of step). Extra arguments go to every
+# `bazel test` run. Ends with a "bazel: N passed, N failed" line (test
+# targets); exit status non-zero if any failed. Under CI (CI set) the output
+# bases of the three workspaces are deleted at the end (a CI clone's would
+# otherwise stay behind, ~1-2 GB each; the shared caches keep the next clone
+# fast); PGN_BAZEL_KEEP_OUTPUT=1 keeps them.
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 bazel=$here/bazel.sh
-passed=0 failed=0 rc=0
+monorepo=$repo/build/bazel-monorepo
+passed=0 failed=0 rc=0 changed=
 
-# run_tests DIR ARGS...: bazel test //... in DIR, adds up the summary line.
+# run_tests DIR RUNNER ARGS...: bazel test //... in DIR with the offline
+# runner RUNNER, adds up the summary line.
 run_tests() {
-  local dir=$1 log t0=$SECONDS status
-  shift
+  local dir=$1 runner=$2 log t0=$SECONDS status
+  shift 2
   log=$(mktemp)
   echo "== bazel test //... in ${dir#"$repo"/}"
-  (cd "$dir" && bash "$bazel" test //... "$@") 2>&1 | tee "$log"
+  (cd "$dir" && bash "$runner" test //... "$@") 2>&1 | tee "$log"
   status=${PIPESTATUS[0]}
+  if grep -q 'reported incorrect imports of repositories via use_repo' "$log"; then
+    echo "== ${dir#"$repo"/}: a use_repo() list is out of step with its extension (the warning above names the repositories): fix MODULE.bazel"
+    status=1
+  fi
   # "Executed 3 out of 19 tests: 17 tests pass and 2 fail locally."
   local line p f
   line=$(grep -E '^Executed [0-9]+ out of [0-9]+ tests?:' "$log" | tail -1)
@@ -68,12 +83,28 @@ if ! bash "$here/update_lock.sh" --check; then
   fi
 fi
 
-run_tests "$repo" "$@"
-run_tests "$repo/examples/bazel-consumer" "$@"
+run_tests "$repo" "$bazel" "$@"
+run_tests "$repo/examples/bazel-consumer" "$bazel" "$@"
+if bash "$repo/examples/bazel-monorepo/assemble.sh" "$monorepo"; then
+  run_tests "$monorepo" "$monorepo/third_party/pygrpc-native/bazel/offline/bazel.sh" "$@"
+else
+  echo "== examples/bazel-monorepo/assemble.sh failed"
+  failed=$((failed + 1)) rc=1
+fi
 
 if [ -n "${CI:-}" ]; then
-  (cd "$repo/examples/bazel-consumer" && bash "$bazel" shutdown) >/dev/null 2>&1 || true
-  (cd "$repo" && bash "$bazel" shutdown) >/dev/null 2>&1 || true
+  if [ "${PGN_BAZEL_KEEP_OUTPUT:-}" = 1 ]; then
+    cleanup=shutdown
+  else
+    cleanup="clean --expunge"
+  fi
+  for dir in "$monorepo" "$repo/examples/bazel-consumer" "$repo"; do
+    # shellcheck disable=SC2086 # cleanup is a command and its flag
+    (cd "$dir" && bash "$bazel" $cleanup) >/dev/null 2>&1 || true
+  done
 fi
+# Repeated here, where it is seen: the tests ran on BUILD files that differ
+# from the committed ones.
+[ -z "$changed" ] || printf '== gazelle updated these BUILD files (commit them):\n%s\n' "$changed"
 echo "bazel: $passed passed, $failed failed"
 exit $rc
