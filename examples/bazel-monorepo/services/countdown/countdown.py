@@ -9,6 +9,7 @@ protobuf, to keep the example small) and streams b"N", b"N-1", ..., b"1".
 
 import argparse
 import asyncio
+from collections.abc import AsyncIterator
 
 import grpc
 
@@ -19,7 +20,7 @@ SERVICE = "countdown.Countdown"
 MAX_COUNT = 1000
 
 
-async def count(request: bytes, context: grpc.aio.ServicerContext):
+async def count(request: bytes, context: grpc.aio.ServicerContext[bytes, bytes]) -> AsyncIterator[bytes]:
     try:
         n = int(request)
     except ValueError:
@@ -30,7 +31,7 @@ async def count(request: bytes, context: grpc.aio.ServicerContext):
         yield str(i).encode()
 
 
-async def start_server(address: str = "127.0.0.1:0"):
+async def start_server(address: str = "127.0.0.1:0") -> tuple[grpc.aio.Server, int]:
     """Returns (started server, bound port), serving on the running loop."""
     server = pygrpc_native.aio.server()
     handler = grpc.method_handlers_generic_handler(
