@@ -57,6 +57,7 @@ func New(cfg *Config) (*Front, error) {
 		methods: newMethodTable(cfg.Methods),
 		stopped: make(chan struct{}),
 	}
+	f.listeners.limits, f.listeners.m = &cfg.Limits, &f.m
 	f.events = newEvents(&f.m)
 	if cfg.Fallback != "" {
 		relay, err := newFallbackRelay(cfg.Fallback, cfg.Limits.MaxSendMsgSize, &f.m)
@@ -154,15 +155,10 @@ func (f *Front) Bind(address string) (int, error) {
 	if err := f.phase.checkNew(); err != nil {
 		return 0, err
 	}
-	return f.listeners.bind(f.addressOr(address), &f.cfg.Limits, f.tls, &f.m)
-}
-
-// addressOr is address, or the configured address when it is empty.
-func (f *Front) addressOr(address string) string {
 	if address == "" {
-		return f.cfg.Address
+		address = f.cfg.Address
 	}
-	return address
+	return f.listeners.bind(address, f.tls)
 }
 
 // SetTLS makes the listeners bound from now on (Bind, or Start binding the
@@ -193,7 +189,7 @@ func (f *Front) Start() error {
 		return err
 	}
 	if f.listeners.empty() {
-		if _, err := f.listeners.bind(f.cfg.Address, &f.cfg.Limits, f.tls, &f.m); err != nil {
+		if _, err := f.listeners.bind(f.cfg.Address, f.tls); err != nil {
 			return err
 		}
 	}

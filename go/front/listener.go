@@ -25,7 +25,8 @@ type listener struct {
 	maxConns int64
 }
 
-// listen binds one address in grpcio's syntax (see parseBindAddress).
+// listen binds one address in grpcio's syntax (see parseBindAddress), for
+// connections under limits, counted in m.
 func listen(address string, limits *Limits, tlsConfig *tls.Config, m *metrics) (*listener, error) {
 	ba, err := parseBindAddress(address)
 	if err != nil {
@@ -66,19 +67,21 @@ func (l *listener) port() int {
 }
 
 // listenerSet is a front's bound addresses, each with its own TLS
-// configuration (listenerCreds); all serve the same methods. Front guards
-// it with its lock, except the first port, which Port reads while a Stop
-// holds that lock.
+// configuration (listenerCreds); all serve the same methods, under the
+// same limits, counted in the same metrics. Front guards it with its lock,
+// except the first port, which Port reads while a Stop holds that lock.
 type listenerSet struct {
-	all   []*listener
-	first atomic.Int32
+	limits *Limits
+	m      *metrics
+	all    []*listener
+	first  atomic.Int32
 }
 
 // bind listens on address and returns the bound port. For "localhost" it
 // binds both loopbacks on one port, as grpcio does; the IPv6 one is
 // skipped where it can't be bound, as grpcio skips it.
-func (s *listenerSet) bind(address string, limits *Limits, tlsConfig *tls.Config, m *metrics) (int, error) {
-	lis, err := listen(address, limits, tlsConfig, m)
+func (s *listenerSet) bind(address string, tlsConfig *tls.Config) (int, error) {
+	lis, err := listen(address, s.limits, tlsConfig, s.m)
 	if err != nil {
 		return 0, err
 	}
@@ -87,7 +90,7 @@ func (s *listenerSet) bind(address string, limits *Limits, tlsConfig *tls.Config
 	}
 	s.all = append(s.all, lis)
 	if isLocalhost(address) {
-		if lis6, err := listen(fmt.Sprintf("[::1]:%d", lis.port()), limits, tlsConfig, m); err == nil {
+		if lis6, err := listen(fmt.Sprintf("[::1]:%d", lis.port()), s.limits, tlsConfig, s.m); err == nil {
 			s.all = append(s.all, lis6)
 		}
 	}
