@@ -4,7 +4,57 @@ import (
 	"context"
 	"math"
 	"time"
+
+	"google.golang.org/grpc/mem"
 )
+
+// EventKind says what an Event reports. The values are a public contract:
+// Python sees them as EVENT_CALL, EVENT_CANCEL and EVENT_LOOKUP.
+type EventKind uint8
+
+const (
+	// EventCall is a new call. Payload is the request message; Python
+	// answers it by CallID.
+	EventCall EventKind = 1
+	// EventCancel says a call ended before Python finished it: the client
+	// cancelled, its deadline passed, its connection closed, or the server
+	// stopped. The client already has its status; answers to the call are
+	// ignored. Payload is nil. A call that ends before any of its events was
+	// taken is never reported: its queued events are dropped instead.
+	EventCancel EventKind = 2
+	// EventLookup is a call to a path the front does not know, sent only
+	// when the front resolves unknown methods. Payload is the path (UTF-8)
+	// and MethodID is -1. Python answers with Route (to a method it added)
+	// or Finish (e.g. UNIMPLEMENTED).
+	EventLookup EventKind = 3
+)
+
+// Event is one entry of the queue Python drains with Events.Recv.
+type Event struct {
+	Kind     EventKind
+	CallID   uint64
+	MethodID int32
+	// Payload holds the request (EventCall) in grpc-go's pooled buffers,
+	// or the path (EventLookup); nil for EventCancel. Whoever takes the
+	// event copies what it needs and then calls Release, which hands the
+	// buffers back to grpc-go's pool (an event never released is only
+	// garbage-collected, never a leak).
+	Payload   mem.BufferSlice
+	ClientKey string
+	// call is the call the event belongs to, so that take can drop the
+	// events of a call that ended before Python saw it.
+	call *call
+}
+
+// Bytes is a copy of the payload in one slice.
+func (e *Event) Bytes() []byte { return e.Payload.Materialize() }
+
+// Release returns the payload's buffers to their pool; the payload must not
+// be read afterwards.
+func (e *Event) Release() {
+	e.Payload.Free()
+	e.Payload = nil
+}
 
 // Events is what a front hands to Python: the main queue of events (Recv,
 // or EventFD for event loops) and the queue of watched calls'
