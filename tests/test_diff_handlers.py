@@ -367,10 +367,11 @@ def test_generic_handler_raises_in_service(flavour):
 
     def scenario(run):
         out = call_unary(run.channel, method("Echo"), b"", timeout=2)
-        return out.code, out.responses
+        return out.code, out.details, out.responses
 
     ref = flavour.same(lambda server, state: server.add_generic_rpc_handlers((Broken(),)), scenario)
-    assert ref == (SC.UNKNOWN, ())
+    details = flavour.pick(sync="Error in service handler!", aio="Unexpected <class 'RuntimeError'>: service() failed")
+    assert ref == (SC.UNKNOWN, details, ())
 
 
 # -- client-streaming and bidi methods ------------------------------------------------

@@ -214,6 +214,11 @@ class ServerCore:
         for path, handler in self._registered.items():
             self._add_method(path, handler)
 
+    def lookup_failure_details(self, exc: Exception) -> str:
+        """The status details of a call whose generic handler's service()
+        raised exc: grpcio's sync server says this; grpc.aio's differs."""
+        return "Error in service handler!"
+
     def lookup(self, call_id: int, path: str) -> None:
         """Finds the handler of a path Go doesn't know yet (EVENT_LOOKUP)
         and routes the call: natively, or to the fallback."""
@@ -224,9 +229,9 @@ class ServerCore:
         metadata = tuple(Metadatum(k, v) for k, v in details["invocation_metadata"])
         try:
             handler = self._find_handler(path, metadata)
-        except Exception:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001
             _LOGGER.exception("Exception servicing handler")
-            self.front.finish(call_id, _UNKNOWN, "Error in service handler!")
+            self.front.finish(call_id, _UNKNOWN, self.lookup_failure_details(exc))
             return
         method_id = FALLBACK if handler is None else self._add_method(path, handler)
         self.front.route(call_id, method_id)

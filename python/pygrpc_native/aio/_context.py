@@ -190,7 +190,7 @@ class ServicerContext(CallInfo, grpc.aio.ServicerContext):
             code, details = _UNKNOWN, ""
         await self.finish(code, details)
         call.aborted = True
-        raise grpc.aio.AbortError()
+        raise grpc.aio.AbortError("Locally aborted.")
 
     async def abort_with_status(self, status: grpc.Status) -> NoReturn:
         await self.abort(status.code, status.details, status.trailing_metadata)

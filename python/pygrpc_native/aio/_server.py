@@ -118,6 +118,10 @@ class _AioServer(ServerCore, grpc.aio.Server):
 
     # -- events --------------------------------------------------------------
 
+    def lookup_failure_details(self, exc: Exception) -> str:
+        # grpc.aio reports the exception, as for one raised by a handler.
+        return f"Unexpected {type(exc)}: {exc}"
+
     def _on_events(self) -> None:
         """The event descriptor is readable: take one batch (the loop calls
         back while more wait, between other work)."""
