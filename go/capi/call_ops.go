@@ -43,9 +43,9 @@ func pgn_send(h C.int64_t, id C.uint64_t, msg C.pgn_bytes, block C.int32_t) C.in
 }
 
 //export pgn_send_header
-func pgn_send_header(h C.int64_t, id C.uint64_t, md C.pgn_bytes, block C.int32_t, errOut **C.char) C.int {
+func pgn_send_header(h C.int64_t, id C.uint64_t, md C.pgn_metadata, block C.int32_t, errOut **C.char) C.int {
 	return withFront(h, func(f *front.Front) C.int {
-		r, err := f.Calls().SendHeader(uint64(id), decodeMetadata(md), block != 0)
+		r, err := f.Calls().SendHeader(uint64(id), goMetadata(md), block != 0)
 		return invalidMetadata(r, err, errOut)
 	})
 }
@@ -56,7 +56,7 @@ func pgn_finish(h C.int64_t, id C.uint64_t, a *C.pgn_finish_args, block C.int32_
 		e := front.Ending{
 			Code:       codes.Code(a.code),
 			Details:    goString(a.details),
-			Trailer:    decodeMetadata(a.metadata),
+			Trailer:    goMetadata(a.metadata),
 			HasMessage: a.payload.data != nil,
 		}
 		if e.HasMessage {

@@ -9,56 +9,6 @@ import (
 	"testing"
 )
 
-// appendPair appends one (key, value) pair in the shim's metadata encoding.
-func appendPair(b []byte, k, v string) []byte {
-	b = binary.LittleEndian.AppendUint32(b, uint32(len(k)))
-	b = append(b, k...)
-	b = binary.LittleEndian.AppendUint32(b, uint32(len(v)))
-	return append(b, v...)
-}
-
-// FuzzDecodeMetadata feeds decodeMetadataBytes arbitrary buffers: it must
-// never panic nor allocate beyond the buffer, and a well-formed buffer
-// (the prefix of b that holds whole pairs, re-encoded) must decode to
-// exactly its pairs.
-func FuzzDecodeMetadata(f *testing.F) {
-	f.Add([]byte{})
-	f.Add(appendPair(binary.LittleEndian.AppendUint32(nil, 1), "k", "v"))
-	f.Add(binary.LittleEndian.AppendUint32(nil, math.MaxUint32))
-	f.Add(appendPair(appendPair(binary.LittleEndian.AppendUint32(nil, 2), "a-bin", "\x00\xff"), "a-bin", "x"))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		md := decodeMetadataBytes(b)
-		total := 0
-		for k, vs := range md {
-			for _, v := range vs {
-				total += len(k) + len(v) + 8
-			}
-		}
-		if total > len(b) {
-			t.Fatalf("decoded %d bytes of pairs from a %d-byte buffer", total, len(b))
-		}
-		// Round trip: the pairs re-encoded (sorted, for a stable order)
-		// decode to the same metadata.
-		keys := make([]string, 0, len(md))
-		n := 0
-		for k, vs := range md {
-			keys = append(keys, k)
-			n += len(vs)
-		}
-		slices.Sort(keys)
-		enc := binary.LittleEndian.AppendUint32(nil, uint32(n))
-		for _, k := range keys {
-			for _, v := range md[k] {
-				enc = appendPair(enc, k, v)
-			}
-		}
-		again := decodeMetadataBytes(enc)
-		if fmt.Sprint(again) != fmt.Sprint(md) && !(len(md) == 0 && len(again) == 0) {
-			t.Fatalf("round trip changed %v into %v", md, again)
-		}
-	})
-}
-
 // value is what readValue decodes: a test-side reading of the tagged
 // format that decode_value in _native.c implements.
 func readValue(b []byte) (v any, rest []byte, err error) {

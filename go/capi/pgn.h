@@ -29,11 +29,11 @@
  *    others, except pgn_release, which the caller makes the last call on its
  *    handle. None touches Python. The ones that can wait are marked "may
  *    block": the shim calls them without the GIL.
- *  - Inputs are encoded only where they are lists: metadata (see
- *    PGN_METADATA below). The front's configuration and TLS credentials are
- *    JSON documents (go/front/config.go, tls.go). Structured results
- *    (pgn_call_details, pgn_metrics) come back in the tagged encoding of
- *    go/capi/encode.go.
+ *  - Inputs cross as C values (metadata as an array of pairs); only the
+ *    front's configuration and TLS credentials are documents, in JSON
+ *    (go/front/config.go, tls.go). Structured results (pgn_call_details,
+ *    pgn_metrics) come back in the one tagged encoding of go/capi/encode.go,
+ *    which the shim turns into Python objects.
  */
 #ifndef PGN_H
 #define PGN_H
@@ -88,10 +88,16 @@ typedef struct {
     size_t len;
 } pgn_buffer;
 
-/* PGN_METADATA: metadata crosses as pgn_bytes holding a u32 count, then per
- * (key, value) pair a u32 length + the key, a u32 length + the value; all
- * little-endian. data NULL: no metadata. A malformed buffer gives the pairs
- * that could be read, never a crash. */
+/* Metadata: (key, value) pairs in order; a key may repeat. */
+typedef struct {
+    pgn_bytes key;
+    pgn_bytes value;
+} pgn_pair;
+
+typedef struct {
+    pgn_pair *pairs; /* NULL: no metadata */
+    size_t count;
+} pgn_metadata;
 
 /* Event kinds, as pgn_event.kind and the first item of an event tuple. */
 #define PGN_EVENT_CALL 1   /* a call: payload is its request */
@@ -137,7 +143,7 @@ typedef struct {
 typedef struct {
     int32_t code;       /* gRPC status code, 0..16 */
     pgn_bytes details;  /* UTF-8 */
-    pgn_bytes metadata; /* trailing metadata (PGN_METADATA) */
+    pgn_metadata metadata; /* trailing metadata */
     pgn_bytes payload;  /* the last message; data NULL: none */
 } pgn_finish_args;
 
@@ -233,9 +239,8 @@ int pgn_respond(int64_t front, uint64_t call, pgn_bytes message, int32_t block);
 /* pgn_send sends one message of a server-streaming call. */
 int pgn_send(int64_t front, uint64_t call, pgn_bytes message, int32_t block);
 
-/* pgn_send_header sends initial metadata (PGN_METADATA).
- * PGN_INVALID_METADATA. */
-int pgn_send_header(int64_t front, uint64_t call, pgn_bytes metadata, int32_t block, char **err);
+/* pgn_send_header sends initial metadata. PGN_INVALID_METADATA. */
+int pgn_send_header(int64_t front, uint64_t call, pgn_metadata metadata, int32_t block, char **err);
 
 /* pgn_finish ends a call with a status and an optional last message.
  * PGN_INVALID_METADATA. */

@@ -186,131 +186,131 @@ static PyObject *as_bytes(PyObject *o, const char *what) {
     return b;
 }
 
-/* Growing byte buffer for encoding metadata. */
+/* Metadata as Go reads it (pgn_metadata): pairs that point into Python
+ * objects, which refs holds until metadata_free, two a pair (the owners of
+ * the key's and the value's bytes). The objects are immutable (str, bytes),
+ * so Go may read them while a blocking call has released the GIL. Up to
+ * METADATA_INLINE pairs, the common case, live in the struct itself (on the
+ * caller's stack): no allocation per call. */
+#define METADATA_INLINE 8
 typedef struct {
-    char *p;
-    size_t len, cap;
-} Buf;
+    pgn_metadata md;
+    PyObject **refs;
+    pgn_pair inline_pairs[METADATA_INLINE];
+    PyObject *inline_refs[2 * METADATA_INLINE];
+} Metadata;
 
-static int buf_put(Buf *b, const void *src, size_t n) {
-    if (b->len + n > b->cap) {
-        size_t cap = b->cap ? b->cap * 2 : 256;
-        while (cap < b->len + n) {
-            cap *= 2;
-        }
-        char *p = realloc(b->p, cap);
-        if (p == NULL) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        b->p = p;
-        b->cap = cap;
+static void metadata_free(Metadata *m) {
+    for (size_t i = 0; i < 2 * m->md.count; i++) {
+        Py_DECREF(m->refs[i]);
     }
-    memcpy(b->p + b->len, src, n);
-    b->len += n;
+    if (m->refs != m->inline_refs) {
+        PyMem_Free(m->refs);
+        PyMem_Free(m->md.pairs);
+    }
+    m->md.pairs = NULL;
+    m->md.count = 0;
+    m->refs = NULL;
+}
+
+/* metadata_text points b at the bytes of a metadata key or value: a str's
+ * UTF-8, or a bytes object's contents (any bytes-like value is copied into
+ * one; keys must be str or bytes, as grpcio's, and are sent as they are).
+ * Returns the object that owns the bytes (a new reference), or NULL. */
+static PyObject *metadata_text(PyObject *o, int is_key, pgn_bytes *b) {
+    PyObject *owner;
+    if (PyUnicode_Check(o)) {
+        Py_ssize_t n;
+        b->data = PyUnicode_AsUTF8AndSize(o, &n);
+        b->len = (size_t)n;
+        if (b->data == NULL) {
+            return NULL;
+        }
+        Py_INCREF(o);
+        return o;
+    }
+    if (is_key && !PyBytes_Check(o)) {
+        return PyErr_Format(PyExc_TypeError, "metadata keys must be str or bytes, got %R", o);
+    }
+    owner = as_bytes(o, "metadata values");
+    if (owner == NULL) {
+        return NULL;
+    }
+    b->data = PyBytes_AsString(owner);
+    b->len = (size_t)PyBytes_Size(owner);
+    return owner;
+}
+
+/* metadata_pair reads one (key, value) item into *pair and refs[0..1]. */
+static int metadata_pair(PyObject *item, pgn_pair *pair, PyObject **refs) {
+    if (PyUnicode_Check(item) || PyBytes_Check(item) || PySequence_Check(item) != 1 || PySequence_Size(item) != 2) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_TypeError, "metadata entries must be (key, value) pairs, got %R", item);
+        return -1;
+    }
+    PyObject *key = PySequence_GetItem(item, 0);
+    PyObject *value = key ? PySequence_GetItem(item, 1) : NULL;
+    refs[0] = key ? metadata_text(key, 1, &pair->key) : NULL;
+    refs[1] = refs[0] && value ? metadata_text(value, 0, &pair->value) : NULL;
+    Py_XDECREF(key);
+    Py_XDECREF(value);
+    if (refs[1] == NULL) {
+        Py_XDECREF(refs[0]);
+        return -1;
+    }
     return 0;
 }
 
-static int buf_put_str(Buf *b, const char *s, Py_ssize_t n) {
-    if ((size_t)n > UINT32_MAX) {
-        PyErr_SetString(PyExc_ValueError, "metadata entry is too large");
-        return -1;
-    }
-    uint32_t l = (uint32_t)n;
-    if (buf_put(b, &l, 4) < 0) {
-        return -1;
-    }
-    return buf_put(b, s, (size_t)n);
-}
-
-/* encode_metadata writes a sequence of (str | bytes key, str | bytes value) pairs
- * in the layout go/capi decodeMetadata reads: u32 count, then per pair
- * u32 length + key, u32 length + value. None encodes nothing. */
-static int encode_metadata(PyObject *md, Buf *out) {
-    out->p = NULL;
-    out->len = out->cap = 0;
+/* metadata_arg reads a sequence (or any iterable) of (str | bytes key,
+ * str | bytes value) pairs for Go; None is no metadata. -1 with an
+ * exception set if it isn't one; out then holds nothing to free. */
+static int metadata_arg(PyObject *md, Metadata *out) {
+    out->md.pairs = NULL;
+    out->md.count = 0;
+    out->refs = NULL;
     if (md == NULL || md == Py_None) {
         return 0;
     }
-    PyObject *it = PyObject_GetIter(md);
-    if (it == NULL) {
-        PyErr_Format(PyExc_TypeError, "metadata must be a sequence of (key, value) pairs, not %S",
-                     (PyObject *)Py_TYPE(md));
-        return -1;
-    }
-    uint32_t count = 0;
-    if (buf_put(out, &count, 4) < 0) {
-        goto fail;
-    }
-    PyObject *item;
-    while ((item = PyIter_Next(it)) != NULL) {
-        PyObject *key = NULL, *value = NULL, *vbytes = NULL;
-        int ok = -1;
-        if (PyUnicode_Check(item) || PyBytes_Check(item) || PySequence_Check(item) != 1 ||
-            PySequence_Size(item) != 2) {
-            PyErr_Clear();
-            PyErr_Format(PyExc_TypeError, "metadata entries must be (key, value) pairs, got %R", item);
-            goto item_done;
+    PyObject *items = md;
+    if (PyList_Check(md) || PyTuple_Check(md)) {
+        Py_INCREF(items);
+    } else {
+        PyObject *it = PyObject_GetIter(md);
+        if (it == NULL) {
+            PyErr_Format(PyExc_TypeError, "metadata must be a sequence of (key, value) pairs, not %S",
+                         (PyObject *)Py_TYPE(md));
+            return -1;
         }
-        key = PySequence_GetItem(item, 0);
-        value = PySequence_GetItem(item, 1);
-        if (key == NULL || value == NULL) {
-            goto item_done;
-        }
-        /* As grpcio, keys may be str or bytes (sent as they are). */
-        Py_ssize_t klen;
-        const char *k;
-        if (PyUnicode_Check(key)) {
-            k = PyUnicode_AsUTF8AndSize(key, &klen);
-        } else if (PyBytes_Check(key)) {
-            char *kb;
-            k = PyBytes_AsStringAndSize(key, &kb, &klen) < 0 ? NULL : kb;
-        } else {
-            PyErr_Format(PyExc_TypeError, "metadata keys must be str or bytes, got %R", key);
-            goto item_done;
-        }
-        if (k == NULL || buf_put_str(out, k, klen) < 0) {
-            goto item_done;
-        }
-        if (PyUnicode_Check(value)) {
-            Py_ssize_t vlen;
-            const char *v = PyUnicode_AsUTF8AndSize(value, &vlen);
-            if (v == NULL || buf_put_str(out, v, vlen) < 0) {
-                goto item_done;
-            }
-        } else {
-            vbytes = as_bytes(value, "metadata values");
-            if (vbytes == NULL) {
-                goto item_done;
-            }
-            char *v;
-            Py_ssize_t vlen;
-            if (PyBytes_AsStringAndSize(vbytes, &v, &vlen) < 0 || buf_put_str(out, v, vlen) < 0) {
-                goto item_done;
-            }
-        }
-        count++;
-        ok = 0;
-    item_done:
-        Py_XDECREF(vbytes);
-        Py_XDECREF(key);
-        Py_XDECREF(value);
-        Py_DECREF(item);
-        if (ok < 0) {
-            goto fail;
+        items = PySequence_List(it);
+        Py_DECREF(it);
+        if (items == NULL) {
+            return -1;
         }
     }
-    if (PyErr_Occurred()) {
-        goto fail;
+    Py_ssize_t n = PySequence_Size(items);
+    int rc = n < 0 ? -1 : 0;
+    if (rc == 0 && n <= METADATA_INLINE) {
+        out->md.pairs = out->inline_pairs;
+        out->refs = out->inline_refs;
+    } else if (rc == 0) {
+        out->md.pairs = PyMem_Malloc((size_t)n * sizeof(pgn_pair));
+        out->refs = PyMem_Malloc((size_t)n * 2 * sizeof(PyObject *));
+        if (out->md.pairs == NULL || out->refs == NULL) {
+            PyErr_NoMemory();
+            rc = -1;
+        }
     }
-    Py_DECREF(it);
-    memcpy(out->p, &count, 4);
-    return 0;
-fail:
-    Py_DECREF(it);
-    free(out->p);
-    out->p = NULL;
-    return -1;
+    for (Py_ssize_t i = 0; rc == 0 && i < n; i++) {
+        PyObject *item = PySequence_GetItem(items, i);
+        rc = item ? metadata_pair(item, &out->md.pairs[i], &out->refs[2 * i]) : -1;
+        Py_XDECREF(item);
+        out->md.count += rc == 0;
+    }
+    Py_DECREF(items);
+    if (rc < 0) {
+        metadata_free(out);
+    }
+    return rc;
 }
 
 /* ---- decoding Go's results (format: go/capi/encode.go) ------------------- */
@@ -1032,16 +1032,15 @@ static PyObject *Front_send_message(PyObject *self, PyObject *const *args, Py_ss
 static PyObject *Front_send_initial_metadata(PyObject *self, PyObject *args) {
     PyObject *id_obj, *md;
     CallRef c;
-    Buf b;
+    Metadata m;
     if (!PyArg_ParseTuple(args, "OO:send_initial_metadata", &id_obj, &md) || call_ref(self, id_obj, &c) < 0 ||
-        encode_metadata(md, &b) < 0) {
+        metadata_arg(md, &m) < 0) {
         return NULL;
     }
-    pgn_bytes encoded = {b.p, b.len};
     int rc;
     char *err = NULL;
-    CALL_MAYBE_BLOCKING(rc, pgn_send_header(c.h, c.id, encoded, block, &err));
-    free(b.p);
+    CALL_MAYBE_BLOCKING(rc, pgn_send_header(c.h, c.id, m.md, block, &err));
+    metadata_free(&m);
     return result_to_py(rc, c.id, err);
 }
 
@@ -1102,17 +1101,16 @@ static PyObject *Front_finish(PyObject *self, PyObject *args, PyObject *kwds) {
         a.payload.data = p;
         a.payload.len = (size_t)n;
     }
-    Buf b;
-    if (encode_metadata(md, &b) < 0) {
+    Metadata m;
+    if (metadata_arg(md, &m) < 0) {
         Py_XDECREF(payload);
         return NULL;
     }
-    a.metadata.data = b.p;
-    a.metadata.len = b.len;
+    a.metadata = m.md;
     int rc;
     char *err = NULL;
     CALL_MAYBE_BLOCKING(rc, pgn_finish(c.h, c.id, &a, block, &err));
-    free(b.p);
+    metadata_free(&m);
     Py_XDECREF(payload);
     return result_to_py(rc, c.id, err);
 }
