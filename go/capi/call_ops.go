@@ -16,9 +16,14 @@ import (
 // number (result.go checks the numbers).
 
 // onCalls runs a per-call operation on the live calls of the front behind
-// h and returns its result.
+// h and returns its result: withFront for the per-message path, without a
+// second closure.
 func onCalls(h C.int64_t, fn func(*front.Calls) front.Result) C.int {
-	return withFront(h, func(f *front.Front) C.int { return C.int(fn(f.Calls())) })
+	f := getHandle(int64(h))
+	if f == nil {
+		return C.PGN_BAD_HANDLE
+	}
+	return C.int(fn(f.Calls()))
 }
 
 //export pgn_route
