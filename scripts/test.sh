@@ -14,7 +14,7 @@
 #
 # With PGN_BAZEL=1, and always under CI (CI set), it then runs the Bazel
 # graph offline (bazel/offline/test_all.sh: Debian's Bazel in a sid root it
-# prepares under /var/tmp; needs root, ~4 GB and a few minutes the first
+# prepares under /var/tmp; needs root, ~5.5 GB and a few minutes the first
 # time; under CI it deletes the output bases it made at the end, see
 # bazel/offline/README.md).
 set -euo pipefail
