@@ -156,4 +156,7 @@ def test_answers_racing_client_cancels_keep_the_books_straight():
     cancelled = [e[1] for e in s.log.cancels()]
     assert len(cancelled) == len(set(cancelled)), "a call got two EVENT_CANCELs"
     assert set(cancelled) <= started
-    assert len(started) == m["calls_started"]
+    # Calls cancelled before recv_batch took their event are counted as
+    # started (and cancelled) but never delivered: Go drops their events.
+    assert len(started) <= m["calls_started"]
+    assert m["calls_started"] - len(started) <= m["calls_cancelled"], m

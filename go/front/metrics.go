@@ -32,7 +32,7 @@ type Metric struct {
 // MetricNames lists the keys Front.Metrics returns, in order. They are a
 // public contract (docs/low-level-api.md): never rename or remove one.
 var MetricNames = []string{
-	"calls_started",           // calls that reached Python (EVENT_CALL or EVENT_LOOKUP); each ends in exactly one of the next three
+	"calls_started",           // calls queued for Python (EVENT_CALL or EVENT_LOOKUP), including those that ended before Python took their event; each ends in exactly one of the next three
 	"calls_completed",         // calls Python finished (any status) or routed to the fallback
 	"calls_cancelled",         // calls the client or Python (cancel) cancelled, or that died with their connection or the server
 	"calls_deadline_exceeded", // calls whose deadline passed before Python finished them
