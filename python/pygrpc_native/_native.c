@@ -715,34 +715,34 @@ static PyObject *key_object(const char *key, uint64_t len, const char **last_key
  * cancelled, so nothing is lost unseen. */
 static PyObject *event_list(int64_t h, pgn_recv_args *a, BatchArrays *b) {
     int n = a->count;
-    int failed = 0;
+    int alloc_failed = 0;
     char *keys = NULL;
     if (a->with_keys && a->keys_len > 0) {
         keys = PyMem_Malloc((size_t)a->keys_len);
-        failed = keys == NULL;
+        alloc_failed = keys == NULL;
     }
     for (int i = 0; i < n; i++) {
         b->payloads[i] = NULL;
         b->dsts[i] = NULL;
-        if (failed || b->events[i].kind == PGN_EVENT_CANCEL) {
+        if (alloc_failed || b->events[i].kind == PGN_EVENT_CANCEL) {
             continue;
         }
         PyObject *p = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)b->events[i].payload_len);
         if (p == NULL) {
-            failed = 1;
+            alloc_failed = 1;
             continue;
         }
         b->payloads[i] = p;
         b->dsts[i] = PyBytes_AsString(p);
     }
-    if (failed) {
+    if (alloc_failed) {
         /* Every call of the batch is ended in Go rather than half-delivered. */
         for (int i = 0; i < n; i++) {
             b->dsts[i] = NULL;
         }
     }
     pgn_fill(a->batch, b->dsts, keys);
-    PyObject *list = failed ? NULL : PyList_New(n);
+    PyObject *list = alloc_failed ? NULL : PyList_New(n);
     const char *last_key = NULL, *key = keys;
     uint64_t last_len = 0;
     PyObject *last = NULL;
@@ -785,11 +785,13 @@ static PyObject *event_list(int64_t h, pgn_recv_args *a, BatchArrays *b) {
     }
     PyMem_Free(keys);
     if (list == NULL) {
-        if (!failed) {
-            /* Calls already taken from Go but not handed to Python. */
+        if (!alloc_failed) {
+            /* Calls already taken from Go but not handed to Python. Any
+             * result will do (ended, or already ended): the exception
+             * raised is the outcome. */
             for (int i = 0; i < n; i++) {
                 if (b->events[i].kind != PGN_EVENT_CANCEL) {
-                    pgn_cancel(h, b->events[i].call_id);
+                    (void)pgn_cancel(h, b->events[i].call_id);
                 }
             }
         }
