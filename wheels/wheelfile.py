@@ -40,6 +40,21 @@ def metadata(root: Path) -> tuple[str, str, str]:
     return dist, project["version"], "\n".join(lines)
 
 
+# What the package holds besides the extension: sources and typing files.
+PACKAGE_SUFFIXES = (".py", ".pyi", "py.typed")
+
+
+def package_files(package: Path, extension: Path) -> dict[str, tuple[bytes, bool]]:
+    """The Python package in `package` as installed, plus the compiled `extension`."""
+    files = {
+        f"pygrpc_native/{p.relative_to(package).as_posix()}": (p.read_bytes(), False)
+        for p in sorted(package.rglob("*"))
+        if p.is_file() and p.name.endswith(PACKAGE_SUFFIXES) and "__pycache__" not in p.parts
+    }
+    files["pygrpc_native/_native.abi3.so"] = (extension.read_bytes(), True)
+    return files
+
+
 def _record_line(name: str, data: bytes) -> str:
     digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
     return f"{name},sha256={digest},{len(data)}"

@@ -10,7 +10,11 @@ ELF: glibc symbols no newer than 2.17, musl symbols in musl's export list
 of the machine that built it.
 
 Reads the wheels in PGN_WHEEL_DIR (default dist/), which wheels/check.sh
-fills first; no wheel there is a failure, not a skip.
+fills first; no wheel there is a failure, not a skip. PGN_WHEEL_DIR may name
+several folders (separated by os.pathsep) and PGN_WHEEL_TARGETS may narrow
+the targets checked (comma-separated names of wheels/toolchain.json): the
+Bazel test //wheels/tests:inspection_test checks the wheels of //wheels
+that way.
 """
 
 from __future__ import annotations
@@ -24,13 +28,14 @@ from pathlib import Path
 
 import lief
 import pytest
-import ziglang
 
 lief.logging.disable()
 
 ROOT = Path(__file__).resolve().parents[2]
-WHEEL_DIR = Path(os.environ.get("PGN_WHEEL_DIR", ROOT / "dist"))
+WHEEL_DIRS = [Path(d) for d in os.environ.get("PGN_WHEEL_DIR", str(ROOT / "dist")).split(os.pathsep)]
 TARGETS = json.loads((ROOT / "wheels" / "toolchain.json").read_text())["targets"]
+if os.environ.get("PGN_WHEEL_TARGETS"):
+    TARGETS = {name: TARGETS[name] for name in os.environ["PGN_WHEEL_TARGETS"].split(",")}
 EXTENSION = "pygrpc_native/_native.abi3.so"
 
 MACOS_LIBRARIES = {
@@ -55,8 +60,8 @@ def _arch(platform_tag: str) -> str:
 
 
 def _wheel(platform_tag: str) -> Path:
-    found = sorted(WHEEL_DIR.glob(f"pygrpc_native-*-cp310-abi3-{platform_tag}.whl"))
-    assert found, f"no {platform_tag} wheel in {WHEEL_DIR}: run bash wheels/build.sh first"
+    found = sorted(w for d in WHEEL_DIRS for w in d.glob(f"pygrpc_native-*-cp310-abi3-{platform_tag}.whl"))
+    assert found, f"no {platform_tag} wheel in {os.pathsep.join(map(str, WHEEL_DIRS))}: run bash wheels/build.sh first"
     return found[-1]
 
 
@@ -71,7 +76,10 @@ def _build_paths() -> list[bytes]:
     """Paths of this machine that a careless build embeds: checkout, Go, caches."""
     paths = {str(ROOT), str(Path.home())}
     for var in ("GOROOT", "GOMODCACHE", "GOCACHE"):
-        out = subprocess.run(["go", "env", var], capture_output=True, text=True)
+        try:
+            out = subprocess.run(["go", "env", var], capture_output=True, text=True)
+        except FileNotFoundError:  # no go on PATH (a Bazel test): nothing of it to embed
+            break
         if out.returncode == 0 and out.stdout.strip():
             paths.add(out.stdout.strip())
     return sorted(p.rstrip("/").encode() + b"/" for p in paths if len(p) > 1)
@@ -79,6 +87,8 @@ def _build_paths() -> list[bytes]:
 
 def _musl_exports() -> set[str]:
     """Every symbol musl's libc.so exports: zig's stub of it (lib/libc/musl/libc.S)."""
+    import ziglang  # only the musllinux checks need zig (Bazel builds no musllinux wheel)
+
     stub = Path(ziglang.__file__).parent / "lib" / "libc" / "musl" / "libc.S"
     return set(re.findall(r"^([A-Za-z_][A-Za-z0-9_]*):$", stub.read_text(), re.MULTILINE))
 
