@@ -7,8 +7,10 @@
 #      only report, as a failure;
 #   1. `bazel test //...` in this workspace: the Go tests (//go/...), the
 #      Python suite (//tests/..., one py_test per file, grpcio clients), the
-#      wheel (//bazel:wheel_test: //:wheel installs with pip and imports);
-#      building //... also builds //bench:compare and the Go bench tools;
+#      wheels (//bazel:wheel_test: the host's installs with grpcio from PyPI
+#      into a clean venv and answers calls; //wheels/tests: every platform's
+#      wheel inspected); building //... also builds the four release wheels,
+#      //bench:compare and the Go bench tools;
 #   2. `bazel test //...` in examples/bazel-consumer, a workspace that depends
 #      on this module through local_path_override and serves a greeter with
 #      pygrpc_native.server();
