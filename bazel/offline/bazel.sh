@@ -230,8 +230,11 @@ offline_flags=(
 )
 # Shared by every checkout and workspace on the machine (a CI clone, the
 # consumer examples): the Go standard library and grpc-go build once. Bazel
-# trims it back to $disk_cache_max (oldest entries first) when idle.
-disk_cache_max=${PGN_BAZEL_DISK_CACHE_MAX:-2G}
+# trims it back to $disk_cache_max (oldest entries first) when idle: room for
+# `test_all.sh`'s outputs, which build the Go standard library and grpc-go for
+# the host and the four release platforms (//wheels), ~2 GB together, so that
+# a CI clone finds them all.
+disk_cache_max=${PGN_BAZEL_DISK_CACHE_MAX:-4G}
 build_flags=(
   "--disk_cache=$state/disk_cache"
   "--experimental_disk_cache_gc_max_size=$disk_cache_max"
