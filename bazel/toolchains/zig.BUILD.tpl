@@ -10,7 +10,4 @@ filegroup(
 
 filegroup(name = "empty")
 
-zig_cc_toolchains(
-    targets = {targets},
-    zig_lib = "{lib}",
-)
+zig_cc_toolchains(targets = {targets})

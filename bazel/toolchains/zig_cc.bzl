@@ -49,7 +49,6 @@ def _zig_cc_config_impl(ctx):
         compiler = "zig",
         abi_version = "unknown",
         abi_libc_version = "unknown",
-        cxx_builtin_include_directories = [ctx.attr.zig_lib],
         features = features,
         tool_paths = [
             tool_path(name = "gcc", path = cc),
@@ -70,7 +69,6 @@ zig_cc_config = rule(
     attrs = {
         "target_name": attr.string(mandatory = True),
         "triple": attr.string(mandatory = True),
-        "zig_lib": attr.string(mandatory = True, doc = "Absolute path of zig's lib/ (its libc headers), for Bazel's include check."),
     },
     provides = [CcToolchainConfigInfo],
 )
@@ -83,14 +81,13 @@ PLATFORM_CONSTRAINTS = {
     "macos_arm64": ["@platforms//os:macos", "@platforms//cpu:aarch64"],
 }
 
-def zig_cc_toolchains(targets, zig_lib):
+def zig_cc_toolchains(targets):
     """Declares, for each `name: triple` of `targets`, a cc toolchain `name`."""
     for name, triple in targets.items():
         zig_cc_config(
             name = name + "_config",
             target_name = name,
             triple = triple,
-            zig_lib = zig_lib,
         )
         cc_toolchain(
             name = name + "_cc",
