@@ -3,8 +3,10 @@
 #   0. `bazel run //:gazelle`: brings the Go targets' srcs and deps in line with
 #      the .go files (most changes to Go code don't touch BUILD files by hand),
 #      and bazel/offline/update_lock.sh regenerates the pip lock when
-#      tests/requirements.txt has a pin it lacks; with PGN_GAZELLE=check both
-#      only report, as a failure;
+#      tests/requirements.txt has a pin it lacks; with PGN_GAZELLE=check (the
+#      default under CI, where a committed stale file must fail: a fresh
+#      clone's `bazel test //...` would not build) both only report, as a
+#      failure;
 #   1. `bazel test //...` in this workspace: the Go tests (//go/...), the
 #      Python suite (//tests/..., one py_test per file, grpcio clients), the
 #      wheels (//bazel:wheel_test: the host's installs with grpcio from PyPI
@@ -59,7 +61,8 @@ run_tests() {
   rm -f "$log"
 }
 
-if [ "${PGN_GAZELLE:-fix}" = check ]; then
+gazelle_mode=${PGN_GAZELLE:-$([ -n "${CI:-}" ] && echo check || echo fix)}
+if [ "$gazelle_mode" = check ]; then
   echo "== gazelle (check)"
   if ! (cd "$repo" && bash "$bazel" run //:gazelle -- -mode=diff); then
     echo "== BUILD files are stale: run bazel/offline/bazel.sh run //:gazelle"
@@ -76,7 +79,7 @@ fi
 
 # The pip lock: regenerated when tests/requirements.txt has a pin it lacks.
 if ! bash "$here/update_lock.sh" --check; then
-  if [ "${PGN_GAZELLE:-fix}" = check ]; then
+  if [ "$gazelle_mode" = check ]; then
     echo "== run bazel/offline/update_lock.sh"
     failed=$((failed + 1)) rc=1
   else
