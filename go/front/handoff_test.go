@@ -5,6 +5,7 @@ import (
 	"math"
 	"testing"
 	"time"
+	"unsafe"
 
 	"google.golang.org/grpc/mem"
 )
@@ -107,5 +108,14 @@ func TestOpQueueLimitsAndWakeUps(t *testing.T) {
 	close(ended)
 	if r := <-done; r != ResultEnded {
 		t.Fatalf("sender blocked when the call ended: %v, want ResultEnded", r)
+	}
+}
+
+// Every message a handler sends is copied into its call's op queue as one
+// op: the field order keeps it at 80 bytes on 64-bit platforms (96 with the
+// small fields spread between the large ones).
+func TestOpPacksInto80Bytes(t *testing.T) {
+	if size := unsafe.Sizeof(op{}); unsafe.Sizeof(uintptr(0)) == 8 && size > 80 {
+		t.Fatalf("op is %d bytes; keep the small fields together", size)
 	}
 }

@@ -22,20 +22,24 @@ const (
 )
 
 // op is one instruction from Python to the goroutine that owns a call.
-// Each kind reads only its own fields.
+// Each kind reads only its own fields. The small fields come first so that
+// an op packs into 80 bytes: every message a handler sends is copied into
+// its call's queue as one.
 type op struct {
 	kind opKind
-	// opMessage, opFinish: the message (the call owns it from here on);
-	// opFinish sends one only when hasMessage and the status is OK.
-	message    mem.BufferSlice
+	// opMessage, opFinish: whether message is set (opFinish sends it only
+	// when the status is OK).
 	hasMessage bool
-	// opHeader: initial metadata; opFinish: trailing metadata.
-	md metadata.MD
-	// opFinish: the status.
-	code    codes.Code
-	details string
+	// opFinish: the status code (details below).
+	code codes.Code
 	// opRoute: the method the call continues as (or FallbackMethodID).
 	routeTo int32
+	// opMessage, opFinish: the message; the call owns it from here on.
+	message mem.BufferSlice
+	// opHeader: initial metadata; opFinish: trailing metadata.
+	md metadata.MD
+	// opFinish: the status details.
+	details string
 	// opCompression: the compressor name ("" for none).
 	compressor string
 }
