@@ -98,6 +98,32 @@ func pgn_disable_next_compression(h C.int64_t, id C.uint64_t, block C.int32_t) C
 	return onCalls(h, func(calls *front.Calls) front.Result { return calls.DisableNextCompression(uint64(id), block != 0) })
 }
 
+//export pgn_request_messages
+func pgn_request_messages(h C.int64_t, id C.uint64_t, n C.int32_t, errOut **C.char) C.int {
+	return withFront(h, func(f *front.Front) C.int {
+		r, err := f.Calls().RequestMessages(uint64(id), int(n))
+		if err != nil {
+			return fail(C.PGN_INVALID_ARGUMENT, err, errOut)
+		}
+		return C.int(r)
+	})
+}
+
+//export pgn_handler_done
+func pgn_handler_done(h C.int64_t, id C.uint64_t) C.int {
+	return onCalls(h, func(calls *front.Calls) front.Result { return calls.HandlerDone(uint64(id)) })
+}
+
+//export pgn_wait_room
+func pgn_wait_room(h C.int64_t, id C.uint64_t) C.int {
+	return onCalls(h, func(calls *front.Calls) front.Result { return calls.WaitRoom(uint64(id)) })
+}
+
+//export pgn_notify_room
+func pgn_notify_room(h C.int64_t, id C.uint64_t) C.int {
+	return onCalls(h, func(calls *front.Calls) front.Result { return calls.NotifyRoom(uint64(id)) })
+}
+
 //export pgn_watch
 func pgn_watch(h C.int64_t, id C.uint64_t) C.int {
 	return onCalls(h, func(calls *front.Calls) front.Result { return calls.Watch(uint64(id)) })

@@ -117,9 +117,9 @@ func pgn_event_fd(h C.int64_t, fd *C.int32_t, errOut **C.char) C.int {
 }
 
 //export pgn_add_method
-func pgn_add_method(h C.int64_t, path C.pgn_bytes, serverStreaming C.int32_t, methodID *C.int32_t, errOut **C.char) C.int {
+func pgn_add_method(h C.int64_t, path C.pgn_bytes, serverStreaming, clientStreaming C.int32_t, methodID *C.int32_t, errOut **C.char) C.int {
 	return withFront(h, func(f *front.Front) C.int {
-		id, err := f.AddMethod(goString(path), serverStreaming != 0)
+		id, err := f.AddMethod(front.Method{Path: goString(path), ServerStreaming: serverStreaming != 0, ClientStreaming: clientStreaming != 0})
 		if err != nil {
 			return errorResult(err, errOut)
 		}

@@ -103,6 +103,9 @@ typedef struct {
 #define PGN_EVENT_CALL 1   /* a call: payload is its request */
 #define PGN_EVENT_CANCEL 2 /* a call ended without being finished */
 #define PGN_EVENT_LOOKUP 3 /* a call to an unknown path: route it */
+#define PGN_EVENT_MESSAGE 4    /* a request message of a client-streaming call */
+#define PGN_EVENT_HALF_CLOSE 5 /* a client-streaming call's client sent its last message */
+#define PGN_EVENT_ROOM 6       /* a call's buffer has room again (pgn_notify_room) */
 
 /* The method id that routes a call to the fallback server. */
 #define PGN_FALLBACK (-1)
@@ -112,8 +115,12 @@ typedef struct {
     uint64_t call_id;
     int32_t kind;         /* PGN_EVENT_* */
     int32_t method_id;    /* -1 for PGN_EVENT_LOOKUP */
-    uint64_t payload_len; /* bytes pgn_fill writes for it; 0 for PGN_EVENT_CANCEL */
+    uint64_t payload_len; /* bytes pgn_fill writes for it; 0 without a payload */
     uint64_t key_len;     /* bytes of its client key; 0 unless with_keys */
+    /* 1: the event carries a payload (a request, a request message, a
+     * path); 0: none (PGN_EVENT_CANCEL, PGN_EVENT_HALF_CLOSE, PGN_EVENT_ROOM,
+     * and the PGN_EVENT_CALL of a client-streaming call). */
+    int32_t has_payload;
 } pgn_event;
 
 /* The queues pgn_recv reads. */
@@ -138,6 +145,20 @@ typedef struct {
     uint64_t keys_len; /* the client keys' bytes, all together */
     uint64_t batch;
 } pgn_recv_args;
+
+/* pgn_read's arguments and results: a request message is taken in two
+ * steps, as a batch is (pgn_recv), so that it is copied once, into memory
+ * the caller allocated: pgn_read waits and says its length and a batch
+ * number; the caller allocates payload_len bytes and calls
+ * pgn_fill(batch, &dst, NULL) exactly once. */
+typedef struct {
+    /* in */
+    int32_t block; /* wait for the next message (may block) */
+    /* out, on PGN_OK */
+    int32_t eof;          /* the client half-closed and everything was read; no batch */
+    uint64_t payload_len; /* the message's length, when not eof */
+    uint64_t batch;       /* for pgn_fill, when not eof */
+} pgn_read_args;
 
 /* pgn_finish's arguments: the call's status and its last message. */
 typedef struct {
@@ -177,8 +198,11 @@ int pgn_stop(int64_t front, int64_t grace_ns, int32_t wait);
  * the front owns it. PGN_OS_ERROR (with *err) if none can be made. */
 int pgn_event_fd(int64_t front, int32_t *fd, char **err);
 
-/* pgn_add_method serves a method natively and sets *method_id. Fails. */
-int pgn_add_method(int64_t front, pgn_bytes path, int32_t server_streaming, int32_t *method_id, char **err);
+/* pgn_add_method serves a method natively and sets *method_id. A
+ * client-streaming method's requests come under credit (pgn_request_messages
+ * or pgn_read). Fails. */
+int pgn_add_method(int64_t front, pgn_bytes path, int32_t server_streaming, int32_t client_streaming,
+                   int32_t *method_id, char **err);
 
 /* pgn_add_fallback_method relays every call of a method to the fallback
  * server. Fails. */
@@ -216,7 +240,7 @@ int pgn_enter_health_shutdown(int64_t front, char **err);
 int pgn_recv(int64_t front, pgn_recv_args *a);
 
 /* pgn_fill copies the payloads of a batch into payloads[i] (exactly
- * payload_len bytes each; NULL for PGN_EVENT_CANCEL) and the client keys,
+ * payload_len bytes each; NULL for events without one) and the client keys,
  * one after the other, into keys, then forgets the batch. A call whose
  * payloads[i] is NULL could not be delivered: it is ended with
  * RESOURCE_EXHAUSTED, so no call is lost unseen. */
@@ -253,6 +277,35 @@ int pgn_set_compression(int64_t front, uint64_t call, pgn_bytes name, int32_t bl
 
 /* pgn_disable_next_compression sends the call's next message uncompressed. */
 int pgn_disable_next_compression(int64_t front, uint64_t call, int32_t block);
+
+/* pgn_request_messages lets Go read n (>= 1) more request messages of a
+ * client-streaming call, each queued as a PGN_EVENT_MESSAGE, then one
+ * PGN_EVENT_HALF_CLOSE (which takes a credit too). PGN_INVALID_ARGUMENT (with
+ * *err): not a client-streaming call, n < 1, or the call's messages are read
+ * with pgn_read. */
+int pgn_request_messages(int64_t front, uint64_t call, int32_t n, char **err);
+
+/* pgn_read takes the next request message of a client-streaming call (see
+ * pgn_read_args). PGN_WOULD_BLOCK when none is there and a->block is 0;
+ * PGN_ENDED once the call has ended. PGN_INVALID_ARGUMENT (with *err): not a
+ * client-streaming call, or its messages come as events
+ * (pgn_request_messages). May block. */
+int pgn_read(int64_t front, uint64_t call, pgn_read_args *a, char **err);
+
+/* pgn_handler_done tells a front created with "hold_slots" that the
+ * handler of a call it handed over has returned: the call's place under
+ * maximum_concurrent_rpcs is free once the call has ended too. PGN_ENDED:
+ * the call holds no place any more (said twice, or no hold_slots). */
+int pgn_handler_done(int64_t front, uint64_t call);
+
+/* pgn_wait_room waits until the call's buffer has room for another
+ * operation (after PGN_WOULD_BLOCK); PGN_ENDED if the call ends first. May
+ * block. */
+int pgn_wait_room(int64_t front, uint64_t call);
+
+/* pgn_notify_room queues one PGN_EVENT_ROOM for the call once its buffer has
+ * room (at once if it has now): an event loop's wait for room. */
+int pgn_notify_room(int64_t front, uint64_t call);
 
 /* pgn_watch sends the call's PGN_EVENT_CANCEL, if it ends without being
  * finished, to PGN_QUEUE_WATCHED. */

@@ -42,6 +42,9 @@ func pgn_recv(h C.int64_t, a *C.pgn_recv_args) C.int {
 				method_id:   C.int32_t(e.MethodID),
 				payload_len: C.uint64_t(e.Payload.Len()),
 			}
+			if e.HasPayload() {
+				out[i].has_payload = 1
+			}
 			if withKeys {
 				out[i].key_len = C.uint64_t(len(e.ClientKey))
 				keysLen += len(e.ClientKey)
@@ -73,7 +76,8 @@ func pgn_fill(batch C.uint64_t, payloads **C.char, keys *C.char) {
 		if b.withKeys {
 			keyBuf = keyBuf[copy(keyBuf, e.ClientKey):]
 		}
-		if e.Kind == front.EventCancel {
+		if !e.HasPayload() {
+			e.Release()
 			continue
 		}
 		if dsts[i] == nil {
@@ -88,4 +92,28 @@ func pgn_fill(batch C.uint64_t, payloads **C.char, keys *C.char) {
 		}
 		e.Release()
 	}
+}
+
+//export pgn_read
+func pgn_read(h C.int64_t, id C.uint64_t, a *C.pgn_read_args, errOut **C.char) C.int {
+	return withFront(h, func(f *front.Front) C.int {
+		msg, eof, r, err := f.Calls().Read(uint64(id), a.block != 0)
+		if err != nil {
+			return fail(C.PGN_INVALID_ARGUMENT, err, errOut)
+		}
+		if r != front.ResultOK {
+			return C.int(r)
+		}
+		a.eof, a.payload_len, a.batch = 0, 0, 0
+		if eof {
+			a.eof = 1
+			return C.PGN_OK
+		}
+		// A one-event batch, so that pgn_fill copies it as it copies a
+		// batch's payloads.
+		ev := front.Event{Kind: front.EventMessage, CallID: uint64(id), Payload: msg}
+		a.payload_len = C.uint64_t(msg.Len())
+		a.batch = C.uint64_t(batches.put(heldBatch{calls: f.Calls(), events: []front.Event{ev}}))
+		return C.PGN_OK
+	})
 }

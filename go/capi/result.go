@@ -31,6 +31,9 @@ var (
 	_ = equal{}[C.PGN_EVENT_CALL-front.EventCall]
 	_ = equal{}[C.PGN_EVENT_CANCEL-front.EventCancel]
 	_ = equal{}[C.PGN_EVENT_LOOKUP-front.EventLookup]
+	_ = equal{}[C.PGN_EVENT_MESSAGE-front.EventMessage]
+	_ = equal{}[C.PGN_EVENT_HALF_CLOSE-front.EventHalfClose]
+	_ = equal{}[C.PGN_EVENT_ROOM-front.EventRoom]
 	_ = equal{}[C.PGN_FALLBACK-front.FallbackMethodID]
 )
 

@@ -10,11 +10,17 @@ import (
 
 // call is one live call. The handler goroutine that created it is its only
 // owner: it alone writes to the stream, so Python's threads talk to it
-// through ops and never touch grpc-go directly.
+// through ops and never touch the transport directly.
 type call struct {
 	id       uint64
 	methodID int32 // -1 while a lookup is pending
 	path     string
+	// st is the call as its transport carries it; its properties may be
+	// read from any goroutine, its sends only by the owner.
+	st ServerStream
+	// requests is the request stream of a client-streaming method, set
+	// before the call's EventCall is queued; nil for unary requests.
+	requests *requestStream
 	// ctx ends at the call's deadline (less deadlineMargin) or when the
 	// client goes away; stop releases its timer.
 	ctx       context.Context
@@ -30,6 +36,10 @@ type call struct {
 	// the main one. Guarded by the call's shard lock, so that Watch and the
 	// call's end agree on where the event goes.
 	watched bool
+	// handlerDone: Python reported that the call's handler returned
+	// (Calls.HandlerDone), so the call's concurrency slot is free once the
+	// call ends. Guarded by the call's shard lock.
+	handlerDone bool
 
 	// seen: Python has taken one of the call's events; gone: the call has
 	// ended. Both are guarded by the event queue's lock (eventQueue.take,
@@ -72,6 +82,10 @@ type callTable struct {
 type callShard struct {
 	mu    sync.Mutex
 	calls map[uint64]*call
+	// held are calls that have ended while Python's handler still runs:
+	// they keep their concurrency slot until HandlerDone (fronts that hold
+	// slots only).
+	held map[uint64]*call
 }
 
 func (t *callTable) shard(id uint64) *callShard { return &t.shards[id%uint64(len(t.shards))] }
@@ -110,14 +124,42 @@ func (t *callTable) lookup(id uint64) (*call, Result) {
 	return nil, ResultEnded
 }
 
-// remove forgets a call and reports whether it was watched.
-func (t *callTable) remove(c *call) (watched bool) {
+// remove forgets a call and reports whether it was watched. With hold, the
+// call keeps its slot until Python's handler is done (releaseSlot), unless
+// it already is: slotFree reports whether the slot is free now.
+func (t *callTable) remove(c *call, hold bool) (watched, slotFree bool) {
 	s := t.shard(c.id)
 	s.mu.Lock()
 	delete(s.calls, c.id)
 	watched = c.watched
+	slotFree = !hold || c.handlerDone
+	if !slotFree {
+		if s.held == nil {
+			s.held = make(map[uint64]*call)
+		}
+		s.held[c.id] = c
+	}
 	s.mu.Unlock()
-	return watched
+	return watched, slotFree
+}
+
+// handlerDone records that Python's handler of call id returned. It
+// reports whether the call still held its slot after it ended (the slot is
+// free now: the caller gives it back), and whether id is a call at all
+// (live, or ended and holding its slot).
+func (t *callTable) handlerDone(id uint64) (slotFree, found bool) {
+	s := t.shard(id)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c := s.calls[id]; c != nil {
+		c.handlerDone = true
+		return false, true
+	}
+	if _, ok := s.held[id]; ok {
+		delete(s.held, id)
+		return true, true
+	}
+	return false, false
 }
 
 // watch marks a live call as watched; false if it is not live.

@@ -16,6 +16,14 @@ import (
 type Calls struct {
 	table   callTable
 	methods *methodTable
+	// events is where the calls' events go; end asks it whether Python saw
+	// a call.
+	events *Events
+	// slots are maximum_concurrent_rpcs's places; with holdSlots a call
+	// Python saw keeps its place until Python's handler is done
+	// (HandlerDone), not only until the call ends on the wire.
+	slots     slots
+	holdSlots bool
 	// hasFallback: Route may relay calls to a fallback server.
 	hasFallback bool
 	// levelSet: the server's compression level overrides each call's own
@@ -71,24 +79,51 @@ const (
 	outcomeDeadline                 // its deadline passed first
 )
 
-// start makes c live, with a new id.
+// start makes c live, with a new id; its slot is already taken.
 func (cs *Calls) start(c *call) {
 	cs.table.add(c)
 	cs.m.callsActive.Add(1)
 	cs.m.callsStarted.Add(1)
 }
 
-// end forgets a call, counts its outcome and reports whether Python
-// watches it. Ops that Python sends afterwards report ResultEnded.
-func (cs *Calls) end(c *call, o outcome) (watched bool) {
+// end forgets a call and counts its outcome. It reports whether Python
+// watches it, and whether Python has seen it: a call Python never saw is
+// never shown to it (its queued events are dropped), and gives its slot
+// back at once. Ops that Python sends afterwards report ResultEnded.
+func (cs *Calls) end(c *call, o outcome) (watched, seen bool) {
 	if c.stop != nil {
 		c.stop()
 	}
-	watched = cs.table.remove(c)
+	seen = cs.events.main.endUnseen(c)
+	watched, slotFree := cs.table.remove(c, cs.holdSlots && seen)
+	if c.requests != nil {
+		c.requests.close()
+	}
 	close(c.ended)
+	if slotFree {
+		cs.slots.give()
+	}
 	cs.m.callsActive.Add(-1)
 	cs.m.countOutcome(o)
-	return watched
+	return watched, seen
+}
+
+// HandlerDone tells a front that holds slots (Config.HoldSlots) that
+// Python's handler of a call has returned: the call's place under
+// maximum_concurrent_rpcs is given back once the call has also ended on
+// the wire. Without HoldSlots it changes nothing. ResultEnded: the call
+// had already ended and holds no place (HandlerDone said twice, or the
+// front doesn't hold slots).
+func (cs *Calls) HandlerDone(id uint64) Result {
+	slotFree, found := cs.table.handlerDone(id)
+	if slotFree {
+		cs.slots.give()
+	}
+	if found {
+		return ResultOK
+	}
+	_, r := cs.table.lookup(id)
+	return r
 }
 
 // post hands an op to a call. Without block it never waits; with block it
@@ -151,6 +186,40 @@ func (cs *Calls) Route(id uint64, methodID int32) (Result, error) {
 		return ResultOK, configErrorf("call %d is not waiting for a lookup (EVENT_LOOKUP)", id)
 	}
 	return c.ops.put(op{kind: opRoute, routeTo: methodID}, true, c.ended), nil
+}
+
+// WaitRoom waits until a call's buffer has room for another op (a thread's
+// way to wait after ResultWouldBlock, without polling); ResultEnded if the
+// call ends first.
+func (cs *Calls) WaitRoom(id uint64) Result {
+	c, r := cs.table.lookup(id)
+	if r != ResultOK {
+		return r
+	}
+	if !c.ops.waitRoom(c.ended) {
+		return ResultEnded
+	}
+	return ResultOK
+}
+
+// NotifyRoom queues one EventRoom for a call once its buffer has room for
+// another op (at once if it has now): an event loop's way to wait after
+// ResultWouldBlock. A call that ends first gets no EventRoom (Python learns
+// of its end as usual).
+func (cs *Calls) NotifyRoom(id uint64) Result {
+	c, r := cs.table.lookup(id)
+	if r != ResultOK {
+		return r
+	}
+	c.ops.notifyRoom(func() {
+		select {
+		case <-c.ended:
+			return
+		default:
+		}
+		cs.events.push(Event{Kind: EventRoom, CallID: c.id, MethodID: c.methodID, ClientKey: c.clientKey, call: c})
+	})
+	return ResultOK
 }
 
 // Cancel ends a call with CANCELLED, as grpcio's context.cancel() does.

@@ -7,9 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/encoding"
-	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/stats"
 )
 
@@ -81,12 +79,11 @@ func (c *Compression) setLevel(n int64) error {
 func (c *Compression) isDefault() bool { return c.Algorithm == compressNone && !c.LevelSet }
 
 // forCall is the compressor name a new call answers with.
-func (c *Compression) forCall(ctx context.Context) string {
+func (c *Compression) forCall(st ServerStream) string {
 	if !c.LevelSet {
 		return c.Algorithm
 	}
-	accepted, _ := grpc.ClientSupportedCompressors(ctx)
-	return forLevel(c.Level, accepted)
+	return forLevel(c.Level, st.ClientCompressors())
 }
 
 // forLevel is grpc-core's choice for a level: of gzip and deflate (in
@@ -116,36 +113,17 @@ func forLevel(level int64, accepted []string) string {
 	return algos[len(algos)-1]
 }
 
-// sendCompressor is what grpc-go's stream tells of its response encoding.
-type sendCompressor interface{ SendCompress() string }
-
 // applyDefault sets a new call's response compression from the server's
-// default, where grpc-go chose otherwise. Cheap when there is nothing to
-// do: one interface call.
-func (c *Compression) applyDefault(ctx context.Context) {
-	st, ok := grpc.ServerTransportStreamFromContext(ctx).(sendCompressor)
-	if !ok {
+// default, where the transport chose otherwise (grpc-go answers a
+// compressed request in the request's encoding). Cheap when there is
+// nothing to do.
+func (c *Compression) applyDefault(st ServerStream) {
+	current := st.SendCompressor()
+	if c.isDefault() && current == compressNone {
 		return
 	}
-	current := st.SendCompress()
-	if c.isDefault() && (current == compressNone || current == identity) {
-		return
-	}
-	if want := c.forCall(ctx); want != current {
-		setCompressor(ctx, want)
-	}
-}
-
-// setCompressor makes the call's responses use name ("" for none). A
-// compressor the client doesn't accept falls back to none. It fails
-// silently once the initial metadata is sent, as set_compression() does
-// in grpcio then.
-func setCompressor(ctx context.Context, name string) {
-	if name == compressNone {
-		name = identity
-	}
-	if grpc.SetSendCompressor(ctx, name) != nil && name != identity {
-		_ = grpc.SetSendCompressor(ctx, identity)
+	if want := c.forCall(st); want != current {
+		st.SetCompressor(want)
 	}
 }
 
@@ -169,28 +147,6 @@ func (cs *Calls) SetCompression(id uint64, name string, block bool) (Result, err
 // (context.disable_next_message_compression()).
 func (cs *Calls) DisableNextCompression(id uint64, block bool) Result {
 	return cs.post(id, op{kind: opUncompressedNext}, block)
-}
-
-// recvCompressor is what grpc-go's stream tells of its request encoding.
-type recvCompressor interface{ RecvCompress() string }
-
-// sendUncompressed sends one message with the compressed flag off, whatever
-// the call's compression. grpc-go's ServerStream has no per-message switch;
-// a PreparedMsg encoded on the stream is compressed with the compressor the
-// stream started with, which is none unless the request was compressed
-// (grpc-go then starts with the request's). In that rare case the message
-// goes out compressed like the others (README: "Known differences").
-func sendUncompressed(out grpc.ServerStream, b mem.BufferSlice) error {
-	if st, ok := grpc.ServerTransportStreamFromContext(out.Context()).(recvCompressor); ok {
-		if rc := st.RecvCompress(); rc != "" && rc != identity {
-			return out.SendMsg(b)
-		}
-	}
-	var msg grpc.PreparedMsg
-	if err := msg.Encode(out, b); err != nil {
-		return err
-	}
-	return out.SendMsg(&msg)
 }
 
 // relayedEncoding learns the encoding of the fallback's answer to one relayed
@@ -221,9 +177,9 @@ func withRelayedEncoding(ctx context.Context) (context.Context, *relayedEncoding
 
 // apply compresses the client's answer as the fallback compressed its own,
 // if it did; called before the first message or header goes to the client.
-func (e *relayedEncoding) apply(client context.Context) {
+func (e *relayedEncoding) apply(client ServerStream) {
 	if name, _ := e.name.Load().(string); name != "" && name != identity {
-		setCompressor(client, name)
+		client.SetCompressor(name)
 	}
 }
 

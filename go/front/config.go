@@ -14,6 +14,9 @@ import (
 type Method struct {
 	Path            string // "/package.Service/Method"
 	ServerStreaming bool
+	// ClientStreaming methods get their request messages under credit
+	// (requests.go); their EventCall carries no payload.
+	ClientStreaming bool
 	// Fallback methods are proxied to the fallback server, never to Python.
 	Fallback bool
 }
@@ -38,6 +41,10 @@ type Config struct {
 	// MaxConcurrentRPCs refuses calls over this many active native calls
 	// with RESOURCE_EXHAUSTED; 0 means no limit.
 	MaxConcurrentRPCs int
+	// HoldSlots keeps a call Python saw in its MaxConcurrentRPCs place
+	// until Python reports its handler done (Calls.HandlerDone), as grpcio
+	// counts calls, instead of only until the call ends on the wire.
+	HoldSlots bool
 	Limits            Limits
 	// TLS serves TLS with these credentials (ParseTLS); nil: plaintext.
 	TLS *tls.Config
@@ -107,6 +114,7 @@ type configJSON struct {
 	ResolveUnknown    bool              `json:"resolve_unknown"`
 	Fallback          string            `json:"fallback"`
 	MaxConcurrentRPCs int               `json:"maximum_concurrent_rpcs"`
+	HoldSlots         bool              `json:"hold_slots"`
 	TLS               json.RawMessage   `json:"tls"`
 }
 
@@ -115,7 +123,10 @@ type configJSON struct {
 //	{"address": "[::]:0", "methods": [["/pkg.Svc/M", false], ...],
 //	 "options": [["grpc.max_receive_message_length", 1024], ...],
 //	 "bearer_tokens": {"token": "client key"}, "ordered": false,
-//	 "maximum_concurrent_rpcs": 0, "tls": null}
+//	 "maximum_concurrent_rpcs": 0, "hold_slots": false, "tls": null}
+//
+// A method is [path, server_streaming] or [path, server_streaming,
+// client_streaming].
 //
 // "tls" holds TLS credentials as ParseTLS reads them.
 //
@@ -138,6 +149,7 @@ func ParseConfig(doc []byte) (*Config, error) {
 		ResolveUnknown:    raw.ResolveUnknown,
 		Fallback:          raw.Fallback,
 		MaxConcurrentRPCs: raw.MaxConcurrentRPCs,
+		HoldSlots:         raw.HoldSlots,
 		Limits:            defaultLimits(),
 	}
 	if len(raw.TLS) > 0 {
@@ -152,14 +164,18 @@ func ParseConfig(doc []byte) (*Config, error) {
 	}
 	seen := make(map[string]bool, len(raw.Methods))
 	for i, m := range raw.Methods {
-		var pair [2]any
-		if err := json.Unmarshal(m, &pair); err != nil {
-			return nil, configErrorf("methods[%d] must be a (path, server_streaming) pair", i)
+		var entry []any
+		if err := json.Unmarshal(m, &entry); err != nil || (len(entry) != 2 && len(entry) != 3) {
+			return nil, configErrorf("methods[%d] must be a (path, server_streaming[, client_streaming]) tuple", i)
 		}
-		path, ok1 := pair[0].(string)
-		streaming, ok2 := pair[1].(bool)
-		if !ok1 || !ok2 {
-			return nil, configErrorf("methods[%d] must be a (str, bool) pair", i)
+		path, ok1 := entry[0].(string)
+		streaming, ok2 := entry[1].(bool)
+		clientStreaming, ok3 := false, true
+		if len(entry) == 3 {
+			clientStreaming, ok3 = entry[2].(bool)
+		}
+		if !ok1 || !ok2 || !ok3 {
+			return nil, configErrorf("methods[%d] must be a (str, bool[, bool]) tuple", i)
 		}
 		if _, _, ok := splitMethodPath(path); !ok {
 			return nil, configErrorf("methods[%d]: %q is not a method path of the form /package.Service/Method", i, path)
@@ -168,7 +184,7 @@ func ParseConfig(doc []byte) (*Config, error) {
 			return nil, configErrorf("methods[%d]: %q is listed twice", i, path)
 		}
 		seen[path] = true
-		cfg.Methods = append(cfg.Methods, Method{Path: path, ServerStreaming: streaming})
+		cfg.Methods = append(cfg.Methods, Method{Path: path, ServerStreaming: streaming, ClientStreaming: clientStreaming})
 	}
 	var soft, hard int64 = -1, -1
 	given := make(map[string]bool, len(raw.Options))

@@ -1,12 +1,8 @@
 package front
 
 import (
-	"sort"
 	"strings"
 	"time"
-
-	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/peer"
 )
 
 // CallDetails is what Python can ask about a call, computed on request so
@@ -33,13 +29,15 @@ func (cs *Calls) Details(id uint64) (CallDetails, Result) {
 	if c.conn != nil {
 		d.Peer = c.conn.peer
 	}
-	p, _ := peer.FromContext(c.ctx)
-	d.Security = connSecurity(p, c.conn)
-	md, _ := metadata.FromIncomingContext(c.ctx)
-	if a := md.Get(":authority"); len(a) > 0 {
-		d.Authority = a[0]
+	d.Security = c.st.Security()
+	header := c.st.Header()
+	for _, kv := range header {
+		if kv[0] == ":authority" {
+			d.Authority = kv[1]
+			break
+		}
 	}
-	d.Metadata = invocationMetadata(md)
+	d.Metadata = invocationMetadata(header)
 	if dl, ok := c.ctx.Deadline(); ok {
 		d.HasDeadline, d.TimeRemaining = true, max(time.Until(dl), 0)
 	}
@@ -53,22 +51,14 @@ func perHopKey(k string) bool {
 	return strings.HasPrefix(k, ":") || strings.HasPrefix(k, "grpc-") || k == "content-type" || k == "te"
 }
 
-// invocationMetadata is the request metadata a handler sees: what grpcio's
-// invocation_metadata() returns, without the per-hop keys. grpc-go keeps
-// metadata in a map, so keys come back sorted; repeated keys keep their
-// order.
-func invocationMetadata(md metadata.MD) [][2]string {
-	keys := make([]string, 0, len(md))
-	for k := range md {
-		if !perHopKey(k) {
-			keys = append(keys, k)
-		}
-	}
-	sort.Strings(keys)
-	var out [][2]string
-	for _, k := range keys {
-		for _, v := range md[k] {
-			out = append(out, [2]string{k, v})
+// invocationMetadata is the request metadata a handler sees: what
+// grpcio's invocation_metadata() returns, in the transport's order, without
+// the per-hop keys.
+func invocationMetadata(header [][2]string) [][2]string {
+	out := make([][2]string, 0, len(header))
+	for _, kv := range header {
+		if !perHopKey(kv[0]) {
+			out = append(out, kv)
 		}
 	}
 	return out

@@ -27,6 +27,17 @@ const (
 	// and MethodID is -1. Python answers with Route (to a method it added)
 	// or Finish (e.g. UNIMPLEMENTED).
 	EventLookup EventKind = 3
+	// EventMessage is one request message of a client-streaming call
+	// (Payload), read because Python granted credit for it
+	// (Calls.RequestMessages).
+	EventMessage EventKind = 4
+	// EventHalfClose says the client of a client-streaming call has sent
+	// its last message; it takes a credit like a message. Payload is nil.
+	EventHalfClose EventKind = 5
+	// EventRoom says that a call whose buffer was full has room again, as
+	// Python asked with Calls.NotifyRoom: an event loop's way to wait for
+	// room without polling. Payload is nil.
+	EventRoom EventKind = 6
 )
 
 // Event is one entry of the queue Python drains with Events.Recv.
@@ -44,6 +55,20 @@ type Event struct {
 	// call is the call the event belongs to, so that take can drop the
 	// events of a call that ended before Python saw it.
 	call *call
+}
+
+// HasPayload reports whether the event carries bytes for Python: the
+// request of a unary-request call, a request message, or a looked-up path.
+// EventCancel, EventHalfClose and the EventCall of a client-streaming call
+// (its messages follow as EventMessage) carry none.
+func (e *Event) HasPayload() bool {
+	switch e.Kind {
+	case EventCall:
+		return e.call == nil || e.call.requests == nil
+	case EventMessage, EventLookup:
+		return true
+	}
+	return false
 }
 
 // Bytes is a copy of the payload in one slice.
@@ -137,12 +162,13 @@ func (e *Events) takeTicket(ctx context.Context, o *orderState) context.Context 
 	return takeTicket(ctx, o, e.main)
 }
 
-// cancelled tells Python that a call it did not finish has ended: an
-// EventCancel, on the watched queue if Python watches the call. A call
-// Python has not seen yet (its first event still queued) is never handed
-// to Python at all: its events are dropped and nothing is sent.
-func (e *Events) cancelled(c *call, watched bool) {
-	if !e.main.endUnseen(c) {
+// cancelled tells Python that a call it did not finish has ended (watched
+// and seen are what Calls.end reported): an EventCancel, on the watched
+// queue if Python watches the call. A call Python has not seen (its first
+// event still queued) is never handed to Python at all: its events are
+// dropped and nothing is sent.
+func (e *Events) cancelled(c *call, watched, seen bool) {
+	if !seen {
 		return
 	}
 	ev := Event{Kind: EventCancel, CallID: c.id, MethodID: c.methodID, ClientKey: c.clientKey}

@@ -2,14 +2,8 @@ package front
 
 import (
 	"crypto/tls"
-	"math"
 	"sync"
 	"time"
-
-	"google.golang.org/grpc"
-	_ "google.golang.org/grpc/encoding/gzip" // gzip for requests and responses, as grpcio
-	"google.golang.org/grpc/experimental"
-	"google.golang.org/grpc/keepalive"
 )
 
 // Front is one native gRPC server: its lifecycle (Bind, Start, Stop) and
@@ -17,8 +11,10 @@ import (
 // of a running front is split among types that each own their state, as
 // grpc-go keeps its Server, transports and streams apart:
 //
-//	handler        grpc-go's side: admits each call and serves it on the
-//	               call's goroutine (handler.go, stream.go)
+//	transport      HTTP/2 and gRPC framing: grpc-go's server behind the
+//	               seam of transport.go (grpcgo.go)
+//	handler        admits each call and serves it on the call's goroutine
+//	               (handler.go, stream.go, requests.go)
 //	Calls          Python's side of live calls: the call table and the
 //	               operations on one call by id (calls.go)
 //	Events         the events Python takes (events.go)
@@ -35,14 +31,13 @@ type Front struct {
 	events  *Events
 	health  Health
 	relay   *fallbackRelay // nil without a fallback server
-	// opts build srv at Start.
-	opts []grpc.ServerOption
+	handler *handler
 
 	mu sync.Mutex // serializes Bind, Start, SetTLS and BeginStop; guards the fields below
 	// tls is the TLS configuration of listeners bound from now on (SetTLS);
 	// nil: plaintext.
 	tls       *tls.Config
-	srv       *grpc.Server
+	srv       transportServer
 	listeners listenerSet
 	serveDone sync.WaitGroup // one per listener's Serve
 	clock     *stopClock     // set when a stop begins
@@ -69,11 +64,14 @@ func New(cfg *Config) (*Front, error) {
 	f.calls = &Calls{
 		table:       callTable{phase: &f.phase},
 		methods:     f.methods,
+		events:      f.events,
+		slots:       slots{limit: int64(cfg.MaxConcurrentRPCs)},
+		holdSlots:   cfg.HoldSlots,
 		hasFallback: f.relay != nil,
 		levelSet:    cfg.Limits.Compression.LevelSet,
 		m:           &f.m,
 	}
-	h := &handler{
+	f.handler = &handler{
 		cfg:      cfg,
 		phase:    &f.phase,
 		m:        &f.m,
@@ -83,54 +81,8 @@ func New(cfg *Config) (*Front, error) {
 		health:   &f.health,
 		fallback: f.relay,
 	}
-	f.opts = serverOptions(&cfg.Limits, h)
 	return f, nil
 }
-
-// serverOptions are the grpc-go settings of a front whose calls h serves.
-func serverOptions(l *Limits, h *handler) []grpc.ServerOption {
-	return []grpc.ServerOption{
-		grpc.ForceServerCodecV2(rawCodec{}),
-		grpc.UnknownServiceHandler(h.dispatch),
-		grpc.InTapHandle(h.tap),
-		grpc.MaxRecvMsgSize(l.MaxRecvMsgSize),
-		// The send limit is enforced by sendMessage with grpcio's wording.
-		grpc.MaxSendMsgSize(math.MaxInt32),
-		grpc.MaxConcurrentStreams(l.MaxConcurrentStreams),
-		// The metadata limit is enforced per call by tap. grpc-go's own
-		// limit is a connection error (its HPACK decoder refuses longer
-		// strings), so it stays at grpc-go's default, far above ours.
-		grpc.MaxHeaderListSize(transportHeaderListLimit),
-		grpc.ConnectionTimeout(l.HandshakeTimeout),
-		grpc.KeepaliveParams(keepalive.ServerParameters{
-			Time:                  l.KeepaliveTime,
-			Timeout:               l.KeepaliveTimeout,
-			MaxConnectionIdle:     l.MaxConnectionIdle,
-			MaxConnectionAge:      l.MaxConnectionAge,
-			MaxConnectionAgeGrace: l.MaxConnectionAgeGrace,
-		}),
-		// Client pings are accepted, not policed (README: server options).
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: time.Nanosecond, PermitWithoutStream: true}),
-		// Stop returns only after every handler has queued its last event,
-		// so the queues can be closed behind them.
-		grpc.WaitForHandlers(true),
-		grpc.NumStreamWorkers(streamWorkers),
-		experimental.BufferPool(messagePool),
-	}
-}
-
-// streamWorkers is how many goroutines grpc-go keeps to run calls, instead
-// of a new goroutine per call (grpc-go starts one anyway when all are busy).
-// A call's goroutine waits for Python's answer, so this is sized for
-// calls in flight, not for cores. Reuse matters because grpc-go's stream
-// path outgrows a fresh goroutine's stack: growing and copying it cost a
-// fifth of the front's CPU per call. The library is built with GC stack
-// shrinking off (gcshrinkstackoff=1, set at link time: setup.py, Bazel),
-// or every GC would shrink the idle workers' stacks for them to grow again.
-const streamWorkers = 256
-
-// transportHeaderListLimit is grpc-go's default header list limit.
-const transportHeaderListLimit = 16 << 20
 
 // Calls is Python's side of the front's live calls.
 func (f *Front) Calls() *Calls { return f.calls }
@@ -193,11 +145,7 @@ func (f *Front) Start() error {
 			return err
 		}
 	}
-	opts := f.opts
-	if f.listeners.anyTLS() {
-		opts = append(opts[:len(opts):len(opts)], grpc.Creds(newListenerCreds()))
-	}
-	f.srv = grpc.NewServer(opts...)
+	f.srv = newGRPCGoServer(&f.cfg.Limits, f.handler, f.listeners.anyTLS())
 	f.phase.set(phaseServing)
 	for _, lis := range f.listeners.all {
 		f.serveDone.Add(1)
@@ -275,9 +223,13 @@ func (f *Front) Close() {
 	f.events.release()
 }
 
-// AddMethod serves a method natively from now on and returns its id.
-func (f *Front) AddMethod(path string, serverStreaming bool) (int32, error) {
-	return f.methods.add(Method{Path: path, ServerStreaming: serverStreaming})
+// AddMethod serves a method natively from now on and returns its id
+// (m.Fallback is AddFallbackMethod's).
+func (f *Front) AddMethod(m Method) (int32, error) {
+	if m.Fallback {
+		return 0, configErrorf("use AddFallbackMethod for a fallback method")
+	}
+	return f.methods.add(m)
 }
 
 // AddFallbackMethod relays every call of a method to the fallback server

@@ -475,7 +475,7 @@ func TestLookupRoutesUnknownPathToAddedMethod(t *testing.T) {
 	_, cc := startFront(t, `, "resolve_unknown": true`, func(f *Front, e Event) {
 		switch {
 		case e.Kind == EventLookup && string(e.Bytes()) == "/late.Svc/Added":
-			id, err := f.AddMethod(string(e.Bytes()), false)
+			id, err := f.AddMethod(Method{Path: string(e.Bytes())})
 			if err != nil {
 				panic(err)
 			}
@@ -500,13 +500,13 @@ func TestLookupRoutesUnknownPathToAddedMethod(t *testing.T) {
 
 func TestAddMethodRefusesKindChange(t *testing.T) {
 	f, _ := startFront(t, "", echo)
-	if id, err := f.AddMethod(sayPath, false); err != nil || id != 0 {
+	if id, err := f.AddMethod(Method{Path: sayPath}); err != nil || id != 0 {
 		t.Fatalf("re-adding the same method: %d %v", id, err)
 	}
-	if _, err := f.AddMethod(sayPath, true); err == nil {
+	if _, err := f.AddMethod(Method{Path: sayPath, ServerStreaming: true}); err == nil {
 		t.Fatal("changing a method's kind must fail")
 	}
-	if _, err := f.AddMethod("bad", false); err == nil {
+	if _, err := f.AddMethod(Method{Path: "bad"}); err == nil {
 		t.Fatal("a bad path must fail")
 	}
 }

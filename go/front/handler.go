@@ -7,13 +7,10 @@ import (
 	"strings"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
-	"google.golang.org/grpc/tap"
 )
 
 // Fixed status details, worded as grpcio words them so that clients see the
@@ -33,12 +30,12 @@ const (
 // status DEADLINE_EXCEEDED, gives the client what grpcio's server gives.
 const deadlineMargin = 20 * time.Millisecond
 
-// handler is grpc-go's side of a front: it admits each call (tap), routes
-// it by path (dispatch), and serves it on the goroutine grpc-go runs it on,
-// until it ends. Every call either reaches Python (it is started in Calls
-// and ends there with one outcome) or is refused before (counted as
-// refused, never started); calls answered natively (health) or relayed to
-// the fallback are neither.
+// handler is the front's side of every call a transport carries: it admits
+// each call (admit), routes it by path (serve), and serves it on the
+// goroutine the transport runs it on, until it ends. Every call either
+// reaches Python (it is started in Calls and ends there with one outcome)
+// or is refused before (counted as refused, never started); calls answered
+// natively (health) or relayed to the fallback are neither.
 type handler struct {
 	cfg      *Config
 	phase    *phase
@@ -50,28 +47,25 @@ type handler struct {
 	fallback *fallbackRelay // nil without a fallback server
 }
 
-// tap runs in the connection's reader goroutine, in arrival order, before
-// any handler: the place to refuse oversized metadata and bad tokens
-// cheaply (only that call ends) and to take an ordering ticket.
-func (h *handler) tap(ctx context.Context, info *tap.Info) (context.Context, error) {
-	if err := checkMetadataSize(info.Header, h.cfg.Limits.MaxHeaderListSize); err != nil {
+// admit is the admission hook a transport runs before a call starts, in
+// the order the connection's calls arrived: the place to refuse oversized
+// metadata and bad tokens cheaply (only that call ends) and to take an
+// ordering ticket. The returned context is the call's.
+func (h *handler) admit(ctx context.Context, md metadata.MD, conn *connState) (context.Context, error) {
+	if err := checkMetadataSize(md, h.cfg.Limits.MaxHeaderListSize); err != nil {
 		h.m.callsRefused.Add(1)
 		return ctx, err
 	}
 	if len(h.cfg.BearerTokens) > 0 {
-		key, ok := h.authenticate(info.Header)
+		key, ok := h.authenticate(md)
 		if !ok {
 			h.m.callsRefused.Add(1)
 			return ctx, status.Error(codes.Unauthenticated, detailsUnauthenticated)
 		}
 		ctx = context.WithValue(ctx, clientKeyCtx{}, key)
 	}
-	if h.cfg.Ordered {
-		if p, ok := peer.FromContext(ctx); ok {
-			if cs, ok := p.Addr.(*connState); ok {
-				ctx = h.events.takeTicket(ctx, &cs.order)
-			}
-		}
+	if h.cfg.Ordered && conn != nil {
+		ctx = h.events.takeTicket(ctx, &conn.order)
 	}
 	return ctx, nil
 }
@@ -88,50 +82,50 @@ func (h *handler) authenticate(md metadata.MD) (string, bool) {
 	return "", false
 }
 
-// dispatch is grpc-go's handler for every call (grpc.UnknownServiceHandler):
-// it routes the call by path through the method table. Every method takes
-// grpc-go's streaming path, so one handler and one way of writing answers
-// (a ServerStream) serve unary and server-streaming methods alike.
-func (h *handler) dispatch(_ any, ss grpc.ServerStream) error {
-	ctx := ss.Context()
+// serve is the front's handler for every call: it routes the call by path
+// through the method table and serves it until it ends. It returns the
+// call's status when the call did not end with st.Finish.
+func (h *handler) serve(st ServerStream) error {
+	ctx := st.Context()
 	if h.phase.get() != phaseServing {
-		// Stopping: grpc-go's GOAWAY may not have reached this connection
-		// yet, but new calls are refused from the moment Stop began.
+		// Stopping: the transport's GOAWAY may not have reached this
+		// connection yet, but new calls are refused from the moment Stop
+		// began.
 		return h.refuse(ctx, status.Error(codes.Unavailable, detailsServerStopping))
 	}
-	h.cfg.Limits.Compression.applyDefault(ctx)
-	path, _ := grpc.MethodFromServerStream(ss)
+	h.cfg.Limits.Compression.applyDefault(st)
+	path := st.Method()
 	if t := h.health.answers(path); t != nil {
 		h.events.skip(ctx) // this call never reaches Python's queue
-		return t.serve(ss, path)
+		return t.serve(st, path)
 	}
 	if id, m, ok := h.methods.lookup(path); ok {
 		if m.Fallback {
-			return h.relayToFallback(ss, path)
+			return h.relayToFallback(st, path)
 		}
-		return h.serveMethod(ss, id, nil)
+		return h.serveMethod(st, id, nil)
 	}
 	switch {
 	case h.cfg.ResolveUnknown:
-		return h.resolve(ss, path)
+		return h.resolve(st, path)
 	case h.fallback != nil:
-		return h.relayToFallback(ss, path)
+		return h.relayToFallback(st, path)
 	}
 	return h.refuse(ctx, status.Error(codes.Unimplemented, detailsMethodNotFound))
 }
 
 // relayToFallback hands a call to the fallback server; it keeps no place
 // in Python's order.
-func (h *handler) relayToFallback(ss grpc.ServerStream, path string) error {
-	h.events.skip(ss.Context())
-	return h.fallback.relay(ss, path)
+func (h *handler) relayToFallback(st ServerStream, path string) error {
+	h.events.skip(st.Context())
+	return h.fallback.relay(st, path)
 }
 
 // resolve asks Python what an unknown path is (EventLookup) and continues
 // the call as the method Python routes it to (route), or ends it as Python
 // says.
-func (h *handler) resolve(ss grpc.ServerStream, path string) error {
-	c, err := h.newCall(ss.Context(), path, -1)
+func (h *handler) resolve(st ServerStream, path string) error {
+	c, err := h.newCall(st, path, -1)
 	if err != nil {
 		return err
 	}
@@ -140,64 +134,70 @@ func (h *handler) resolve(ss grpc.ServerStream, path string) error {
 	if err := h.deliver(c, lookup, true); err != nil {
 		return err
 	}
-	s := stream{h: h, c: c, out: ss}
+	s := stream{h: h, c: c, out: st}
 	return s.serve()
 }
 
 // route continues a looked-up call c as Python routed it.
-func (h *handler) route(ss grpc.ServerStream, c *call, methodID int32) error {
+func (h *handler) route(st ServerStream, c *call, methodID int32) error {
 	if methodID == FallbackMethodID {
 		// Python's part ends here: the fallback serves it.
 		h.calls.end(c, outcomeCompleted)
-		return h.relayToFallback(ss, c.path)
+		return h.relayToFallback(st, c.path)
 	}
-	return h.serveMethod(ss, methodID, c)
+	return h.serveMethod(st, methodID, c)
 }
 
-// serveMethod reads the request, hands the call to Python, then relays
-// Python's answer until the call ends. c is the call when it was created by
-// a lookup, nil otherwise.
-func (h *handler) serveMethod(ss grpc.ServerStream, methodID int32, c *call) error {
-	ctx := ss.Context()
-	var req mem.BufferSlice
-	if err := ss.RecvMsg(&req); err != nil {
-		err = requestMissing(ss, err)
-		if c != nil {
-			// Started when Python saw its lookup, so it ends with an
-			// outcome, never as a refusal (metrics invariant).
-			h.calls.end(c, abandonedOutcome(c.ctx, err))
-			return err
-		}
-		return h.refuse(ctx, err)
-	}
+// serveMethod hands the call to Python (with its request, or with the
+// request stream to follow under credit), then applies Python's answer
+// until the call ends. c is the call when it was created by a lookup, nil
+// otherwise.
+func (h *handler) serveMethod(st ServerStream, methodID int32, c *call) error {
 	m, _ := h.methods.get(methodID)
+	var req mem.BufferSlice
+	if !m.ClientStreaming {
+		var err error
+		if req, err = st.Request(); err != nil {
+			err = requestMissing(st, err)
+			if c != nil {
+				// Started when Python saw its lookup, so it ends with an
+				// outcome, never as a refusal (metrics invariant).
+				h.calls.end(c, abandonedOutcome(c.ctx, err))
+				return err
+			}
+			return h.refuse(st.Context(), err)
+		}
+	}
 	first := c == nil
 	if first {
 		var err error
-		if c, err = h.newCall(ctx, m.Path, methodID); err != nil {
+		if c, err = h.newCall(st, m.Path, methodID); err != nil {
 			req.Free()
 			return err
 		}
 	}
 	c.methodID, c.unary = methodID, !m.ServerStreaming
+	if m.ClientStreaming {
+		c.requests = newRequestStream(c, h.events, st)
+		st.StartRequests(c.requests)
+	}
 	ev := Event{Kind: EventCall, CallID: c.id, MethodID: methodID, Payload: req, ClientKey: c.clientKey, call: c}
 	if err := h.deliver(c, ev, first); err != nil {
 		return err
 	}
-	s := stream{h: h, c: c, out: ss}
+	s := stream{h: h, c: c, out: st}
 	return s.serve()
 }
 
 // requestMissing is the status of a call whose request could not be read
 // (err from RecvMsg).
-func requestMissing(ss grpc.ServerStream, err error) error {
+func requestMissing(st ServerStream, err error) error {
 	if errors.Is(err, io.EOF) {
 		// The client half-closed without a request; grpcio's answer.
-		path, _ := grpc.MethodFromServerStream(ss)
-		return status.Errorf(codes.Unimplemented, "%q requires exactly one request message.", path)
+		return status.Errorf(codes.Unimplemented, "%q requires exactly one request message.", st.Method())
 	}
-	// Otherwise grpc-go has already sent the client its status (e.g.
-	// RESOURCE_EXHAUSTED for a request over the size limit).
+	// Otherwise the transport's status (e.g. RESOURCE_EXHAUSTED for a
+	// request over the size limit).
 	return err
 }
 
@@ -208,24 +208,26 @@ func (h *handler) refuse(ctx context.Context, err error) error {
 	return err
 }
 
-// newCall starts a call, unless the concurrency limit refuses it.
-func (h *handler) newCall(ctx context.Context, path string, methodID int32) (*call, error) {
-	if limit := h.cfg.MaxConcurrentRPCs; limit > 0 && h.m.callsActive.Load() >= int64(limit) {
+// newCall starts a call, unless the concurrency limit refuses it: taking
+// its slot is one atomic step (slots.take), so a burst can't run more calls
+// than the limit.
+func (h *handler) newCall(st ServerStream, path string, methodID int32) (*call, error) {
+	ctx := st.Context()
+	if !h.calls.slots.take() {
 		return nil, h.refuse(ctx, status.Error(codes.ResourceExhausted, detailsConcurrencyLimit))
 	}
 	c := &call{
 		methodID: methodID,
 		path:     path,
 		ctx:      ctx,
+		st:       st,
 		ops:      newOpQueue(),
 		ended:    make(chan struct{}),
 	}
 	if _, ok := ctx.Deadline(); ok {
 		c.ctx, c.stop = beforeDeadline(ctx)
 	}
-	if p, ok := peer.FromContext(ctx); ok {
-		c.conn, _ = p.Addr.(*connState)
-	}
+	c.conn = st.Conn()
 	c.clientKey = clientKeyFrom(ctx, c.conn)
 	h.calls.start(c)
 	return c, nil

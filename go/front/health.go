@@ -4,7 +4,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/mem"
@@ -217,13 +216,13 @@ func (hs *Health) answers(path string) *healthTable {
 }
 
 // serve answers a Check or Watch call from the table.
-func (h *healthTable) serve(ss grpc.ServerStream, path string) error {
-	var raw mem.BufferSlice
-	if err := ss.RecvMsg(&raw); err != nil {
-		return requestMissing(ss, err)
+func (h *healthTable) serve(st ServerStream, path string) error {
+	raw, err := st.Request()
+	if err != nil {
+		return requestMissing(st, err)
 	}
 	req := &healthpb.HealthCheckRequest{}
-	err := proto.Unmarshal(raw.Materialize(), req)
+	err = proto.Unmarshal(raw.Materialize(), req)
 	raw.Free()
 	if err != nil {
 		return status.Error(codes.Internal, detailsBadRequest)
@@ -233,17 +232,17 @@ func (h *healthTable) serve(ss grpc.ServerStream, path string) error {
 		if !ok {
 			return status.Error(codes.NotFound, "")
 		}
-		return sendHealth(ss, s)
+		return sendHealth(st, s)
 	}
 	w := h.watch(req.GetService())
 	defer h.unwatch(req.GetService(), w)
 	// Ended a little before the deadline, as calls Python serves are, so
 	// that the client gets DEADLINE_EXCEEDED rather than grpc-go's reset.
-	ctx, stop := beforeDeadline(ss.Context())
+	ctx, stop := beforeDeadline(st.Context())
 	defer stop()
 	for {
 		for _, s := range w.take() {
-			if err := sendHealth(ss, s); err != nil {
+			if err := sendHealth(st, s); err != nil {
 				return err
 			}
 		}
@@ -258,10 +257,10 @@ func (h *healthTable) serve(ss grpc.ServerStream, path string) error {
 	}
 }
 
-func sendHealth(ss grpc.ServerStream, s healthpb.HealthCheckResponse_ServingStatus) error {
+func sendHealth(st ServerStream, s healthpb.HealthCheckResponse_ServingStatus) error {
 	b, err := proto.Marshal(&healthpb.HealthCheckResponse{Status: s})
 	if err != nil {
 		return status.Errorf(codes.Internal, "encoding the health status: %v", err)
 	}
-	return ss.SendMsg(mem.BufferSlice{mem.SliceBuffer(b)})
+	return st.SendMessage(mem.BufferSlice{mem.SliceBuffer(b)}, false)
 }

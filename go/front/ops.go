@@ -19,9 +19,11 @@ const (
 	opRoute                          // continue a looked-up call as a known method
 	opCompression                    // set the response compression
 	opUncompressedNext               // send the next message uncompressed
+	opRefused                        // the transport refused a request message: end with code and details
 )
 
-// op is one instruction from Python to the goroutine that owns a call.
+// op is one instruction to the goroutine that owns a call, from Python (or,
+// for opRefused, from the call's request stream).
 // Each kind reads only its own fields. The small fields come first so that
 // an op packs into 80 bytes: every message a handler sends is copied into
 // its call's queue as one.
@@ -30,7 +32,7 @@ type op struct {
 	// opMessage, opFinish: whether message is set (opFinish sends it only
 	// when the status is OK).
 	hasMessage bool
-	// opFinish: the status code (details below).
+	// opFinish, opRefused: the status code (details below).
 	code codes.Code
 	// opRoute: the method the call continues as (or FallbackMethodID).
 	routeTo int32
@@ -38,7 +40,7 @@ type op struct {
 	message mem.BufferSlice
 	// opHeader: initial metadata; opFinish: trailing metadata.
 	md metadata.MD
-	// opFinish: the status details.
+	// opFinish, opRefused: the status details.
 	details string
 	// opCompression: the compressor name ("" for none).
 	compressor string
@@ -64,6 +66,9 @@ type opQueue struct {
 	// full is set by a sender that found no room; the goroutine then
 	// signals room after its next take.
 	full bool
+	// onRoom, when set, is called once (and cleared) after the next take
+	// that makes room (NotifyRoom). Guarded by mu.
+	onRoom func()
 	// ready holds a token while ops may wait (for the call's goroutine);
 	// room holds one when room was made (for a waiting sender). room is
 	// made by the first sender that has to wait (most calls never do), and
@@ -94,7 +99,7 @@ func (q *opQueue) put(o op, block bool, ended <-chan struct{}) Result {
 		}
 		q.mu.Lock()
 		n := len(q.ops)
-		if n == 0 || (n < maxQueuedOps && q.bytes+size <= maxQueuedBytes) {
+		if q.hasRoomLocked(size) {
 			q.ops = append(q.ops, o)
 			q.bytes += size
 			q.mu.Unlock()
@@ -130,9 +135,57 @@ func (q *opQueue) take(dst []op) []op {
 	room := q.room
 	full := q.full
 	q.full = false
+	onRoom := q.onRoom
+	q.onRoom = nil
 	q.mu.Unlock()
 	if full {
 		signal(room)
 	}
+	if onRoom != nil {
+		onRoom()
+	}
 	return dst
+}
+
+// hasRoom reports whether a message of size bytes would be taken now.
+// Called with mu held.
+func (q *opQueue) hasRoomLocked(size int) bool {
+	n := len(q.ops)
+	return n == 0 || (n < maxQueuedOps && q.bytes+size <= maxQueuedBytes)
+}
+
+// waitRoom waits until the queue has room for an op (or ended is closed:
+// false), without queueing anything.
+func (q *opQueue) waitRoom(ended <-chan struct{}) bool {
+	for {
+		q.mu.Lock()
+		if q.hasRoomLocked(0) {
+			q.mu.Unlock()
+			return true
+		}
+		q.full = true
+		if q.room == nil {
+			q.room = make(chan struct{}, 1)
+		}
+		room := q.room
+		q.mu.Unlock()
+		select {
+		case <-room:
+		case <-ended:
+			return false
+		}
+	}
+}
+
+// notifyRoom calls fn once the queue has room: at once if it has now,
+// otherwise after the owner's next take.
+func (q *opQueue) notifyRoom(fn func()) {
+	q.mu.Lock()
+	if q.hasRoomLocked(0) {
+		q.mu.Unlock()
+		fn()
+		return
+	}
+	q.onRoom = fn
+	q.mu.Unlock()
 }

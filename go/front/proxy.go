@@ -65,35 +65,40 @@ func dialFallback(target string) (*grpc.ClientConn, error) {
 // request metadata and the deadline go with the backend call (through the
 // call's context, which also carries cancellation from the client); the
 // backend's headers, messages, trailers and status come back as they are.
-func (r *fallbackRelay) relay(ss grpc.ServerStream, path string) error {
+func (r *fallbackRelay) relay(st ServerStream, path string) error {
 	// The backend call ends a little before the client's deadline, so the
-	// client gets DEADLINE_EXCEEDED from us rather than grpc-go's reset.
-	ctx, cancel := beforeDeadline(ss.Context())
+	// client gets DEADLINE_EXCEEDED from us rather than the transport's
+	// reset.
+	ctx, cancel := beforeDeadline(st.Context())
 	defer cancel()
 	r.m.callsProxied.Add(1)
-	md, _ := metadata.FromIncomingContext(ctx)
-	backendCtx, relayed := withRelayedEncoding(metadata.NewOutgoingContext(ctx, forwardedMetadata(md)))
+	backendCtx, relayed := withRelayedEncoding(metadata.NewOutgoingContext(ctx, forwardedMetadata(st.Header())))
 	cs, err := r.conn.NewStream(backendCtx, backendStreamDesc, path)
 	if err != nil {
 		return backendError(err)
 	}
 
-	// Client to backend. A failure here ends the backend call through
+	// Client to backend, one message at a time: the next is read once the
+	// backend took the last. A failure here ends the backend call through
 	// cancel(); the status then comes back on the other direction.
+	up := &relayUpstream{msgs: make(chan mem.BufferSlice, 1), end: make(chan error, 1)}
+	st.StartRequests(up)
+	st.Credit(1)
 	go func() {
 		for {
-			var m mem.BufferSlice
-			err := ss.RecvMsg(&m)
-			if errors.Is(err, io.EOF) {
-				_ = cs.CloseSend()
+			select {
+			case m := <-up.msgs:
+				if cs.SendMsg(m) != nil {
+					return // RecvMsg on cs reports why
+				}
+				st.Credit(1)
+			case err := <-up.end:
+				if err == nil {
+					_ = cs.CloseSend()
+				} else {
+					cancel()
+				}
 				return
-			}
-			if err != nil {
-				cancel()
-				return
-			}
-			if cs.SendMsg(m) != nil {
-				return // RecvMsg on cs reports why
 			}
 		}
 	}()
@@ -105,39 +110,50 @@ func (r *fallbackRelay) relay(ss grpc.ServerStream, path string) error {
 		err := cs.RecvMsg(&m)
 		if !headerSent {
 			headerSent = true
-			relayed.apply(ss.Context())
+			relayed.apply(st)
 			// A trailers-only answer has no headers: leave it so.
 			if hdr, herr := cs.Header(); herr == nil && len(hdr) > 0 {
-				if err := ss.SendHeader(hdr); err != nil {
+				if err := st.SendHeader(hdr); err != nil {
 					return err
 				}
 			}
 		}
 		if errors.Is(err, io.EOF) {
-			ss.SetTrailer(cs.Trailer())
+			st.Finish(status.New(codes.OK, ""), cs.Trailer())
 			return nil
 		}
 		if err != nil {
-			ss.SetTrailer(cs.Trailer())
 			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 				// The relay's own early deadline (above), worded as grpcio's.
-				return status.Error(codes.DeadlineExceeded, "Deadline Exceeded")
+				err = status.Error(codes.DeadlineExceeded, "Deadline Exceeded")
 			}
-			return backendError(err)
+			st.Finish(status.Convert(backendError(err)), cs.Trailer())
+			return nil
 		}
-		if err := sendMessage(ss, m, relayed.uncompressedInCompressed(), r.sendLimit); err != nil {
+		if err := sendMessage(st, m, relayed.uncompressedInCompressed(), r.sendLimit); err != nil {
 			return err
 		}
 	}
 }
 
+// relayUpstream is the RequestSink of a relayed call: it hands each client
+// message (one per credit) to the goroutine that sends it to the backend.
+type relayUpstream struct {
+	msgs chan mem.BufferSlice // room for one: the credit is one message
+	end  chan error
+}
+
+func (u *relayUpstream) Message(b mem.BufferSlice) { u.msgs <- b }
+
+func (u *relayUpstream) End(err error) { u.end <- err }
+
 // forwardedMetadata is the client's metadata minus what HTTP/2 and gRPC
 // set per hop (the backend call gets its own).
-func forwardedMetadata(md metadata.MD) metadata.MD {
-	out := make(metadata.MD, len(md))
-	for k, v := range md {
-		if !perHopKey(k) {
-			out[k] = v
+func forwardedMetadata(header [][2]string) metadata.MD {
+	out := make(metadata.MD, len(header))
+	for _, kv := range header {
+		if !perHopKey(kv[0]) {
+			out[kv[0]] = append(out[kv[0]], kv[1])
 		}
 	}
 	return out

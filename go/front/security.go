@@ -7,8 +7,6 @@ import (
 	"encoding/pem"
 	"net/netip"
 
-	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/peer"
 )
 
 // ConnSecurity is what a connection proves about its client. It is
@@ -56,20 +54,13 @@ type AltName struct {
 // plaintextSecurity is every plaintext connection's.
 var plaintextSecurity = &ConnSecurity{}
 
-// connSecurity is the security of the connection a call came on, computed
-// once per connection.
-func connSecurity(p *peer.Peer, cs *connState) *ConnSecurity {
-	if p == nil {
-		return plaintextSecurity
-	}
-	ti, ok := p.AuthInfo.(credentials.TLSInfo)
-	if !ok {
-		return plaintextSecurity
-	}
+// connSecurity is the security of a TLS connection a call came on,
+// computed once per connection (cs nil: on every call).
+func connSecurity(state *tls.ConnectionState, cs *connState) *ConnSecurity {
 	if cs == nil {
-		return tlsSecurity(&ti.State)
+		return tlsSecurity(state)
 	}
-	cs.securityOnce.Do(func() { cs.security = tlsSecurity(&ti.State) })
+	cs.securityOnce.Do(func() { cs.security = tlsSecurity(state) })
 	return cs.security
 }
 

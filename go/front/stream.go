@@ -3,19 +3,18 @@ package front
 import (
 	"fmt"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
 )
 
 // stream is one call as the goroutine that owns it serves it: Python's ops
-// applied, in order, to grpc-go's stream, until the call ends. Only that
-// goroutine uses a stream, so nothing here is locked.
+// applied, in order, to the transport's stream, until the call ends. Only
+// that goroutine uses a stream, so nothing here is locked.
 type stream struct {
 	h   *handler
 	c   *call
-	out grpc.ServerStream
+	out ServerStream
 }
 
 // serve applies Python's ops to the call until Python finishes it, routes
@@ -44,8 +43,8 @@ func (s *stream) apply(o op) (err error, done bool) {
 	c := s.c
 	switch o.kind {
 	case opHeader:
-		// A second send is refused by grpc-go; Python's layer reports that
-		// to the user, so the error needs no status here.
+		// A second send is refused by the transport; Python's layer
+		// reports that to the user, so the error needs no status here.
 		_ = s.out.SendHeader(o.md)
 		return nil, false
 	case opMessage:
@@ -67,7 +66,7 @@ func (s *stream) apply(o op) (err error, done bool) {
 		}
 		return s.h.route(s.out, c, o.routeTo), true
 	case opCompression:
-		setCompressor(s.out.Context(), o.compressor)
+		s.out.SetCompressor(o.compressor)
 		return nil, false
 	case opUncompressedNext:
 		c.uncompressedNext = true
@@ -75,6 +74,12 @@ func (s *stream) apply(o op) (err error, done bool) {
 	case opCancel:
 		s.h.calls.end(c, outcomeCancelled)
 		return status.Error(codes.Canceled, "CANCELLED"), true
+	case opRefused:
+		// The transport refused a request message (its status goes to the
+		// client); Python learns that the call ended, as for a cancel.
+		watched, seen := s.h.calls.end(c, outcomeCancelled)
+		s.h.events.cancelled(c, watched, seen)
+		return status.Error(o.code, o.details), true
 	}
 	return s.finish(o), true
 }
@@ -98,14 +103,9 @@ func (s *stream) finish(o op) error {
 			}
 		}
 	}
-	if len(o.md) > 0 {
-		s.out.SetTrailer(o.md)
-	}
+	s.out.Finish(status.New(o.code, o.details), o.md)
 	s.h.calls.end(c, outcomeCompleted)
-	if o.code == codes.OK {
-		return nil
-	}
-	return status.Error(o.code, o.details)
+	return nil
 }
 
 // send writes one message, uncompressed if Python asked so for this one.
@@ -115,15 +115,13 @@ func (s *stream) send(b mem.BufferSlice) error {
 
 // sendMessage writes one message, enforcing grpc.max_send_message_length
 // (limit) with grpcio's wording (the prefix included); uncompressed sends
-// it so in a compressed call. grpc-go frees b once written.
-func sendMessage(out grpc.ServerStream, b mem.BufferSlice, uncompressed bool, limit int) error {
-	if b.Len() > limit {
-		return status.Error(codes.ResourceExhausted, fmt.Sprintf("SERVER: Sent message larger than max (%d vs. %d)", b.Len(), limit))
+// it so in a compressed call. The transport frees b once written.
+func sendMessage(out ServerStream, b mem.BufferSlice, uncompressed bool, limit int) error {
+	if n := b.Len(); n > limit {
+		b.Free()
+		return status.Error(codes.ResourceExhausted, fmt.Sprintf("SERVER: Sent message larger than max (%d vs. %d)", n, limit))
 	}
-	if uncompressed {
-		return sendUncompressed(out, b)
-	}
-	return out.SendMsg(b)
+	return out.SendMessage(b, uncompressed)
 }
 
 // failed ends a call whose answer could not be written. A status error is
@@ -141,8 +139,8 @@ func (s *stream) failed(err error) error {
 // (Events.cancelled).
 func (s *stream) abandon(cause error) error {
 	o := abandonedOutcome(s.c.ctx, cause)
-	watched := s.h.calls.end(s.c, o)
-	s.h.events.cancelled(s.c, watched)
+	watched, seen := s.h.calls.end(s.c, o)
+	s.h.events.cancelled(s.c, watched, seen)
 	if o == outcomeDeadline {
 		return status.Error(codes.DeadlineExceeded, "Deadline Exceeded")
 	}

@@ -7,7 +7,17 @@ is :class:`NativeGrpcFront` (docs/low-level-api.md).
 import logging as _logging
 
 from ._credentials import ServerCredentials, ssl_server_credentials
-from ._front import EVENT_CALL, EVENT_CANCEL, EVENT_LOOKUP, FALLBACK, Event, NativeGrpcFront
+from ._front import (
+    EVENT_CALL,
+    EVENT_CANCEL,
+    EVENT_HALF_CLOSE,
+    EVENT_LOOKUP,
+    EVENT_MESSAGE,
+    EVENT_ROOM,
+    FALLBACK,
+    Event,
+    NativeGrpcFront,
+)
 from ._server import server
 
 # As grpcio does for its "grpc" logger: handler errors are logged, but an
@@ -17,7 +27,10 @@ _logging.getLogger(__name__).addHandler(_logging.NullHandler())
 __all__ = [
     "EVENT_CALL",
     "EVENT_CANCEL",
+    "EVENT_HALF_CLOSE",
     "EVENT_LOOKUP",
+    "EVENT_MESSAGE",
+    "EVENT_ROOM",
     "FALLBACK",
     "Event",
     "NativeGrpcFront",

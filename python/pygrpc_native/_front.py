@@ -17,6 +17,12 @@ from ._credentials import tls_config
 EVENT_CALL: int = _native.EVENT_CALL
 EVENT_CANCEL: int = _native.EVENT_CANCEL
 EVENT_LOOKUP: int = _native.EVENT_LOOKUP
+EVENT_MESSAGE: int = _native.EVENT_MESSAGE
+"""A request message of a client-streaming call (request_messages)."""
+EVENT_HALF_CLOSE: int = _native.EVENT_HALF_CLOSE
+"""The client of a client-streaming call sent its last message."""
+EVENT_ROOM: int = _native.EVENT_ROOM
+"""A call's buffer has room again (notify_room)."""
 FALLBACK: int = _native.FALLBACK
 """The method id that route() uses to relay a call to the fallback server."""
 
@@ -43,17 +49,18 @@ def _config_json(
     maximum_concurrent_rpcs: Optional[int],
     fallback: Optional[str],
     credentials: Any = None,
+    hold_slots: bool = False,
 ) -> str:
     if not isinstance(address, str):
         raise TypeError(f"address must be a str, not {type(address).__name__}")
     method_list = []
     for entry in methods:
-        if not (isinstance(entry, tuple) or isinstance(entry, list)) or len(entry) != 2:
-            raise TypeError(f"methods must be (path, server_streaming) pairs, got {entry!r}")
-        path, streaming = entry
-        if not isinstance(path, str) or not isinstance(streaming, bool):
-            raise TypeError(f"methods must be (str, bool) pairs, got {entry!r}")
-        method_list.append([path, streaming])
+        if not (isinstance(entry, tuple) or isinstance(entry, list)) or len(entry) not in (2, 3):
+            raise TypeError(f"methods must be (path, server_streaming[, client_streaming]) tuples, got {entry!r}")
+        path, *kinds = entry
+        if not isinstance(path, str) or not all(isinstance(k, bool) for k in kinds):
+            raise TypeError(f"methods must be (str, bool[, bool]) tuples, got {entry!r}")
+        method_list.append([path, *kinds])
     option_list = []
     for entry in options or ():
         if not (isinstance(entry, tuple) or isinstance(entry, list)) or len(entry) != 2:
@@ -93,6 +100,7 @@ def _config_json(
             "ordered": bool(ordered),
             "resolve_unknown": bool(resolve_unknown),
             "maximum_concurrent_rpcs": maximum_concurrent_rpcs or 0,
+            "hold_slots": bool(hold_slots),
             "fallback": fallback or "",
             "tls": tls,
         }
@@ -103,12 +111,16 @@ class NativeGrpcFront(_native.Front):
     """A gRPC server in Go whose calls reach Python as events.
 
     ``methods`` lists the methods served natively as ``(path,
-    server_streaming)`` pairs; a method's index is the ``method_id`` its
-    events carry, and ``add_method`` adds more later. Other paths are
+    server_streaming)`` pairs, or ``(path, server_streaming,
+    client_streaming)`` triples; a method's index is the ``method_id`` its
+    events carry, and ``add_method`` adds more later. A client-streaming
+    method's EVENT_CALL has no payload: its messages follow under credit
+    (``request_messages`` as EVENT_MESSAGE events, or ``read_message``). Other paths are
     answered UNIMPLEMENTED by Go, or with ``resolve_unknown=True`` arrive as
     EVENT_LOOKUP events for Python to ``route`` or ``finish``.
     ``maximum_concurrent_rpcs`` refuses native calls over that many active
-    ones with RESOURCE_EXHAUSTED. ``fallback`` is the gRPC target (e.g.
+    ones with RESOURCE_EXHAUSTED; with ``hold_slots=True`` a call Python
+    took counts until ``handler_done(call_id)`` as well as until it ends. ``fallback`` is the gRPC target (e.g.
     ``"unix:///path/to/sock"``) of a server that gets, relayed by Go, the
     calls Python routes to ``FALLBACK``, the methods added with
     ``add_fallback_method``, and (without ``resolve_unknown``) every unknown
@@ -131,6 +143,7 @@ class NativeGrpcFront(_native.Front):
         fallback: Optional[str] = None,
         credentials: Optional[Any] = None,
         health: bool = False,
+        hold_slots: bool = False,
     ) -> None:
         super().__init__(
             _config_json(
@@ -143,6 +156,7 @@ class NativeGrpcFront(_native.Front):
                 maximum_concurrent_rpcs,
                 fallback,
                 credentials,
+                hold_slots,
             )
         )
         self.address = address

@@ -556,14 +556,22 @@ static PyObject *Front_bind(PyObject *self, PyObject *args, PyObject *kwds) {
     return PyLong_FromLong(port);
 }
 
-static PyObject *Front_add_method(PyObject *self, PyObject *args) {
-    int64_t h;
+static PyObject *Front_add_method(PyObject *self, PyObject *args, PyObject *kwds) {
+    static char *kwlist[] = {"path", "server_streaming", "client_streaming", NULL};
+    PyObject *o;
+    int streaming, client_streaming = 0;
     pgn_bytes path;
-    int streaming;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "Op|p:add_method", kwlist, &o, &streaming, &client_streaming) ||
+        str_arg(o, "path", &path) < 0) {
+        return NULL;
+    }
+    int64_t h = front_handle(self);
+    if (h == 0) {
+        return NULL;
+    }
     int32_t method_id = 0;
     char *err = NULL;
-    if (front_str_args(self, args, "Op:add_method", "path", &h, &path, &streaming) < 0 ||
-        failed(pgn_add_method(h, path, streaming, &method_id, &err), &err) < 0) {
+    if (failed(pgn_add_method(h, path, streaming, client_streaming, &method_id, &err), &err) < 0) {
         return NULL;
     }
     return PyLong_FromLong(method_id);
@@ -724,7 +732,7 @@ static PyObject *event_list(int64_t h, pgn_recv_args *a, BatchArrays *b) {
     for (int i = 0; i < n; i++) {
         b->payloads[i] = NULL;
         b->dsts[i] = NULL;
-        if (alloc_failed || b->events[i].kind == PGN_EVENT_CANCEL) {
+        if (alloc_failed || !b->events[i].has_payload) {
             continue;
         }
         PyObject *p = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)b->events[i].payload_len);
@@ -1155,6 +1163,76 @@ static PyObject *Front_cancel(PyObject *self, PyObject *id_obj) {
     return result_to_py(rc, c.id, NULL);
 }
 
+static PyObject *Front_request_messages(PyObject *self, PyObject *args) {
+    PyObject *id_obj;
+    int n = 1;
+    CallRef c;
+    if (!PyArg_ParseTuple(args, "O|i:request_messages", &id_obj, &n) || call_ref(self, id_obj, &c) < 0) {
+        return NULL;
+    }
+    char *err = NULL;
+    return result_to_py(pgn_request_messages(c.h, c.id, n, &err), c.id, err);
+}
+
+/* read_message takes the next request message of a client-streaming call,
+ * waiting for it with the GIL released: bytes, None once the client has
+ * half-closed and everything was read, False once the call has ended. */
+static PyObject *Front_read_message(PyObject *self, PyObject *id_obj) {
+    CallRef c;
+    if (call_ref(self, id_obj, &c) < 0) {
+        return NULL;
+    }
+    pgn_read_args a = {.block = 0};
+    char *err = NULL;
+    int rc = pgn_read(c.h, c.id, &a, &err);
+    if (rc == PGN_WOULD_BLOCK) {
+        a.block = 1;
+        Py_BEGIN_ALLOW_THREADS
+        rc = pgn_read(c.h, c.id, &a, &err);
+        Py_END_ALLOW_THREADS
+    }
+    if (rc != PGN_OK) {
+        return result_to_py(rc, c.id, err);
+    }
+    if (a.eof) {
+        Py_RETURN_NONE;
+    }
+    PyObject *p = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)a.payload_len);
+    char *dst = p == NULL ? NULL : PyBytes_AsString(p);
+    /* Exactly once, even without memory: Go then ends the call with
+     * RESOURCE_EXHAUSTED. */
+    pgn_fill(a.batch, &dst, NULL);
+    return p;
+}
+
+static PyObject *Front_handler_done(PyObject *self, PyObject *id_obj) {
+    CallRef c;
+    if (call_ref(self, id_obj, &c) < 0) {
+        return NULL;
+    }
+    return result_to_py(pgn_handler_done(c.h, c.id), c.id, NULL);
+}
+
+static PyObject *Front_wait_room(PyObject *self, PyObject *id_obj) {
+    CallRef c;
+    if (call_ref(self, id_obj, &c) < 0) {
+        return NULL;
+    }
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = pgn_wait_room(c.h, c.id);
+    Py_END_ALLOW_THREADS
+    return result_to_py(rc, c.id, NULL);
+}
+
+static PyObject *Front_notify_room(PyObject *self, PyObject *id_obj) {
+    CallRef c;
+    if (call_ref(self, id_obj, &c) < 0) {
+        return NULL;
+    }
+    return result_to_py(pgn_notify_room(c.h, c.id), c.id, NULL);
+}
+
 static PyObject *Front_event_fd(PyObject *self, PyObject *unused) {
     int64_t h = front_handle(self);
     int fd = h == 0 ? -1 : front_event_fd(self, h);
@@ -1284,9 +1362,9 @@ static PyMethodDef Front_methods[] = {
     {"bind", (PyCFunction)(void (*)(void))Front_bind, METH_VARARGS | METH_KEYWORDS,
      "bind($self, /, address=None)\n--\n\nListen on address (default: the one the front was created with) "
      "without serving yet; return the bound port."},
-    {"add_method", (PyCFunction)Front_add_method, METH_VARARGS,
-     "add_method($self, path, server_streaming, /)\n--\n\nServe a method natively from now on; return its "
-     "method id."},
+    {"add_method", (PyCFunction)(void (*)(void))Front_add_method, METH_VARARGS | METH_KEYWORDS,
+     "add_method($self, path, server_streaming, client_streaming=False)\n--\n\nServe a method natively from now "
+     "on; return its method id."},
     {"add_fallback_method", (PyCFunction)Front_add_fallback_method, METH_VARARGS,
      "add_fallback_method($self, path, /)\n--\n\nRelay every call of a method to the fallback server from now on."},
     {"route", (PyCFunction)Front_route, METH_VARARGS,
@@ -1321,6 +1399,19 @@ static PyMethodDef Front_methods[] = {
      "\"deflate\" or \"gzip\"); no effect once its initial metadata is sent."},
     {"disable_next_message_compression", (PyCFunction)Front_disable_next_message_compression, METH_O,
      "disable_next_message_compression($self, call_id, /)\n--\n\nSend the call's next message uncompressed."},
+    {"request_messages", (PyCFunction)Front_request_messages, METH_VARARGS,
+     "request_messages($self, call_id, n=1, /)\n--\n\nLet Go read n more request messages of a client-streaming call, "
+     "delivered as EVENT_MESSAGE events, then EVENT_HALF_CLOSE."},
+    {"read_message", (PyCFunction)Front_read_message, METH_O,
+     "read_message($self, call_id, /)\n--\n\nThe next request message of a client-streaming call (waits for it): "
+     "bytes, None after the client's last message, False once the call has ended."},
+    {"handler_done", (PyCFunction)Front_handler_done, METH_O,
+     "handler_done($self, call_id, /)\n--\n\nOn a front with hold_slots=True: the call's handler returned, so its "
+     "maximum_concurrent_rpcs place is free once the call has ended."},
+    {"wait_room", (PyCFunction)Front_wait_room, METH_O,
+     "wait_room($self, call_id, /)\n--\n\nWait until the call's buffer has room (True), or the call ended (False)."},
+    {"notify_room", (PyCFunction)Front_notify_room, METH_O,
+     "notify_room($self, call_id, /)\n--\n\nQueue one EVENT_ROOM for the call once its buffer has room."},
     {"cancel", (PyCFunction)Front_cancel, METH_O, "cancel($self, call_id, /)\n--\n\nEnd a call with CANCELLED."},
     {"is_active", (PyCFunction)Front_is_active, METH_O,
      "is_active($self, call_id, /)\n--\n\nWhether the call is still live."},
@@ -1430,6 +1521,9 @@ PyMODINIT_FUNC PyInit__native(void) {
     if (PyModule_AddIntConstant(m, "EVENT_CALL", PGN_EVENT_CALL) < 0 ||
         PyModule_AddIntConstant(m, "EVENT_CANCEL", PGN_EVENT_CANCEL) < 0 ||
         PyModule_AddIntConstant(m, "EVENT_LOOKUP", PGN_EVENT_LOOKUP) < 0 ||
+        PyModule_AddIntConstant(m, "EVENT_MESSAGE", PGN_EVENT_MESSAGE) < 0 ||
+        PyModule_AddIntConstant(m, "EVENT_HALF_CLOSE", PGN_EVENT_HALF_CLOSE) < 0 ||
+        PyModule_AddIntConstant(m, "EVENT_ROOM", PGN_EVENT_ROOM) < 0 ||
         PyModule_AddIntConstant(m, "FALLBACK", PGN_FALLBACK) < 0) {
         Py_DECREF(m);
         return NULL;

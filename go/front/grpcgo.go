@@ -1,0 +1,283 @@
+package front
+
+import (
+	"context"
+	"errors"
+	"io"
+	"math"
+	"sort"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	_ "google.golang.org/grpc/encoding/gzip" // gzip for requests and responses, as grpcio
+	"google.golang.org/grpc/experimental"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/tap"
+)
+
+// grpc-go's server as the front's transport: the one implementation of the
+// seam (transport.go). Everything that knows grpc-go's server stream lives
+// in this file; the calls it carries reach the front through handler.serve
+// as ServerStreams.
+
+// newGRPCGoServer is a grpc-go server whose calls h serves; tls: some
+// listener serves TLS (listenerCreds picks each listener's).
+func newGRPCGoServer(l *Limits, h *handler, tls bool) transportServer {
+	g := grpcgoHandler{h: h}
+	opts := []grpc.ServerOption{
+		grpc.ForceServerCodecV2(rawCodec{}),
+		grpc.UnknownServiceHandler(g.dispatch),
+		grpc.InTapHandle(g.tap),
+		grpc.MaxRecvMsgSize(l.MaxRecvMsgSize),
+		// The send limit is enforced by the front with grpcio's wording
+		// (sendMessage).
+		grpc.MaxSendMsgSize(math.MaxInt32),
+		grpc.MaxConcurrentStreams(l.MaxConcurrentStreams),
+		// The metadata limit is enforced per call by the admission hook.
+		// grpc-go's own limit is a connection error (its HPACK decoder
+		// refuses longer strings), so it stays at grpc-go's default, far
+		// above ours.
+		grpc.MaxHeaderListSize(transportHeaderListLimit),
+		grpc.ConnectionTimeout(l.HandshakeTimeout),
+		grpc.KeepaliveParams(keepalive.ServerParameters{
+			Time:                  l.KeepaliveTime,
+			Timeout:               l.KeepaliveTimeout,
+			MaxConnectionIdle:     l.MaxConnectionIdle,
+			MaxConnectionAge:      l.MaxConnectionAge,
+			MaxConnectionAgeGrace: l.MaxConnectionAgeGrace,
+		}),
+		// Client pings are accepted, not policed (README: server options).
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: time.Nanosecond, PermitWithoutStream: true}),
+		// Stop returns only after every handler has queued its last event,
+		// so the queues can be closed behind them.
+		grpc.WaitForHandlers(true),
+		grpc.NumStreamWorkers(streamWorkers),
+		experimental.BufferPool(messagePool),
+	}
+	if tls {
+		opts = append(opts, grpc.Creds(newListenerCreds()))
+	}
+	return grpc.NewServer(opts...)
+}
+
+// streamWorkers is how many goroutines grpc-go keeps to run calls, instead
+// of a new goroutine per call (grpc-go starts one anyway when all are busy).
+// A call's goroutine waits for Python's answer, so this is sized for
+// calls in flight, not for cores. Reuse matters because grpc-go's stream
+// path outgrows a fresh goroutine's stack: growing and copying it cost a
+// fifth of the front's CPU per call. The library is built with GC stack
+// shrinking off (gcshrinkstackoff=1, set at link time: setup.py, Bazel),
+// or every GC would shrink the idle workers' stacks for them to grow again.
+const streamWorkers = 256
+
+// transportHeaderListLimit is grpc-go's default header list limit.
+const transportHeaderListLimit = 16 << 20
+
+// grpcgoHandler adapts grpc-go's server callbacks to the front's handler.
+type grpcgoHandler struct{ h *handler }
+
+// tap runs in the connection's reader goroutine, in arrival order, before
+// any handler: the front's admission hook.
+func (g grpcgoHandler) tap(ctx context.Context, info *tap.Info) (context.Context, error) {
+	var conn *connState
+	if p, ok := peer.FromContext(ctx); ok {
+		conn, _ = p.Addr.(*connState)
+	}
+	return g.h.admit(ctx, info.Header, conn)
+}
+
+// dispatch is grpc-go's handler for every call (grpc.UnknownServiceHandler):
+// every method takes grpc-go's streaming path, so one handler serves every
+// kind of method.
+func (g grpcgoHandler) dispatch(_ any, ss grpc.ServerStream) error {
+	st := &grpcgoStream{ss: ss, ctx: ss.Context()}
+	if err := g.h.serve(st); err != nil {
+		return err
+	}
+	return st.status
+}
+
+// grpcgoStream is a call on grpc-go's server as a ServerStream.
+type grpcgoStream struct {
+	ss  grpc.ServerStream
+	ctx context.Context
+	// status is what Finish set: returned to grpc-go when the handler
+	// returns (nil: OK). Written by the call's sender only.
+	status error
+
+	// Request streams (StartRequests): credits granted and not used, and a
+	// token while the reader may have credit to use.
+	credits     atomic.Int64
+	creditReady chan struct{}
+}
+
+func (s *grpcgoStream) Context() context.Context { return s.ctx }
+
+func (s *grpcgoStream) Method() string {
+	m, _ := grpc.MethodFromServerStream(s.ss)
+	return m
+}
+
+// Header is the request metadata. grpc-go keeps it in a map, so keys come
+// back sorted; the values of a repeated key keep their order.
+func (s *grpcgoStream) Header() [][2]string {
+	md, _ := metadata.FromIncomingContext(s.ctx)
+	keys := make([]string, 0, len(md))
+	for k := range md {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var out [][2]string
+	for _, k := range keys {
+		for _, v := range md[k] {
+			out = append(out, [2]string{k, v})
+		}
+	}
+	return out
+}
+
+func (s *grpcgoStream) Conn() *connState {
+	if p, ok := peer.FromContext(s.ctx); ok {
+		cs, _ := p.Addr.(*connState)
+		return cs
+	}
+	return nil
+}
+
+func (s *grpcgoStream) Security() *ConnSecurity {
+	p, ok := peer.FromContext(s.ctx)
+	if !ok {
+		return plaintextSecurity
+	}
+	ti, ok := p.AuthInfo.(credentials.TLSInfo)
+	if !ok {
+		return plaintextSecurity
+	}
+	cs, _ := p.Addr.(*connState)
+	return connSecurity(&ti.State, cs)
+}
+
+func (s *grpcgoStream) ClientCompressors() []string {
+	accepted, _ := grpc.ClientSupportedCompressors(s.ctx)
+	return accepted
+}
+
+func (s *grpcgoStream) Request() (mem.BufferSlice, error) {
+	var req mem.BufferSlice
+	if err := s.ss.RecvMsg(&req); err != nil {
+		return nil, err
+	}
+	return req, nil
+}
+
+func (s *grpcgoStream) StartRequests(sink RequestSink) {
+	s.creditReady = make(chan struct{}, 1)
+	go s.readRequests(sink)
+}
+
+func (s *grpcgoStream) Credit(n int) {
+	if n > 0 && s.creditReady != nil {
+		s.credits.Add(int64(n))
+		signal(s.creditReady)
+	}
+}
+
+// readRequests is the goroutine grpc-go's transport needs to push a request
+// stream: it reads one message per credit (grpc-go reads the socket into
+// the stream's window meanwhile; its window updates follow these reads, so
+// a client that outruns the credit is held back by HTTP/2 flow control).
+func (s *grpcgoStream) readRequests(sink RequestSink) {
+	for {
+		for s.credits.Load() <= 0 {
+			select {
+			case <-s.creditReady:
+			case <-s.ctx.Done():
+				sink.End(s.ctx.Err())
+				return
+			}
+		}
+		s.credits.Add(-1)
+		var m mem.BufferSlice
+		err := s.ss.RecvMsg(&m)
+		switch {
+		case err == nil:
+			sink.Message(m)
+			continue
+		case errors.Is(err, io.EOF):
+			sink.End(nil)
+		case s.ctx.Err() != nil:
+			sink.End(s.ctx.Err()) // the call ended on the wire
+		default:
+			sink.End(err) // grpc-go refused a message: its status
+		}
+		return
+	}
+}
+
+func (s *grpcgoStream) SendHeader(md metadata.MD) error { return s.ss.SendHeader(md) }
+
+func (s *grpcgoStream) SendMessage(b mem.BufferSlice, uncompressed bool) error {
+	if uncompressed {
+		return s.sendUncompressed(b)
+	}
+	return s.ss.SendMsg(b)
+}
+
+// sendUncompressed sends one message with the compressed flag off, whatever
+// the call's compression. grpc-go's ServerStream has no per-message switch;
+// a PreparedMsg encoded on the stream is compressed with the compressor the
+// stream started with, which is none unless the request was compressed
+// (grpc-go then starts with the request's). In that rare case the message
+// goes out compressed like the others (README: "Known differences").
+func (s *grpcgoStream) sendUncompressed(b mem.BufferSlice) error {
+	if st, ok := grpc.ServerTransportStreamFromContext(s.ctx).(recvCompressor); ok {
+		if rc := st.RecvCompress(); rc != "" && rc != identity {
+			return s.ss.SendMsg(b)
+		}
+	}
+	var msg grpc.PreparedMsg
+	if err := msg.Encode(s.ss, b); err != nil {
+		return err
+	}
+	return s.ss.SendMsg(&msg)
+}
+
+// SetCompressor fails silently once the initial metadata is sent, as
+// set_compression() does in grpcio then.
+func (s *grpcgoStream) SetCompressor(name string) {
+	if name == compressNone {
+		name = identity
+	}
+	if grpc.SetSendCompressor(s.ctx, name) != nil && name != identity {
+		_ = grpc.SetSendCompressor(s.ctx, identity)
+	}
+}
+
+func (s *grpcgoStream) SendCompressor() string {
+	if st, ok := grpc.ServerTransportStreamFromContext(s.ctx).(sendCompressor); ok {
+		if c := st.SendCompress(); c != identity {
+			return c
+		}
+	}
+	return compressNone
+}
+
+func (s *grpcgoStream) Finish(st *status.Status, trailer metadata.MD) {
+	if len(trailer) > 0 {
+		s.ss.SetTrailer(trailer)
+	}
+	s.status = st.Err()
+}
+
+// sendCompressor and recvCompressor are what grpc-go's transport stream
+// tells of its encodings.
+type (
+	sendCompressor interface{ SendCompress() string }
+	recvCompressor interface{ RecvCompress() string }
+)
