@@ -48,6 +48,7 @@ class CallState:
         "aborted",
         "callbacks",
         "gone_errors",
+        "requests",
     )
 
     def __init__(self, front: NativeGrpcFront, call_id: int, method: str) -> None:
@@ -72,6 +73,17 @@ class CallState:
         # RpcErrors raised to the handler because the call was gone: if the
         # handler lets one through, it is not reported as the handler's.
         self.gone_errors: Tuple[grpc.RpcError, ...] = ()
+        # The request stream an aio handler reads (context.read()); None for
+        # a unary request.
+        self.requests: Any = None
+
+    def gone_error(self) -> grpc.RpcError:
+        """The grpc.RpcError grpcio raises to a handler that uses a call
+        which has ended; remembered, so that if the handler lets it
+        through, it isn't reported as the handler's own failure."""
+        error = grpc.RpcError()
+        self.gone_errors += (error,)
+        return error
 
     def call_details(self) -> Dict[str, Any]:
         """The Go core's call_details(), asked once; once the call has

@@ -11,9 +11,11 @@ from __future__ import annotations
 import collections
 import logging
 from concurrent import futures
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Dict, Iterator, Optional, Sequence
 
 import grpc
+
+from typing import Protocol
 
 from ._call_state import CallState
 from ._callbacks import CallbackRunner
@@ -41,25 +43,46 @@ class HandlerCallDetails(
 
 class Method:
     """A method served natively: its path, the handler known for it, and
-    that handler's own thread pool (see ``own_pool``), looked up once."""
+    that handler's own thread pool (see ``own_pool``), looked up once.
+    ``handler`` is None for a path no handler knew when an interceptor
+    answered it: each call then asks the handlers again, through the
+    interceptors, as grpcio does."""
 
     __slots__ = ("path", "handler", "pool")
 
-    def __init__(self, path: str, handler: grpc.RpcMethodHandler) -> None:
+    def __init__(self, path: str, handler: Optional[grpc.RpcMethodHandler]) -> None:
         self.path = path
         self.handler = handler
-        self.pool = own_pool(handler)
+        self.pool = None if handler is None else own_pool(handler)
 
 
-def _behavior(handler: grpc.RpcMethodHandler) -> Any:
+class HandlerSource(Protocol):
+    """What a CallRunner needs of its server (ServerCore): the front, the
+    interceptors, and how handlers are found."""
+
+    front: NativeGrpcFront
+    interceptors: Sequence[Any]
+    # Looked-up calls the interceptors already answered: call id -> handler.
+    pre_intercepted: Dict[int, grpc.RpcMethodHandler]
+    # Go counts a call against maximum_concurrent_rpcs until handler_done.
+    holds_slots: bool
+
+    def find_handler(self, path: str, metadata: Any) -> Optional[grpc.RpcMethodHandler]: ...
+
+
+def behavior_of(handler: grpc.RpcMethodHandler) -> Any:
+    """The handler's function, whichever of grpc's four kinds it is."""
+    if handler.request_streaming:
+        return handler.stream_stream if handler.response_streaming else handler.stream_unary
     return handler.unary_stream if handler.response_streaming else handler.unary_unary
+
 
 
 def own_pool(handler: grpc.RpcMethodHandler) -> Optional[futures.ThreadPoolExecutor]:
     """grpcio's experimental_thread_pool hook: a ThreadPoolExecutor set on
     the behavior runs its calls instead of the server's pool (grpcio ignores
     any other kind of executor there)."""
-    pool = getattr(_behavior(handler), "experimental_thread_pool", None)
+    pool = getattr(behavior_of(handler), "experimental_thread_pool", None)
     return pool if isinstance(pool, futures.ThreadPoolExecutor) else None
 
 
@@ -90,45 +113,47 @@ def _transform(value: Any, fn: Optional[Callable[[Any], Any]], what: str) -> Any
 
 class CallRunner:
     """Runs the native calls of one pygrpc_native.server(), holding once
-    what every call needs of its server: the front, the interceptors and
-    the runner of add_callback() callbacks."""
+    what every call needs of its server: the front, the interceptors, how
+    handlers are found, and the runner of add_callback() callbacks."""
 
-    __slots__ = ("_front", "_interceptors", "_callbacks")
+    __slots__ = ("_front", "_interceptors", "_source", "_callbacks", "_holds_slots")
 
-    def __init__(
-        self, front: NativeGrpcFront, interceptors: Sequence[grpc.ServerInterceptor], callbacks: CallbackRunner
-    ) -> None:
-        self._front = front
-        self._interceptors = tuple(interceptors)
+    def __init__(self, source: HandlerSource, callbacks: CallbackRunner) -> None:
+        self._front = source.front
+        self._interceptors = tuple(source.interceptors)
+        self._source = source
         self._callbacks = callbacks
+        self._holds_slots = source.holds_slots
 
-    def run(self, method: Method, call_id: int, payload: bytes) -> None:
+    def run(self, method: Method, call_id: int, payload: Optional[bytes]) -> None:
         """Runs one native call: find its handler, then serve it here, or in
         the handler's own thread pool if it has one (``own_pool``). Handler
         errors end the call as grpcio ends it; any other exception is a bug,
-        which the caller hands to ``unexpected_error``."""
+        which the caller hands to ``unexpected_error``. ``payload`` is the
+        request, None for a request stream."""
         call = CallState(self._front, call_id, method.path)
         ctx = ServicerContext(call, self._callbacks)
         handler = method.handler
         pool = method.pool
         if self._interceptors:
-            base = method.handler
-            try:
-                handler = intercept(
-                    self._interceptors,
-                    lambda _details: base,
-                    HandlerCallDetails(method.path, ctx.invocation_metadata()),
-                )
-            except Exception:  # noqa: BLE001
-                _LOGGER.exception("Exception servicing handler")
-                self.reject(call_id, _UNKNOWN, "Error in service handler!")
-                return
+            handler = self._source.pre_intercepted.pop(call_id, None)
+            if handler is None:
+                try:
+                    handler = intercept(
+                        self._interceptors,
+                        self._continuation(method),
+                        HandlerCallDetails(method.path, ctx.invocation_metadata()),
+                    )
+                except Exception:  # noqa: BLE001
+                    _LOGGER.exception("Exception servicing handler")
+                    self.reject(call_id, _UNKNOWN, "Error in service handler!")
+                    return
             if handler is None:
                 self.reject(call_id, _UNIMPLEMENTED, DETAILS_METHOD_NOT_FOUND)
                 return
             pool = own_pool(handler)
         if pool is None:
-            self._serve(call, ctx, handler, payload)
+            self._serve_and_release(call, ctx, handler, payload)  # type: ignore[arg-type]  # set above
             return
         try:
             pool.submit(self._serve_in_own_pool, call, ctx, handler, payload)
@@ -138,10 +163,35 @@ class CallRunner:
             )
             self.reject(call_id, _UNAVAILABLE, "Handler thread pool is shut down")
 
+    def _continuation(self, method: Method) -> Callable[[grpc.HandlerCallDetails], Optional[grpc.RpcMethodHandler]]:
+        """The interceptors' continuation: the method's handler, or for a
+        path only an interceptor answered, the handlers asked again."""
+        base = method.handler
+        if base is not None:
+            return lambda _details: base
+        find = self._source.find_handler
+        return lambda details: find(details.method, details.invocation_metadata)
+
+    def _serve_and_release(
+        self, call: CallState, ctx: ServicerContext, handler: grpc.RpcMethodHandler, payload: Optional[bytes]
+    ) -> None:
+        """_serve, then (with maximum_concurrent_rpcs) tells Go the handler
+        has returned, so that the call's place is free once it ended."""
+        try:
+            self._serve(call, ctx, handler, payload)
+        finally:
+            if self._holds_slots:
+                try:
+                    self._front.handler_done(call.call_id)
+                except RuntimeError:
+                    pass  # the server has stopped
+
     def reject(self, call_id: int, code: int, details: str) -> None:
         """Ends a call before any handler ran."""
         try:
             self._front.finish(call_id, code, details)
+            if self._holds_slots:
+                self._front.handler_done(call_id)
         except RuntimeError:
             pass  # the server has stopped
 
@@ -151,25 +201,30 @@ class CallRunner:
         self.reject(call_id, _UNKNOWN, "Unexpected server error")
 
     def _serve_in_own_pool(
-        self, call: CallState, ctx: ServicerContext, handler: grpc.RpcMethodHandler, payload: bytes
+        self, call: CallState, ctx: ServicerContext, handler: grpc.RpcMethodHandler, payload: Optional[bytes]
     ) -> None:
         """_serve, with the guard the server's drain tasks give run(): an
         unexpected error still ends the call."""
         try:
-            self._serve(call, ctx, handler, payload)
+            self._serve_and_release(call, ctx, handler, payload)
         except Exception:  # noqa: BLE001 - the call must end all the same
             self.unexpected_error(call.method, call.call_id)
 
-    def _serve(self, call: CallState, ctx: ServicerContext, handler: grpc.RpcMethodHandler, payload: bytes) -> None:
+    def _serve(
+        self, call: CallState, ctx: ServicerContext, handler: grpc.RpcMethodHandler, payload: Optional[bytes]
+    ) -> None:
         """Serves a call whose handler is known: deserialize, call, answer."""
-        request = _transform(payload, handler.request_deserializer, "Exception deserializing message!")
-        if request is None:
-            self._end(call, _INTERNAL, b"Exception deserializing request!")
-            return
+        if handler.request_streaming:
+            request: Any = RequestIterator(call, handler.request_deserializer)
+        else:
+            request = _transform(payload, handler.request_deserializer, "Exception deserializing message!")
+            if request is None:
+                self._end(call, _INTERNAL, b"Exception deserializing request!")
+                return
         serializer = handler.response_serializer
         if not handler.response_streaming:
             try:
-                response = handler.unary_unary(request, ctx)
+                response = behavior_of(handler)(request, ctx)
             except Exception as exc:  # noqa: BLE001
                 self._fail(call, exc, "Exception calling application: {}")
                 return
@@ -180,7 +235,7 @@ class CallRunner:
                 self._end(call, _OK, b"", body)
             return
 
-        behavior = handler.unary_stream
+        behavior = behavior_of(handler)
         if getattr(behavior, "experimental_non_blocking", False):
             self._serve_non_blocking(call, ctx, behavior, request, serializer)
             return
@@ -282,3 +337,49 @@ class CallRunner:
             details = "Calling application raised unprintable Exception!"
         _LOGGER.error(details, exc_info=exc)
         self._end(call, _UNKNOWN, details)
+
+
+class RequestIterator(Iterator[Any]):
+    """A request stream as grpcio's handlers iterate it: each ``next()``
+    takes the next message from Go, waiting without the GIL; the iterator
+    ends at the client's half-close, and raises grpc.RpcError (as grpcio's
+    does) once the call has ended: cancelled, deadline passed, or a
+    message the server refused."""
+
+    __slots__ = ("_call", "_deserializer")
+
+    def __init__(self, call: CallState, deserializer: Optional[Callable[[bytes], Any]]) -> None:
+        self._call = call
+        self._deserializer = deserializer
+
+    def __iter__(self) -> "RequestIterator":
+        return self
+
+    def __next__(self) -> Any:
+        call = self._call
+        try:
+            message = None if call.ended else call.front.read_message(call.call_id)
+        except RuntimeError:
+            message = False  # the server has stopped: the call has ended
+        if message is None:
+            if call.ended:
+                raise call.gone_error()
+            raise StopIteration()
+        if message is False:
+            raise call.gone_error()
+        if self._deserializer is None:
+            return message
+        request = _transform(message, self._deserializer, "Exception deserializing message!")
+        if request is None:
+            # grpcio ends the call at once and the iterator raises.
+            try:
+                call.front.finish(call.call_id, _INTERNAL, "Exception deserializing request!")
+            except RuntimeError:
+                pass
+            call.ended = True
+            raise call.gone_error()
+        return request
+
+    def next(self) -> Any:
+        """grpcio's request iterators have next() too."""
+        return self.__next__()

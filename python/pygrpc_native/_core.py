@@ -1,18 +1,17 @@
 """What server() and aio.server() share: the front, the handlers, routing.
 
-Both servers keep the user's handlers, serve unary-request methods natively
-and everything else through a grpcio server of their own kind (grpc.server
-or grpc.aio.server) on a Unix socket, the *fallback*. The routing rules live
-here, once:
+Both servers keep the user's handlers and serve every kind of method
+through the Go front. The routing rules live here, once:
 
 * methods of registered handlers (grpcio-tools' generated code) are added
   to Go when the server starts;
 * a path Go doesn't know arrives as EVENT_LOOKUP; the generic handlers are
   asked (their ``service()`` runs once more for that call) and the method is
   added to Go, so later calls go straight through;
-* methods that stream requests, and paths no handler knows, go to the
-  fallback (unknown paths are looked up again on every call, since a
-  generic handler may learn them later).
+* a path no handler knows is answered by the interceptors, if one of them
+  answers it (the servers ask them at the lookup, for that call only:
+  ``Lookup``), and UNIMPLEMENTED otherwise; it is looked up again on every
+  call, since a generic handler may learn it later.
 """
 
 from __future__ import annotations
@@ -26,15 +25,15 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence
 
 import grpc
 
-from ._calls import HandlerCallDetails, Method
+from ._calls import DETAILS_METHOD_NOT_FOUND, HandlerCallDetails, Method
 from ._context import Metadatum
 from ._credentials import set_front_tls, tls_config
-from ._fallback_dir import FallbackDir
-from ._front import FALLBACK, NativeGrpcFront
+from ._front import NativeGrpcFront
 
 _LOGGER = logging.getLogger("pygrpc_native")
 
 _UNKNOWN = grpc.StatusCode.UNKNOWN.value[0]
+_UNIMPLEMENTED = grpc.StatusCode.UNIMPLEMENTED.value[0]
 
 
 class Stage(enum.Enum):
@@ -48,22 +47,6 @@ class Stage(enum.Enum):
 # What grpcio raises for add_insecure_port("").
 _EMPTY_ADDRESS_ERROR = "Failed to bind to address ; set GRPC_VERBOSITY=debug environment variable to see detailed error message."
 
-# Options Go applies to the clients' connections, for native and fallback
-# calls alike; the fallback's grpcio server doesn't get them, since its only
-# client is Go's private connection, and aging or limiting that connection
-# would cut fallback calls on a schedule the client's connection doesn't
-# have. (Compression options it does get: Go relays the encoding of each of
-# its answers and messages, see go/front/compression.go.)
-_FRONT_ONLY_OPTIONS = frozenset(
-    (
-        "grpc.max_connection_age_ms",
-        "grpc.max_connection_age_grace_ms",
-        "grpc.max_connection_idle_ms",
-        "grpc.max_allowed_incoming_connections",
-    )
-)
-
-
 def with_compression(options: Optional[Sequence[Any]], compression: Optional[grpc.Compression]) -> List[Any]:
     """grpcio's server(compression=...) as the option it stands for, after
     the user's, as grpcio adds it: the same option in ``options`` wins (the
@@ -74,17 +57,6 @@ def with_compression(options: Optional[Sequence[Any]], compression: Optional[grp
             raise TypeError(f"compression must be a grpc.Compression, not {type(compression).__name__}")
         result.append(("grpc.default_compression_algorithm", int(compression.value)))
     return result
-
-
-def fallback_options(options: Sequence[Any]) -> List[Any]:
-    """The options of the fallback's grpcio server: the user's, less those
-    Go applies for it (_FRONT_ONLY_OPTIONS)."""
-    return [o for o in options if not (isinstance(o, (tuple, list)) and len(o) == 2 and _name(o[0]) in _FRONT_ONLY_OPTIONS)]
-
-
-def _name(name: Any) -> Any:
-    """An option's name as str: grpcio takes bytes names too."""
-    return name.decode("utf-8", "replace") if isinstance(name, bytes) else name
 
 
 # The attribute that marks the methods of pygrpc_native.health's
@@ -114,41 +86,38 @@ class ServerArguments:
             raise ValueError("maximum_concurrent_rpcs should be a positive integer")
 
 
+@dataclasses.dataclass(frozen=True)
+class Lookup:
+    """A looked-up call no handler knows, for the interceptors to answer."""
+
+    call_id: int
+    details: HandlerCallDetails
+
+
 class ServerCore:
     """The routing half of a server; subclasses add dispatch and lifecycle."""
 
-    def __init__(self, create_fallback: Callable[..., Any], arguments: ServerArguments) -> None:
-        """Creates the front, and the fallback with ``create_fallback``
-        (grpc.server or grpc.aio.server, called with grpcio's arguments);
-        registers the handlers on both."""
+    def __init__(self, arguments: ServerArguments) -> None:
+        """Creates the front and registers the handlers."""
         maximum_concurrent_rpcs = arguments.maximum_concurrent_rpcs
-        interceptors = arguments.interceptors
-        front_options = with_compression(arguments.options, arguments.compression)
-        # The fallback's socket lives in a directory only this user can
-        # enter, removed on stop or at exit (_fallback_dir says who may).
-        self._fallback_dir = FallbackDir(self)
-        self.remove_fallback_dir = self._fallback_dir.remove
-        socket_path = self._fallback_dir.socket_path
-        self.fallback_address = "unix:" + socket_path  # for the grpcio server
         # Created now, so that options this server refuses fail here; it is
-        # bound by add_insecure_port.
+        # bound by add_insecure_port. With a limit, a call counts until its
+        # handler returns, as in grpcio (the servers say so: handler_done).
         self.front = NativeGrpcFront(
             "[::]:0",
             [],
-            options=front_options,
+            options=with_compression(arguments.options, arguments.compression),
             resolve_unknown=True,
             maximum_concurrent_rpcs=maximum_concurrent_rpcs,
-            fallback="unix://" + socket_path,  # for grpc-go's client
+            hold_slots=maximum_concurrent_rpcs is not None,
         )
-        self.fallback = create_fallback(
-            arguments.thread_pool,
-            interceptors=interceptors,
-            options=fallback_options(front_options),
-            maximum_concurrent_rpcs=maximum_concurrent_rpcs,
-        )
-        self.interceptors = tuple(interceptors or ())
+        self.holds_slots = maximum_concurrent_rpcs is not None
+        self.interceptors = tuple(arguments.interceptors or ())
         self.thread_pool = arguments.thread_pool
         self.methods: Dict[int, Method] = {}  # method id -> natively served method
+        # Calls routed by a lookup that only an interceptor answered: call
+        # id -> the handler it gave, taken by the call's runner.
+        self.pre_intercepted: Dict[int, grpc.RpcMethodHandler] = {}
         self._generic: List[grpc.GenericRpcHandler] = []
         self._registered: Dict[str, grpc.RpcMethodHandler] = {}  # path -> handler
         self.lock = threading.RLock()  # guards the handlers, the ports and the stage
@@ -168,7 +137,6 @@ class ServerCore:
                 )
         with self.lock:
             self._generic.extend(handlers)
-            self.fallback.add_generic_rpc_handlers(handlers)
 
     def add_registered_method_handlers(
         self, service_name: str, method_handlers: Dict[str, grpc.RpcMethodHandler]
@@ -179,9 +147,8 @@ class ServerCore:
                 return
             for name, handler in method_handlers.items():
                 self._registered[f"/{service_name}/{name}"] = handler
-            self.fallback.add_registered_method_handlers(service_name, method_handlers)
 
-    def _find_handler(self, path: str, metadata: Any) -> Optional[grpc.RpcMethodHandler]:
+    def find_handler(self, path: str, metadata: Any) -> Optional[grpc.RpcMethodHandler]:
         handler = self._registered.get(path)
         if handler is not None:
             return handler
@@ -192,12 +159,10 @@ class ServerCore:
                 return handler
         return None
 
-    def _add_method(self, path: str, handler: grpc.RpcMethodHandler) -> int:
-        """Serves a method natively, or through the fallback if it streams
-        requests; returns its method id (FALLBACK for the latter)."""
-        if handler.request_streaming:
-            self.front.add_fallback_method(path)
-            return FALLBACK
+    def _add_method(self, path: str, handler: grpc.RpcMethodHandler, known: bool = True) -> int:
+        """Serves a method natively; returns its method id. ``known``: the
+        handler is the method's own (not one an interceptor answered with
+        for one call)."""
         behavior = handler.unary_unary or handler.unary_stream
         serve_health_natively: Optional[NativeHealthHook] = getattr(behavior, NATIVE_HEALTH_HOOK, None)
         if serve_health_natively is not None:
@@ -205,8 +170,9 @@ class ServerCore:
             # table is consulted; the method stays registered below only for
             # a call already routed here by a lookup.
             serve_health_natively(behavior, self.front)
-        method_id = self.front.add_method(path, handler.response_streaming)
-        self.methods[method_id] = Method(path, handler)
+        method_id = self.front.add_method(path, bool(handler.response_streaming), bool(handler.request_streaming))
+        if known or method_id not in self.methods:
+            self.methods[method_id] = Method(path, handler if known else None)
         return method_id
 
     def add_registered_methods(self) -> None:
@@ -219,22 +185,54 @@ class ServerCore:
         raised exc: grpcio's sync server says this; grpc.aio's differs."""
         return "Error in service handler!"
 
-    def lookup(self, call_id: int, path: str) -> None:
+    def lookup(self, call_id: int, path: str) -> Optional["Lookup"]:
         """Finds the handler of a path Go doesn't know yet (EVENT_LOOKUP)
-        and routes the call: natively, or to the fallback."""
+        and routes the call to it. A path no handler knows is answered
+        UNIMPLEMENTED, unless the server has interceptors: then it returns
+        the Lookup the server finishes by running them (``intercepted``),
+        as grpcio asks them even when no handler knows the path."""
         try:
             details = self.front.call_details(call_id)
-        except LookupError:
-            return  # the call ended while it waited
+        except (LookupError, RuntimeError):
+            return None  # the call ended while it waited
         metadata = tuple(Metadatum(k, v) for k, v in details["invocation_metadata"])
         try:
-            handler = self._find_handler(path, metadata)
+            handler = self.find_handler(path, metadata)
         except Exception as exc:  # noqa: BLE001
             _LOGGER.exception("Exception servicing handler")
-            self.front.finish(call_id, _UNKNOWN, self.lookup_failure_details(exc))
+            self._finish_quietly(call_id, _UNKNOWN, self.lookup_failure_details(exc))
+            return None
+        if handler is not None:
+            self._route(call_id, self._add_method(path, handler))
+            return None
+        if not self.interceptors:
+            self._finish_quietly(call_id, _UNIMPLEMENTED, DETAILS_METHOD_NOT_FOUND)
+            return None
+        return Lookup(call_id, HandlerCallDetails(path, metadata))
+
+    def intercepted(self, lookup: "Lookup", handler: Optional[grpc.RpcMethodHandler]) -> None:
+        """Routes a looked-up call that only the interceptors answered, with
+        the handler they gave (None: no one answers it); the interceptors
+        are not run again for this call (``pre_intercepted``)."""
+        if handler is None:
+            self._finish_quietly(lookup.call_id, _UNIMPLEMENTED, DETAILS_METHOD_NOT_FOUND)
             return
-        method_id = FALLBACK if handler is None else self._add_method(path, handler)
-        self.front.route(call_id, method_id)
+        method_id = self._add_method(lookup.details.method, handler, known=False)
+        self.pre_intercepted[lookup.call_id] = handler
+        if not self._route(lookup.call_id, method_id):
+            self.pre_intercepted.pop(lookup.call_id, None)
+
+    def _route(self, call_id: int, method_id: int) -> bool:
+        try:
+            return bool(self.front.route(call_id, method_id))
+        except RuntimeError:
+            return False  # the server has stopped
+
+    def _finish_quietly(self, call_id: int, code: int, details: str) -> None:
+        try:
+            self.front.finish(call_id, code, details)
+        except RuntimeError:
+            pass  # the server has stopped
 
     # -- ports ---------------------------------------------------------------
 
@@ -254,9 +252,7 @@ class ServerCore:
             return port
 
     def add_secure_port(self, address: str, server_credentials: grpc.ServerCredentials) -> int:
-        """add_insecure_port with TLS for this port only. TLS ends at the
-        native server: fallback calls reach the grpcio server behind it in
-        plaintext, over its private Unix socket (docs/tls.md)."""
+        """add_insecure_port with TLS for this port only."""
         tls_config(server_credentials, "add_secure_port()")  # TypeError for grpcio's credentials
         with self.lock:
             if self.stage is not Stage.NEW:

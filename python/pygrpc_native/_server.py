@@ -28,14 +28,13 @@ Threads, and why:
   ``_STALE`` is still live before running it.
 * Callbacks (add_callback) run once their call ends, never in the
   handler's thread, as in grpcio (_callbacks.CallbackRunner).
-* Lookups of methods only generic handlers know run in the pool, since they
-  call user code (``service()``).
-
-What the native path doesn't serve (client-streaming and bidi methods,
-methods no handler of ours knows, such as ones only interceptors answer)
-goes to a grpcio server with the same handlers, interceptors, options and
-thread pool, listening on a Unix socket in a private directory; Go relays
-those calls to it (README: "What runs natively").
+* Lookups of methods only generic handlers (or interceptors) know run in
+  the pool, since they call user code (``service()``).
+* A handler of a request stream reads it from its own thread
+  (``read_message``, which waits in Go without the GIL); Go reads the
+  client's next messages only as the handler takes them.
+* With maximum_concurrent_rpcs, Go counts a call until its handler returns
+  (``handler_done``), as grpcio counts it.
 """
 
 from __future__ import annotations
@@ -52,11 +51,13 @@ import grpc
 from ._callbacks import CallbackRunner
 from ._calls import CallRunner, Method
 from ._core import ServerArguments, ServerCore, Stage
+from ._calls import intercept
 from ._front import EVENT_CALL, EVENT_LOOKUP
 
 _LOGGER = logging.getLogger("pygrpc_native")
 
 _UNAVAILABLE = grpc.StatusCode.UNAVAILABLE.value[0]
+_UNKNOWN = grpc.StatusCode.UNKNOWN.value[0]
 
 # Events taken from Go at once (Go also caps a batch at 1 MiB of payload).
 _BATCH = 256
@@ -84,14 +85,14 @@ class _DrainTask:
 
 
 # A call taken from Go, waiting for a drain task: (method, call id,
-# request payload, time.monotonic() when taken).
-_PendingCall = Tuple[Method, int, bytes, float]
+# request payload (None for a request stream), time.monotonic() when taken).
+_PendingCall = Tuple[Method, int, Optional[bytes], float]
 
 
 class _Server(ServerCore, grpc.Server):
     def __init__(self, arguments: ServerArguments) -> None:
-        super().__init__(grpc.server, arguments)
-        self._call_runner = CallRunner(self.front, self.interceptors, CallbackRunner(self.front, self._submit))
+        super().__init__(arguments)
+        self._call_runner = CallRunner(self, CallbackRunner(self.front, self._submit))
         self._pending: Deque[_PendingCall] = collections.deque()
         # Guards the task counts below (not the per-call path).
         self._tasks_lock = threading.Lock()
@@ -117,8 +118,6 @@ class _Server(ServerCore, grpc.Server):
                 raise ValueError("the server has already started")
             self.add_registered_methods()
             if self.bound:
-                self.fallback.add_insecure_port(self.fallback_address)
-                self.fallback.start()
                 self.front.start()
                 self._monitor = threading.Thread(
                     target=self._run_monitor, name="pygrpc_native-monitor", daemon=True
@@ -135,35 +134,26 @@ class _Server(ServerCore, grpc.Server):
             if self.stage is Stage.NEW or self._termination.is_set():
                 self.stage = Stage.STOPPED
                 self.front.stop(None)  # releases a bound port
-                # Still running if the monitor failed (e.g. no thread pool).
-                self.fallback.stop(None)
-                self.remove_fallback_dir()
                 self._termination.set()
                 event.set()
                 return event
             self._shutdown_events.append(event)
-            # A stop while one is under way can only shorten it (both
-            # servers cancel calls at the earliest deadline), as in grpcio.
+            # A stop while one is under way can only shorten it (calls are
+            # cancelled at the earliest deadline), as in grpcio.
             self.front.stop(grace, wait=False)
-            fallback_stopped = self.fallback.stop(grace)
             if self.stage is Stage.STARTED:
                 self.stage = Stage.STOPPED
-                threading.Thread(
-                    target=self._finish_stop, args=(fallback_stopped,), name="pygrpc_native-stop", daemon=True
-                ).start()
+                threading.Thread(target=self._finish_stop, name="pygrpc_native-stop", daemon=True).start()
         if grace is None:
             event.wait()
         return event
 
-    def _finish_stop(self, fallback_stopped: threading.Event) -> None:
-        """Waits for both servers, removes the fallback's socket, then
-        signals. The front has stopped when the monitor ends: it reads Go's
-        queue until the front closes it (a front that never started stopped
-        at once)."""
-        fallback_stopped.wait()
+    def _finish_stop(self) -> None:
+        """Waits for the front, then signals. The front has stopped when the
+        monitor ends: it reads Go's queue until the front closes it (a front
+        that never started stopped at once)."""
         if self._monitor is not None:
             self._monitor.join()
-        self.remove_fallback_dir()
         self._terminated()
 
     def _terminated(self) -> None:
@@ -247,7 +237,7 @@ class _Server(ServerCore, grpc.Server):
             if kind == EVENT_CALL:
                 pending.append((methods[method_id], call_id, payload, now))
             elif kind == EVENT_LOOKUP:
-                self._submit(self.lookup, call_id, payload.decode("utf-8", "replace"))
+                self._submit(self._lookup, call_id, payload.decode("utf-8", "replace"))
             # EVENT_CANCEL: only watched calls have callbacks to run, and
             # their cancellations come through _watch_calls.
         if pending and self._tasks == 0:
@@ -318,6 +308,20 @@ class _Server(ServerCore, grpc.Server):
                         self._end_task_locked(task)
                         return
 
+    def _lookup(self, call_id: int, path: str) -> None:
+        """Resolves a path Go doesn't know, in the pool: a handler of ours,
+        or the interceptors' answer (see ServerCore.lookup)."""
+        lookup = self.lookup(call_id, path)
+        if lookup is None:
+            return
+        try:
+            handler = intercept(self.interceptors, lambda _details: None, lookup.details)
+        except Exception:  # noqa: BLE001 - grpcio's answer to a failing interceptor
+            _LOGGER.exception("Exception servicing handler")
+            self._call_runner.reject(call_id, _UNKNOWN, "Error in service handler!")
+            return
+        self.intercepted(lookup, handler)
+
     def _is_live(self, call_id: int) -> bool:
         try:
             return self.front.is_active(call_id)
@@ -350,7 +354,7 @@ class _Server(ServerCore, grpc.Server):
             while self._pending:
                 _, call_id, _, _ = self._pending.popleft()
                 self.front.finish(call_id, _UNAVAILABLE, "Server thread pool is shut down")
-            if fn == self.lookup:
+            if fn == self._lookup:
                 self.front.finish(args[0], _UNAVAILABLE, "Server thread pool is shut down")
             return False
 

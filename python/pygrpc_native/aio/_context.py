@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from typing import Any, Callable, NoReturn, Optional
 
 import grpc
@@ -20,6 +19,7 @@ import grpc.aio
 
 from .._call_state import CallState
 from .._context import CallInfo, SyncContextBase, compression_name
+from ._waits import LoopWaits
 
 _LOGGER = logging.getLogger("pygrpc_native")
 
@@ -58,20 +58,20 @@ def serialize(serializer: Optional[Callable[[Any], Any]], message: Any) -> bytes
     return b"" if message is None else message
 
 
-def send_blocking(send: Callable[..., Optional[bool]], *args: Any) -> Optional[bool]:
-    """A send from a pool thread on the loop's non-blocking front: waits for
-    room by sleeping, which is fine off the loop."""
-    delay = 0.0005
-    while (ok := send(*args)) is None:
-        time.sleep(delay)
-        delay = min(delay * 2, 0.02)
+def send_blocking(call: CallState, send: Callable[..., Optional[bool]], *args: Any) -> Optional[bool]:
+    """A send on the call from a pool thread, on the loop's non-blocking
+    front: waits for room in Go (wait_room), which is fine off the loop."""
+    call_id = call.call_id
+    while (ok := send(call_id, *args)) is None:
+        if not call.front.wait_room(call_id):
+            return False  # the call has ended
     return ok
 
 
 class ServicerContext(CallInfo, grpc.aio.ServicerContext):
     """The context coroutine handlers of pygrpc_native.aio.server() get."""
 
-    __slots__ = ("_call",)
+    __slots__ = ("_call", "_waits")
 
     # A set_compression() / disable_next_message_compression() that found
     # the call's buffer full, sent before the next op. Class defaults, set
@@ -79,8 +79,9 @@ class ServicerContext(CallInfo, grpc.aio.ServicerContext):
     _compression_pending: Optional[str] = None
     _uncompressed_next_pending = False
 
-    def __init__(self, call: CallState) -> None:
+    def __init__(self, call: CallState, waits: LoopWaits) -> None:
         self._call = call
+        self._waits = waits
 
     # -- sending ---------------------------------------------------------------
 
@@ -105,12 +106,10 @@ class ServicerContext(CallInfo, grpc.aio.ServicerContext):
         if self._uncompressed_next_pending:
             self._uncompressed_next_pending = False
             await self._post(front.disable_next_message_compression)
-        delay = 0.0005
         call_id = self._call.call_id
         try:
             while (ok := send(call_id, *args)) is None:
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 0.02)
+                await self._waits.room(call_id)
         except RuntimeError:
             return False  # the server has stopped: the call has ended
         return bool(ok)
@@ -157,9 +156,13 @@ class ServicerContext(CallInfo, grpc.aio.ServicerContext):
             raise asyncio.CancelledError()
 
     async def read(self) -> Any:
-        # Natively served methods have one request, already given to the
-        # handler; grpc.aio answers EOF for the next.
-        return grpc.aio.EOF
+        """The next request of a request stream, grpc.aio.EOF after the
+        last. A unary request was given to the handler already; grpc.aio
+        answers EOF for the next."""
+        requests = self._call.requests
+        if requests is None:
+            return grpc.aio.EOF
+        return await requests.read()
 
     async def send_initial_metadata(self, initial_metadata: Any) -> None:
         self._check_open("Send initial metadata failed: RPC already finished")
@@ -290,7 +293,7 @@ class SyncHandlerContext(SyncContextBase):
         call = self._call
         call.ended = True
         sent_code: grpc.StatusCode = call.code  # type: ignore[assignment]  # set by abort() above
-        send_blocking(call.front.finish, call.call_id, sent_code.value[0], details, call.trailing_metadata)
+        send_blocking(call, call.front.finish, sent_code.value[0], details, call.trailing_metadata)
 
     def set_compression(self, compression: grpc.Compression) -> None:
         # As grpc.aio's context: RuntimeError once the initial metadata is
@@ -300,11 +303,11 @@ class SyncHandlerContext(SyncContextBase):
         if call.initial_metadata_sent:
             raise RuntimeError("Compression setting must be specified before sending initial metadata")
         if name:
-            send_blocking(call.front.set_compression, call.call_id, name)
+            send_blocking(call, call.front.set_compression, name)
 
     def disable_next_message_compression(self) -> None:
         call = self._call
-        send_blocking(call.front.disable_next_message_compression, call.call_id)
+        send_blocking(call, call.front.disable_next_message_compression)
 
     def add_callback(self, callback: Any) -> None:  # type: ignore[override]
         # grpc.aio's sync context returns None here, and runs the callbacks

@@ -8,7 +8,13 @@ grpc.aio, so that a client cancel or a passed deadline (EVENT_CANCEL) can
 cancel it.
 
 Sends never block the loop: the front is non-blocking, and a full call
-buffer (a slow client) is waited out with ``asyncio.sleep``.
+buffer (a slow client) is waited out on a future Go resolves
+(EVENT_ROOM). Request streams reach coroutine handlers as events routed to
+the call (EVENT_MESSAGE, EVENT_HALF_CLOSE; see _waits); a handler run in
+the migration thread pool reads its requests from Go itself
+(``read_message``, waiting without the GIL), as pygrpc_native.server()'s
+handlers do. With maximum_concurrent_rpcs, Go counts a call until its
+handler returns (``handler_done``), as grpc.aio counts it.
 
 grpc.aio's outcomes are kept: an exception gives UNKNOWN ``Unexpected
 <class '...'>: message`` (a code set before it wins, its details don't), a
@@ -29,10 +35,11 @@ import grpc
 import grpc.aio
 
 from .._call_state import CallState
-from .._calls import HandlerCallDetails, Method
-from .._core import ServerArguments, ServerCore, Stage
-from .._front import EVENT_CALL, EVENT_CANCEL
+from .._calls import HandlerCallDetails, Method, RequestIterator, behavior_of
+from .._core import Lookup, ServerArguments, ServerCore, Stage
+from .._front import EVENT_CALL, EVENT_CANCEL, EVENT_LOOKUP
 from ._context import ServicerContext, SyncHandlerContext, send_blocking, serialize
+from ._waits import LoopWaits
 
 _LOGGER = logging.getLogger("pygrpc_native")
 
@@ -62,9 +69,10 @@ def _kind_of(behavior: Any) -> _BehaviorKind:
 
 class _AioServer(ServerCore, grpc.aio.Server):
     def __init__(self, arguments: ServerArguments) -> None:
-        super().__init__(grpc.aio.server, arguments)
+        super().__init__(arguments)
         self.front.blocking = False
         self._loop: Optional[asyncio.AbstractEventLoop] = None
+        self._waits: Optional[LoopWaits] = None
         self._call_tasks: Dict[int, asyncio.Task] = {}  # call id -> the task serving it
         self._behavior_kinds: Dict[Any, _BehaviorKind] = {}
         self._event_fd: Optional[int] = None
@@ -80,10 +88,9 @@ class _AioServer(ServerCore, grpc.aio.Server):
                 return  # grpc.aio ignores a second start()
             self.stage = Stage.STARTED
         self._loop = asyncio.get_running_loop()
+        self._waits = LoopWaits(self._loop, self.front)
         self.add_registered_methods()
         if self.bound:
-            self.fallback.add_insecure_port(self.fallback_address)
-            await self.fallback.start()
             self.front.start()
             self._event_fd = self.front.event_fd()
             self._loop.add_reader(self._event_fd, self._on_events)
@@ -94,19 +101,15 @@ class _AioServer(ServerCore, grpc.aio.Server):
         if stage is Stage.NEW or self._event_fd is None:
             self.front.stop(None)  # releases a bound port
             self._terminated.set()
-            self.remove_fallback_dir()
             return
         # New calls are refused from here. A stop while one is under way can
-        # only shorten it (both servers cancel calls at the earliest
-        # deadline), as in grpc.aio.
+        # only shorten it (calls are cancelled at the earliest deadline), as
+        # in grpc.aio.
         self.front.stop(grace, wait=False)
-        fallback_stopped = asyncio.ensure_future(self.fallback.stop(grace))
         # The loop keeps running the calls meanwhile; _on_events sets
         # _terminated once Go's queue has ended, that is once the front has
         # stopped.
         await self._terminated.wait()
-        await fallback_stopped
-        self.remove_fallback_dir()
 
     async def wait_for_termination(self, timeout: Optional[float] = None) -> bool:
         """Returns True if the timeout passed first, as grpc.aio does."""
@@ -134,11 +137,13 @@ class _AioServer(ServerCore, grpc.aio.Server):
 
     def _take(self, events: Any) -> None:
         """Starts a task per call, cancels the tasks of calls that ended,
-        resolves lookups; on the loop, once per batch."""
+        resolves lookups, routes what calls wait for; on the loop, once per
+        batch."""
         loop = self._loop
         front = self.front
         methods = self.methods
         call_tasks = self._call_tasks
+        waits = self._waits
         for kind, call_id, method_id, payload, _client in events:
             if kind == EVENT_CALL:
                 method = methods[method_id]
@@ -148,8 +153,12 @@ class _AioServer(ServerCore, grpc.aio.Server):
                 task = call_tasks.pop(call_id, None)
                 if task is not None:
                     task.cancel()
+            elif kind == EVENT_LOOKUP:
+                lookup = self.lookup(call_id, payload.decode("utf-8", "replace"))
+                if lookup is not None:
+                    loop.create_task(self._intercept_lookup(lookup))  # type: ignore[union-attr]
             else:
-                self.lookup(call_id, payload.decode("utf-8", "replace"))
+                waits.on_event(kind, call_id, payload)  # type: ignore[union-attr]
 
     # -- one call ------------------------------------------------------------
 
@@ -159,23 +168,28 @@ class _AioServer(ServerCore, grpc.aio.Server):
             kind = self._behavior_kinds[behavior] = _kind_of(behavior)
         return kind
 
-    async def _serve(self, method: Method, call: CallState, payload: bytes) -> None:
-        ctx = ServicerContext(call)
+    async def _serve(self, method: Method, call: CallState, payload: Optional[bytes]) -> None:
+        ctx = ServicerContext(call, self._waits)  # type: ignore[arg-type]  # set at start
         try:
             handler = method.handler
             if self.interceptors:
-                handler = await self._intercept(method, ctx)
+                handler = self.pre_intercepted.pop(call.call_id, None) or await self._intercept(method, ctx)
                 if handler is None:
                     await ctx.finish(_UNIMPLEMENTED, "Method not found!")
                     return
-            call.serializer = handler.response_serializer
-            deserializer = handler.request_deserializer
-            request = payload if deserializer is None else deserializer(payload)
-            if handler.response_streaming:
-                await self._serve_stream(handler.unary_stream, call, ctx, request)
+            call.serializer = handler.response_serializer  # type: ignore[union-attr]  # set above
+            behavior = behavior_of(handler)
+            deserializer = handler.request_deserializer  # type: ignore[union-attr]
+            if payload is not None:
+                request = payload if deserializer is None else deserializer(payload)
+            elif self._kind(behavior) is _BehaviorKind.SYNC:
+                request = RequestIterator(call, deserializer)
+            else:
+                request = call.requests = self._waits.request_stream(call.call_id, deserializer)  # type: ignore[union-attr]
+            if handler.response_streaming:  # type: ignore[union-attr]
+                await self._serve_stream(behavior, call, ctx, request)
             else:
                 # Unary, inline: one coroutine less per call.
-                behavior = handler.unary_unary
                 if self._kind(behavior) is _BehaviorKind.SYNC:
                     response = await self._run_sync(behavior, call, request)
                 else:
@@ -193,6 +207,13 @@ class _AioServer(ServerCore, grpc.aio.Server):
             await ctx.finish(call.code or _UNKNOWN, f"Unexpected {type(exc)}: {exc}")
         finally:
             self._call_tasks.pop(call.call_id, None)
+            if call.requests is not None:
+                self._waits.forget(call.call_id)  # type: ignore[union-attr]
+            if self.holds_slots:
+                try:
+                    self.front.handler_done(call.call_id)
+                except RuntimeError:
+                    pass  # the server has stopped
             if call.callbacks:
                 try:
                     for callback in call.callbacks:  # type: ignore[union-attr]  # never None here
@@ -225,7 +246,7 @@ class _AioServer(ServerCore, grpc.aio.Server):
                 return result
             for message in result:
                 call.initial_metadata_sent = True  # it goes with the first message
-                if call.ended or not send_blocking(send_message, call.call_id, serialize(call.serializer, message)):
+                if call.ended or not send_blocking(call, send_message, serialize(call.serializer, message)):
                     break
             return None
 
@@ -238,15 +259,39 @@ class _AioServer(ServerCore, grpc.aio.Server):
                 call.details = call.details.decode("utf-8", "replace")
 
     async def _intercept(self, method: Method, ctx: ServicerContext) -> Optional[grpc.RpcMethodHandler]:
+        base = method.handler
+
+        async def continuation(details: Any) -> Optional[grpc.RpcMethodHandler]:
+            # For a path only an interceptor answered, the handlers are
+            # asked again, as grpc.aio does on every call.
+            return base if base is not None else self.find_handler(details.method, details.invocation_metadata)
+
+        return await self._run_interceptors(continuation, HandlerCallDetails(method.path, ctx.invocation_metadata()))
+
+    async def _run_interceptors(self, continuation: Any, details: HandlerCallDetails) -> Optional[grpc.RpcMethodHandler]:
         interceptors = self.interceptors
-        details = HandlerCallDetails(method.path, ctx.invocation_metadata())
 
         async def step(index: int, call_details: Any) -> Optional[grpc.RpcMethodHandler]:
             if index == len(interceptors):
-                return method.handler
+                return await continuation(call_details)
             return await interceptors[index].intercept_service(lambda d: step(index + 1, d), call_details)
 
         return await step(0, details)
+
+    async def _intercept_lookup(self, lookup: Lookup) -> None:
+        """A looked-up path no handler knows: the interceptors may answer
+        it (see ServerCore.lookup)."""
+
+        async def nothing(_details: Any) -> None:
+            return None
+
+        try:
+            handler = await self._run_interceptors(nothing, lookup.details)
+        except Exception as exc:  # noqa: BLE001 - grpc.aio's outcome for any exception
+            _LOGGER.error("Unexpected error looking up %s", lookup.details.method, exc_info=exc)
+            self._finish_quietly(lookup.call_id, _UNKNOWN.value[0], f"Unexpected {type(exc)}: {exc}")
+            return
+        self.intercepted(lookup, handler)
 
 
 def server(

@@ -1,7 +1,8 @@
-"""The grpcio fallback (README: "What runs natively"): client-streaming,
-bidi, reflection and unknown methods, relayed by Go to the grpcio server
-behind pygrpc_native.server(). Differential where grpcio's behaviour is the
-reference: the same scenario runs against grpc.server() too."""
+"""Request streams on pygrpc_native.server() (README: "What runs
+natively"): client-streaming, bidi, reflection and unknown methods, all
+served through the Go front with nothing behind it. Differential where
+grpcio's behaviour is the reference: the same scenario runs against
+grpc.server() too. The full tables are test_diff_streams*.py."""
 
 import queue
 import time
@@ -108,7 +109,7 @@ def test_deadline_mid_stream():
     assert same(_setup, scenario) == ([b"first"], grpc.StatusCode.DEADLINE_EXCEEDED)
 
 
-def test_unknown_method_is_answered_by_the_fallback():
+def test_unknown_stream_method_is_unimplemented():
     def scenario(run):
         with pytest.raises(grpc.RpcError) as info:
             run.channel.stream_stream("/no.Such/Thing")(iter([b""]), timeout=5).__next__()
@@ -118,7 +119,7 @@ def test_unknown_method_is_answered_by_the_fallback():
 
 
 @pytest.mark.parametrize("limit_option", ["grpc.max_receive_message_length", "grpc.max_send_message_length"])
-def test_message_limits_apply_to_fallback_calls(limit_option):
+def test_message_limits_apply_to_request_streams(limit_option):
     def scenario(run):
         with pytest.raises(grpc.RpcError) as info:
             list(run.channel.stream_stream(method("Bidi"))(iter([b"x" * 2048]), timeout=5))
@@ -129,7 +130,7 @@ def test_message_limits_apply_to_fallback_calls(limit_option):
 
 def test_reflection_lists_services_through_the_front():
     """grpcio-reflection's own client, talking to the front: reflection is a
-    bidi method, so it is served by the fallback."""
+    bidi method, served natively."""
 
     def setup(server, state):
         _setup(server, state)
@@ -142,23 +143,10 @@ def test_reflection_lists_services_through_the_front():
     assert same(setup, scenario) == sorted([SERVICE, reflection.SERVICE_NAME])
 
 
-def test_fallback_calls_are_counted_by_the_front():
+def test_request_streams_are_served_natively():
+    """No call is relayed: the front counts a bidi call as its own."""
     with running("native", _setup) as run:
         list(run.channel.stream_stream(method("Bidi"))(iter([b"x"]), timeout=5))
-        assert run.server.front.metrics()["calls_proxied"] == 1
-
-
-def test_fallback_socket_is_private_and_removed_on_stop():
-    import os
-    import stat
-
-    import pygrpc_native
-    from concurrent import futures
-
-    server = pygrpc_native.server(futures.ThreadPoolExecutor(2))
-    server.add_insecure_port("127.0.0.1:0")
-    server.start()
-    socket_dir = os.path.dirname(server.fallback_address[len("unix:") :])
-    assert stat.S_IMODE(os.stat(socket_dir).st_mode) == 0o700
-    server.stop(None)
-    assert not os.path.exists(socket_dir)
+        metrics = run.server.front.metrics()
+        assert metrics["calls_proxied"] == 0
+        assert metrics["calls_completed"] == 1

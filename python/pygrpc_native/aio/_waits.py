@@ -1,0 +1,129 @@
+"""What aio.server()'s calls wait for from Go, on the event loop.
+
+Go tells the loop through the front's events: a request message
+(EVENT_MESSAGE) or the end of a request stream (EVENT_HALF_CLOSE) of a
+call whose handler reads its requests, and room in a call's buffer
+(EVENT_ROOM, asked for with ``notify_room`` after a send found it full).
+``LoopWaits`` routes them by call id to the futures the calls await: no
+polling, and nothing registered for calls that wait for nothing.
+
+A request stream reads ahead of its handler by at most ``_WINDOW``
+messages: Go reads the client's next message only when the handler has
+taken one, so a client faster than its handler is held back by HTTP/2 flow
+control.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+from typing import Any, Callable, Deque, Dict, Optional
+
+import grpc.aio
+
+from .._front import EVENT_HALF_CLOSE, EVENT_MESSAGE, EVENT_ROOM, NativeGrpcFront
+
+# Request messages a stream lets Go read ahead of its handler.
+_WINDOW = 2
+
+
+class RequestStream:
+    """One call's request stream on the loop: an async iterator and the
+    source of ``context.read()``. Only the loop touches it."""
+
+    __slots__ = ("_waits", "_call_id", "_deserializer", "_messages", "_ended", "_waiter")
+
+    def __init__(self, waits: "LoopWaits", call_id: int, deserializer: Optional[Callable[[bytes], Any]]) -> None:
+        self._waits = waits
+        self._call_id = call_id
+        self._deserializer = deserializer
+        self._messages: Deque[bytes] = collections.deque()
+        self._ended = False  # the client half-closed (after the messages queued)
+        self._waiter: Optional[asyncio.Future] = None
+
+    def arrived(self, payload: Optional[bytes]) -> None:
+        """A message (None: the end of the stream) from Go."""
+        if payload is None:
+            self._ended = True
+        else:
+            self._messages.append(payload)
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    async def read(self) -> Any:
+        """The next request, or grpc.aio.EOF after the last."""
+        while not self._messages:
+            if self._ended:
+                return grpc.aio.EOF
+            self._waiter = self._waits.loop.create_future()
+            try:
+                await self._waiter
+            finally:
+                self._waiter = None
+        message = self._messages.popleft()
+        self._waits.credit(self._call_id, 1)
+        deserializer = self._deserializer
+        return message if deserializer is None else deserializer(message)
+
+    def __aiter__(self) -> "RequestStream":
+        return self
+
+    async def __anext__(self) -> Any:
+        request = await self.read()
+        if request is grpc.aio.EOF:
+            raise StopAsyncIteration()
+        return request
+
+
+class LoopWaits:
+    """The calls that wait for something from Go, by call id."""
+
+    __slots__ = ("loop", "_front", "_streams", "_room")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, front: NativeGrpcFront) -> None:
+        self.loop = loop
+        self._front = front
+        self._streams: Dict[int, RequestStream] = {}
+        self._room: Dict[int, asyncio.Future] = {}
+
+    def request_stream(self, call_id: int, deserializer: Optional[Callable[[bytes], Any]]) -> RequestStream:
+        """Starts delivering a call's request messages to a stream."""
+        stream = RequestStream(self, call_id, deserializer)
+        self._streams[call_id] = stream
+        self.credit(call_id, _WINDOW)
+        return stream
+
+    def credit(self, call_id: int, n: int) -> None:
+        try:
+            self._front.request_messages(call_id, n)
+        except RuntimeError:
+            pass  # the server has stopped: the call has ended
+
+    async def room(self, call_id: int) -> None:
+        """Waits until the call's buffer has room (or the call ends: its
+        task is then cancelled)."""
+        waiter = self.loop.create_future()
+        self._room[call_id] = waiter
+        try:
+            if self._front.notify_room(call_id):
+                await waiter
+        except RuntimeError:
+            pass  # the server has stopped: the next send says so
+        finally:
+            self._room.pop(call_id, None)
+
+    def on_event(self, kind: int, call_id: int, payload: Optional[bytes]) -> None:
+        """Routes an EVENT_MESSAGE, EVENT_HALF_CLOSE or EVENT_ROOM."""
+        if kind == EVENT_ROOM:
+            waiter = self._room.get(call_id)
+            if waiter is not None and not waiter.done():
+                waiter.set_result(None)
+            return
+        stream = self._streams.get(call_id)
+        if stream is not None and kind in (EVENT_MESSAGE, EVENT_HALF_CLOSE):
+            stream.arrived(payload if kind == EVENT_MESSAGE else None)
+
+    def forget(self, call_id: int) -> None:
+        """The call is over: nothing more is routed to it."""
+        self._streams.pop(call_id, None)
