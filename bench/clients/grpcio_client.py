@@ -293,9 +293,9 @@ def main() -> None:
     p.add_argument("--payload", type=int, default=0, help="request size in bytes (streaming: each message's)")
     p.add_argument("--stream-messages", type=int, default=0, help="0: unary calls; N: server-streaming calls of N messages")
     p.add_argument(
-        "--client-messages", type=int, default=0, help=f"N: client-streaming calls of N messages (default {COLLECT_METHOD})"
+        "--client-messages", type=int, default=0, help=f"N: client-streaming calls of N messages ({COLLECT_METHOD})"
     )
-    p.add_argument("--pingpong", type=int, default=0, help=f"N: bidi calls of N ping-pong echoes (default {CHAT_METHOD})")
+    p.add_argument("--pingpong", type=int, default=0, help=f"N: bidi calls of N ping-pong echoes ({CHAT_METHOD})")
     p.add_argument("--threads", type=int, default=1, help="client threads per process")
     p.add_argument("--procs", type=int, default=1, help="client processes (1: this one)")
     p.add_argument("--duration", type=float, default=5.0, help="measured window, seconds")
@@ -308,8 +308,9 @@ def main() -> None:
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
     check_loopback(args.addr.rsplit(":", 1)[0].strip("[]"))
-    if args.threads < 1 or args.procs < 1 or min(args.payload, args.stream_messages, args.client_messages, args.pingpong) < 0:
-        p.error("--threads and --procs must be >= 1, --payload, --stream-messages, --client-messages and --pingpong >= 0")
+    counts = (args.payload, args.stream_messages, args.client_messages, args.pingpong)
+    if args.threads < 1 or args.procs < 1 or min(counts) < 0:
+        p.error("--threads and --procs must be >= 1; --payload, --stream-messages, --client-messages, --pingpong >= 0")
     if sum(1 for n in (args.stream_messages, args.client_messages, args.pingpong) if n) > 1:
         p.error("at most one of --stream-messages, --client-messages and --pingpong")
     if args.worker:
