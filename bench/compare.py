@@ -10,7 +10,8 @@ low-level API (NativeGrpcFront), the ceiling: the same Go front answering in
 Go, with no Python, and plain grpc-go, the reference for CPU per call. Clients: one grpcio client thread; 32 grpcio client threads as 8
 processes x 4 threads; the Go load generator (bench/loadgen), which saturates
 the server. Workloads: empty unary, 1 KiB, 64 KiB and 1 MiB unary, server
-streaming of 100 messages. Per cell: calls/s (median of the runs, min–max), p50 and p99
+streaming of 100 messages, client streaming of 100 messages, bidi ping-pong
+of 100 messages. Per cell: calls/s (median of the runs, min–max), p50 and p99
 latency, server CPU seconds per 1,000 calls, server peak RSS, and ratios to
 grpc.server() (and grpc.aio.server() for the aio rows) from the same run; then
 the targets of issues 7 and 14, each met or NOT met. Writes the table
@@ -43,7 +44,7 @@ DEFAULT_SERVERS = (
 ALL_SERVERS = DEFAULT_SERVERS + ",grpcio_sync_tls,native_sync_tls"
 GRPCGO = "grpcgo"
 DEFAULT_CLIENTS = "grpcio_1thread,grpcio_8x4,loadgen"
-DEFAULT_WORKLOADS = "empty,1k,64k,1m,stream100"
+DEFAULT_WORKLOADS = "empty,1k,64k,1m,stream100,client100,bidi100"
 TLS_SERVERS = ("grpcio_sync_tls", "native_sync_tls")
 TLS_WORKLOADS = ("empty", "64k")  # the TLS rows run these of the chosen workloads
 
@@ -65,8 +66,23 @@ WORKLOADS = {
             stream_messages=100,
             short="streaming x100",
         ),
+        Workload(
+            "client100",
+            "Client streaming, 100 empty messages per call",
+            method="/echo.Echo/Collect",
+            client_messages=100,
+            short="client streaming x100",
+        ),
+        Workload(
+            "bidi100",
+            "Bidi streaming, 100 empty ping-pong echoes per call",
+            method="/echo.Echo/Chat",
+            pingpong=100,
+            short="bidi ping-pong x100",
+        ),
     )
 }
+STREAM_WORKLOADS = ("client100", "bidi100")  # the request-streaming workloads (their own targets)
 
 
 def _split(text: str) -> list[str]:
@@ -224,6 +240,10 @@ def client_kinds(args, loadgen: Optional[Path], tls) -> dict:
                 "--procs", str(procs), "--threads", str(threads),
                 "--duration", str(duration), "--warmup", str(warmup),
             ]  # fmt: skip
+            if w.client_messages:
+                argv += ["--client-messages", str(w.client_messages)]
+            if w.pingpong:
+                argv += ["--pingpong", str(w.pingpong)]
             if use_tls:
                 argv += ["--ca", str(tls.ca), "--server-name", tls.server_name]
             return argv
@@ -237,6 +257,11 @@ def client_kinds(args, loadgen: Optional[Path], tls) -> dict:
             "-conns", str(args.conns), "-concurrency", str(args.concurrency),
             "-duration", f"{duration}s", "-warmup", f"{warmup}s",
         ]  # fmt: skip
+        # Only when set, so a -loadgen binary from before these flags still runs the other workloads.
+        if w.client_messages:
+            argv += ["-client-messages", str(w.client_messages)]
+        if w.pingpong:
+            argv += ["-pingpong", str(w.pingpong)]
         if use_tls:
             argv += ["-tls", "-ca", str(tls.ca), "-server-name", tls.server_name]
         return argv
@@ -334,6 +359,7 @@ def check_targets(
         )
 
     out.extend(issue14_targets(rows, names))
+    out.extend(stream_targets(rows, names))
 
     slower, compared = [], 0
     for row in rows:
@@ -419,6 +445,44 @@ def issue14_targets(rows: list[dict], names: dict) -> list[tuple[str, Optional[b
             out.append((label, None, "not measured"))
         else:
             out.append((label, peak <= grpcio_peak + 10, f"{peak:.0f} vs {grpcio_peak:.0f} MiB"))
+    return out
+
+
+# Request streams (client100, bidi100): server CPU per stream under the Go
+# loadgen at least this many times lower than the grpcio counterpart's.
+STREAM_CPU_VS_GRPCIO = 5.0
+STREAM_TARGET_SERVERS = (("native_sync", BASELINE), ("native_aio", AIO_BASELINE), ("native_aio_uvloop", AIO_BASELINE))
+
+
+def stream_targets(rows: list[dict], names: dict) -> list[tuple[str, Optional[bool], str]]:
+    """The request-streaming workloads' targets: server() and aio.server()
+    at least STREAM_CPU_VS_GRPCIO x cheaper per stream than grpc.server() /
+    grpc.aio.server() under the Go loadgen; each number also as a multiple
+    of grpc-go alone's (G) when the grpcgo row was measured."""
+    out: list = []
+    for workload in STREAM_WORKLOADS:
+        go = _median(_row(rows, GRPCGO, workload=workload), "server_cpu_us_per_call")
+
+        def g(us: float) -> str:
+            return f"{us / go:.2f} G" if go else "G not measured"
+
+        for server, base in STREAM_TARGET_SERVERS:
+            label = (
+                f"{names.get(server, server)} CPU per stream at least {STREAM_CPU_VS_GRPCIO:g}x lower than "
+                f"{names.get(base, base)}'s ({workload}, Go loadgen)"
+            )
+            ours = _median(_row(rows, server, workload=workload), "server_cpu_us_per_call")
+            theirs = _median(_row(rows, base, workload=workload), "server_cpu_us_per_call")
+            if ours is None or theirs is None or ours <= 0:
+                out.append((label, None, "not measured"))
+                continue
+            out.append(
+                (
+                    label,
+                    theirs >= STREAM_CPU_VS_GRPCIO * ours,
+                    f"{theirs / ours:.2f}x ({ours:,.1f} µs, {g(ours)}, vs {theirs:,.1f} µs, {g(theirs)})",
+                )
+            )
     return out
 
 
@@ -596,8 +660,8 @@ def main(argv=None) -> int:
         "Clients: " + "; ".join(f"*{short_clients[c.key]}*: {c.name}" for c in clients) + ". "
         "Server and client share the CPUs above; *other load* is the CPU used by everything else on the "
         "machine during the window (noise). Ratios are medians over medians; in brackets, the range of "
-        "run-by-run ratios. Streaming: calls/s counts whole streams of 100 messages, and the latency "
-        "runs to the end of the stream.",
+        "run-by-run ratios. Streaming (server, client or bidi): calls/s counts whole streams of 100 "
+        "messages, the latency runs to the end of the stream, and server CPU per call is per stream.",
         "",
         "### Targets (issues 7 and 14)",
         "",

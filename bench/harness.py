@@ -61,6 +61,8 @@ class Workload:
     method: str = "/echo.Echo/Say"
     payload: int = 0  # request bytes (streaming: each message's); the server sends them back
     stream_messages: int = 0  # 0: unary; N: server streaming of N messages
+    client_messages: int = 0  # N: client streaming of N messages, one response
+    pingpong: int = 0  # N: bidi streaming, N messages each waiting for its echo
     short: str = ""  # label for the chart
 
 

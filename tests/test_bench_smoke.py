@@ -57,6 +57,18 @@ def test_compare_quick_loadgen_and_ceiling():
 
 @pytest.mark.slow
 @pytest.mark.timeout(LIMIT_S + 30)
+def test_compare_quick_request_streams():
+    """The client-streaming and bidi workloads against the grpcio-API servers."""
+    out = _run("grpcio_sync,native_sync,grpcio_aio,native_aio", "grpcio_1thread", "client100,bidi100")
+    assert "### Client streaming, 100 empty messages per call" in out
+    assert "### Bidi streaming, 100 empty ping-pong echoes per call" in out
+    assert "| 1 grpcio thread | pygrpc_native.aio.server() |" in out
+    assert "CPU per stream at least 5x lower" in out
+    assert "FAILED" not in out
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(LIMIT_S + 30)
 def test_compare_quick_tls():
     out = _run("grpcio_sync_tls,native_sync_tls", "grpcio_1thread", "empty")
     assert "### TLS: Empty unary" in out

@@ -3,9 +3,16 @@
 // between this row and the Python servers is the cost of the Python
 // crossing; the gap between it and a plain grpc-go server is the front's.
 //
-// Methods: /echo.Echo/Say (unary, echoes the request) and /echo.Echo/Count
+// Methods: /echo.Echo/Say (unary, echoes the request), /echo.Echo/Count
 // (server streaming: the request is N as 4 big-endian bytes then a body, and
-// the body is sent back N times), as every benchmark server serves them.
+// the body is sent back N times), /echo.Echo/Collect (client streaming: the
+// last request message comes back) and /echo.Echo/Chat (bidi: every message
+// comes back as it arrives), as every benchmark server serves them. The two
+// request-streaming methods read by credit, as the low-level Python server
+// does (bench/servers/lowlevel.py): Collect keeps a window of collectWindow
+// messages granted (RequestMessages), topped up by half, and responds with
+// the last message at the half-close (EventHalfClose); Chat grants one
+// message at a time, sends each back, and finishes at the half-close.
 //
 //	ceiling -host 127.0.0.1 -port 0 [-responders 1] [-cpuprofile f]
 //
@@ -21,6 +28,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/pprof"
+	"sync"
 	"syscall"
 
 	"github.com/pygrpc-native/pygrpc-native/go/front"
@@ -34,6 +42,8 @@ func main() {
 	responders := flag.Int("responders", 1, "goroutines taking events, as Python threads would")
 	method := flag.String("method", "/echo.Echo/Say", "the unary echo method")
 	countMethod := flag.String("count-method", "/echo.Echo/Count", "the server-streaming method")
+	collectMethod := flag.String("collect-method", "/echo.Echo/Collect", "the client-streaming method")
+	chatMethod := flag.String("chat-method", "/echo.Echo/Chat", "the bidi method")
 	profile := flag.String("cpuprofile", "", "write a CPU profile here")
 	flag.Parse()
 	if ip := net.ParseIP(*host); ip == nil || !ip.IsLoopback() {
@@ -47,8 +57,10 @@ func main() {
 		pprof.StartCPUProfile(out)
 		defer pprof.StopCPUProfile()
 	}
-	cfg, err := front.ParseConfig([]byte(fmt.Sprintf(`{"address": %q, "methods": [[%q, false], [%q, true]]}`,
-		net.JoinHostPort(*host, fmt.Sprint(*port)), *method, *countMethod)))
+	// Method ids are the positions in "methods": methodSay, methodCount, ...
+	cfg, err := front.ParseConfig([]byte(fmt.Sprintf(
+		`{"address": %q, "methods": [[%q, false], [%q, true], [%q, false, true], [%q, true, true]]}`,
+		net.JoinHostPort(*host, fmt.Sprint(*port)), *method, *countMethod, *collectMethod, *chatMethod)))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -60,6 +72,7 @@ func main() {
 		log.Fatal(err)
 	}
 	events, calls := f.Events(), f.Calls()
+	collecting := newCollects()
 	done := make(chan struct{})
 	for i := 0; i < *responders; i++ {
 		go func() {
@@ -70,15 +83,39 @@ func main() {
 					return
 				}
 				for _, e := range batch {
-					if e.Kind != front.EventCall {
-						continue
+					switch e.Kind {
+					case front.EventCall:
+						switch e.MethodID {
+						case methodSay:
+							// The request's buffers become the reply's.
+							calls.Respond(e.CallID, e.Payload, true)
+						case methodCount:
+							count(calls, e)
+						case methodCollect:
+							e.Release()
+							collecting.start(calls, e.CallID)
+						default: // methodChat
+							e.Release()
+							calls.RequestMessages(e.CallID, 1)
+						}
+					case front.EventMessage:
+						if e.MethodID == methodChat {
+							// The message's buffers become the echo's.
+							if calls.Send(e.CallID, e.Payload, true) == front.ResultOK {
+								calls.RequestMessages(e.CallID, 1)
+							}
+							continue
+						}
+						collecting.message(calls, e)
+					case front.EventHalfClose:
+						if e.MethodID == methodChat {
+							calls.Finish(e.CallID, front.Ending{Code: codes.OK}, true)
+							continue
+						}
+						collecting.halfClose(calls, e.CallID)
+					case front.EventCancel:
+						collecting.drop(e.CallID)
 					}
-					if e.MethodID == 0 {
-						// The request's buffers become the reply's.
-						calls.Respond(e.CallID, e.Payload, true)
-						continue
-					}
-					count(calls, e)
 				}
 			}
 		}()
@@ -90,6 +127,88 @@ func main() {
 	f.Stop(-1)
 	for i := 0; i < *responders; i++ {
 		<-done
+	}
+}
+
+// The method ids: positions in the config's "methods".
+const (
+	methodSay int32 = iota
+	methodCount
+	methodCollect
+	methodChat
+)
+
+// collectWindow is how many request messages a Collect call has granted
+// ahead; it is topped up when half of it is used.
+const collectWindow = 32
+
+// collect is a Collect call's state: the last message (its buffers, owned
+// here until they are replied or replaced) and the credits left.
+type collect struct {
+	last    mem.BufferSlice
+	credits int
+}
+
+// collects holds the Collect calls in progress, shared by the responders
+// (one by default; with more, events of one call may be taken by different
+// goroutines, so a reply could miss the latest message, as in the Python
+// server).
+type collects struct {
+	mu    sync.Mutex
+	calls map[uint64]*collect
+}
+
+func newCollects() *collects { return &collects{calls: map[uint64]*collect{}} }
+
+func (cs *collects) start(calls *front.Calls, id uint64) {
+	cs.mu.Lock()
+	cs.calls[id] = &collect{credits: collectWindow}
+	cs.mu.Unlock()
+	if calls.RequestMessages(id, collectWindow) != front.ResultOK {
+		cs.drop(id)
+	}
+}
+
+func (cs *collects) message(calls *front.Calls, e front.Event) {
+	cs.mu.Lock()
+	c := cs.calls[e.CallID]
+	if c == nil {
+		cs.mu.Unlock()
+		e.Release()
+		return
+	}
+	c.last.Free()
+	c.last = e.Payload
+	c.credits--
+	grant := 0
+	if c.credits <= collectWindow/2 {
+		grant = collectWindow - c.credits
+		c.credits = collectWindow
+	}
+	cs.mu.Unlock()
+	if grant > 0 && calls.RequestMessages(e.CallID, grant) != front.ResultOK {
+		cs.drop(e.CallID)
+	}
+}
+
+func (cs *collects) halfClose(calls *front.Calls, id uint64) {
+	cs.mu.Lock()
+	c := cs.calls[id]
+	delete(cs.calls, id)
+	cs.mu.Unlock()
+	if c != nil {
+		// The last message's buffers become the reply's (nil: an empty reply).
+		calls.Respond(id, c.last, true)
+	}
+}
+
+func (cs *collects) drop(id uint64) {
+	cs.mu.Lock()
+	c := cs.calls[id]
+	delete(cs.calls, id)
+	cs.mu.Unlock()
+	if c != nil {
+		c.last.Free()
 	}
 }
 

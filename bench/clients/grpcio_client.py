@@ -3,7 +3,11 @@ several (--procs P --threads T: P processes of T threads each, all on one
 measured window; the spec's 32 threads are --procs 8 --threads 4).
 
 Unary echo calls by default; with --stream-messages N, server-streaming calls
-to /echo.Echo/Count that must bring the --payload body back N times. Each
+to /echo.Echo/Count that must bring the --payload body back N times; with
+--client-messages N, client-streaming calls to /echo.Echo/Collect (a request
+generator of N bodies; the response must be the body); with --pingpong N,
+bidi calls to /echo.Echo/Chat (N times: send the body, wait for its echo;
+then half-close, and nothing more may come). A stream counts as one call. Each
 process has one channel, shared by its threads. --ca (with --server-name)
 connects with TLS.
 
@@ -26,7 +30,7 @@ import time
 
 import grpc
 
-from bench.servers._common import COUNT_METHOD, ECHO_METHOD, check_loopback, count_request
+from bench.servers._common import CHAT_METHOD, COLLECT_METHOD, COUNT_METHOD, ECHO_METHOD, check_loopback, count_request
 
 READY_TIMEOUT_S = 60.0
 RESULT_SLACK_S = 30.0
@@ -70,6 +74,41 @@ def _caller(channel: grpc.Channel, args):
             for message in method(request, timeout=args.timeout):
                 got += 1
                 ok = ok and message == body
+            return ok and got == n
+
+    elif args.client_messages:
+        method = channel.stream_unary(args.method or COLLECT_METHOD)
+        n = args.client_messages
+
+        def call() -> bool:
+            return method((body for _ in range(n)), timeout=args.timeout) == body
+
+    elif args.pingpong:
+        method = channel.stream_stream(args.method or CHAT_METHOD)
+        n = args.pingpong
+
+        def call() -> bool:
+            turn = threading.Semaphore(0)  # released by each echo: the next message may go
+            over = []  # set when the responses end: the generator stops waiting
+
+            def requests():
+                # grpcio sends from its own thread; each message waits for the
+                # previous one's echo, and the half-close for the last echo.
+                for i in range(n + 1):
+                    if i and (not turn.acquire(timeout=args.timeout) or over):
+                        return
+                    if i < n:
+                        yield body
+
+            got, ok = 0, True
+            try:
+                for message in method(requests(), timeout=args.timeout):
+                    got += 1
+                    ok = ok and message == body
+                    turn.release()
+            finally:
+                over.append(True)
+                turn.release()
             return ok and got == n
 
     else:
@@ -162,7 +201,8 @@ def _worker_argv(args) -> list:
     argv = [
         sys.executable, "-m", "bench.clients.grpcio_client", "--worker",
         "--addr", args.addr, "--payload", str(args.payload), "--threads", str(args.threads),
-        "--stream-messages", str(args.stream_messages), "--timeout", str(args.timeout),
+        "--stream-messages", str(args.stream_messages), "--client-messages", str(args.client_messages),
+        "--pingpong", str(args.pingpong), "--timeout", str(args.timeout),
         "--connect-timeout", str(args.connect_timeout),
     ]  # fmt: skip
     if args.method:
@@ -245,9 +285,17 @@ def _with_workers(args) -> tuple[Counts, int, int]:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--addr", required=True, help="host:port (loopback only)")
-    p.add_argument("--method", help=f"method path (default {ECHO_METHOD}, or {COUNT_METHOD} with --stream-messages)")
+    p.add_argument(
+        "--method",
+        help=f"method path (default {ECHO_METHOD}, or {COUNT_METHOD} with --stream-messages, "
+        f"{COLLECT_METHOD} with --client-messages, {CHAT_METHOD} with --pingpong)",
+    )
     p.add_argument("--payload", type=int, default=0, help="request size in bytes (streaming: each message's)")
     p.add_argument("--stream-messages", type=int, default=0, help="0: unary calls; N: server-streaming calls of N messages")
+    p.add_argument(
+        "--client-messages", type=int, default=0, help=f"N: client-streaming calls of N messages ({COLLECT_METHOD})"
+    )
+    p.add_argument("--pingpong", type=int, default=0, help=f"N: bidi calls of N ping-pong echoes ({CHAT_METHOD})")
     p.add_argument("--threads", type=int, default=1, help="client threads per process")
     p.add_argument("--procs", type=int, default=1, help="client processes (1: this one)")
     p.add_argument("--duration", type=float, default=5.0, help="measured window, seconds")
@@ -260,8 +308,11 @@ def main() -> None:
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
     check_loopback(args.addr.rsplit(":", 1)[0].strip("[]"))
-    if args.threads < 1 or args.procs < 1 or args.payload < 0 or args.stream_messages < 0:
-        p.error("--threads and --procs must be >= 1, --payload and --stream-messages >= 0")
+    counts = (args.payload, args.stream_messages, args.client_messages, args.pingpong)
+    if args.threads < 1 or args.procs < 1 or min(counts) < 0:
+        p.error("--threads and --procs must be >= 1; --payload, --stream-messages, --client-messages, --pingpong >= 0")
+    if sum(1 for n in (args.stream_messages, args.client_messages, args.pingpong) if n) > 1:
+        p.error("at most one of --stream-messages, --client-messages and --pingpong")
     if args.worker:
         _worker(args)
         return
@@ -290,6 +341,8 @@ def main() -> None:
             "threads": args.threads,
             "payload_bytes": args.payload,
             "stream_messages": args.stream_messages,
+            "client_messages": args.client_messages,
+            "pingpong": args.pingpong,
             "tls": bool(args.ca),
         },
         sys.stdout,

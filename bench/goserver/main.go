@@ -1,7 +1,10 @@
-// Command goserver is a plain grpc-go echo server for /echo.Echo/Say (unary)
-// and /echo.Echo/Count (server streaming: the request is N as 4 big-endian
-// bytes then a body, sent back N times) with a raw-bytes codec: the ceiling reference for the pygrpc-native benchmarks
-// (what grpc-go alone does on the same machine, with no Python at all).
+// Command goserver is a plain grpc-go echo server for /echo.Echo/Say (unary),
+// /echo.Echo/Count (server streaming: the request is N as 4 big-endian bytes
+// then a body, sent back N times), /echo.Echo/Collect (client streaming: the
+// last request message comes back) and /echo.Echo/Chat (bidi: every message
+// comes back as it arrives) with a raw-bytes codec: the reference for the
+// pygrpc-native benchmarks (what grpc-go alone does on the same machine, with
+// no Python at all).
 //
 // It follows the benchmark server protocol: listens on a loopback address,
 // prints "PORT <n>" once serving, and stops gracefully on SIGTERM or SIGINT.
@@ -12,6 +15,7 @@ import (
 	"encoding/binary"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/signal"
@@ -74,11 +78,47 @@ func count(_ any, ss grpc.ServerStream) error {
 	return nil
 }
 
+// collect reads the request stream to the client's half-close and sends
+// back the last message (an empty one if there was none).
+func collect(_ any, ss grpc.ServerStream) error {
+	var last []byte
+	for {
+		var msg []byte
+		if err := ss.RecvMsg(&msg); err == io.EOF {
+			break
+		} else if err != nil {
+			return err
+		}
+		last = msg
+	}
+	return ss.SendMsg(&last)
+}
+
+// chat sends every request message back as it arrives, and ends OK at the
+// client's half-close.
+func chat(_ any, ss grpc.ServerStream) error {
+	for {
+		var msg []byte
+		if err := ss.RecvMsg(&msg); err == io.EOF {
+			return nil
+		} else if err != nil {
+			return err
+		}
+		if err := ss.SendMsg(&msg); err != nil {
+			return err
+		}
+	}
+}
+
 var echoService = grpc.ServiceDesc{
 	ServiceName: "echo.Echo",
 	HandlerType: (*any)(nil),
 	Methods:     []grpc.MethodDesc{{MethodName: "Say", Handler: say}},
-	Streams:     []grpc.StreamDesc{{StreamName: "Count", Handler: count, ServerStreams: true}},
+	Streams: []grpc.StreamDesc{
+		{StreamName: "Count", Handler: count, ServerStreams: true},
+		{StreamName: "Collect", Handler: collect, ClientStreams: true},
+		{StreamName: "Chat", Handler: chat, ServerStreams: true, ClientStreams: true},
+	},
 }
 
 func main() {

@@ -7,7 +7,14 @@
 // -stream-messages N server-streaming calls (-method /echo.Echo/Count): the
 // request is N as 4 big-endian bytes followed by the -payload body, and the
 // server must send the body back N times; a call counts when all N messages
-// arrived intact and the status is OK, and its latency runs to the status. Messages are raw bytes (a pass-through codec named "proto"),
+// arrived intact and the status is OK, and its latency runs to the status.
+// With -client-messages N the calls are client-streaming (-method
+// /echo.Echo/Collect): N messages of the -payload body, a half-close, and the
+// one response must be the body. With -pingpong N they are bidi
+// (-method /echo.Echo/Chat): N times, send the body and wait for its echo,
+// then half-close; the call counts when N echoes came intact, nothing more,
+// and the status is OK. A stream counts as one call in calls, calls_per_s and
+// the latencies, whatever its messages. Messages are raw bytes (a pass-through codec named "proto"),
 // so neither side of the benchmark pays for protobuf in the client. Unlike
 // h2load it checks every call's gRPC status and every response body, and
 // counts failures by status code.
@@ -127,6 +134,8 @@ type result struct {
 	Concurrency  int              `json:"concurrency"`
 	PayloadBytes int              `json:"payload_bytes"`
 	Messages     int              `json:"stream_messages"`
+	ClientMsgs   int              `json:"client_messages"`
+	Pingpongs    int              `json:"pingpong"`
 	Method       string           `json:"method"`
 	TLS          bool             `json:"tls"`
 	GOMAXPROCS   int              `json:"gomaxprocs"`
@@ -188,11 +197,78 @@ func stream(ctx context.Context, cc *grpc.ClientConn, desc *grpc.StreamDesc, met
 	return nil
 }
 
+// collect makes one client-streaming call: n messages, a half-close, and the
+// one response. It leaves resp.match true only if the response matched.
+func collect(ctx context.Context, cc *grpc.ClientConn, desc *grpc.StreamDesc, method string, req *[]byte, resp *response, n int) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	resp.match = false
+	s, err := cc.NewStream(ctx, desc, method)
+	if err != nil {
+		return err
+	}
+	for i := 0; i < n; i++ {
+		if err := s.SendMsg(req); err == io.EOF {
+			break // the server ended the call: RecvMsg says how
+		} else if err != nil {
+			return err
+		}
+	}
+	if err := s.CloseSend(); err != nil {
+		return err
+	}
+	// Without ServerStreams, RecvMsg also reads the status (an error unless OK).
+	return s.RecvMsg(resp)
+}
+
+// pingpong makes one bidi call: n times, send a message and wait for its
+// echo; then half-close and read the status. It leaves resp.match true only
+// if exactly n echoes came, each matching.
+func pingpong(ctx context.Context, cc *grpc.ClientConn, desc *grpc.StreamDesc, method string, req *[]byte, resp *response, n int) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	s, err := cc.NewStream(ctx, desc, method)
+	if err != nil {
+		return err
+	}
+	ok := true
+	for i := 0; i < n; i++ {
+		if err := s.SendMsg(req); err != nil && err != io.EOF {
+			return err
+		}
+		if err := s.RecvMsg(resp); err == io.EOF {
+			resp.match = false // ended OK before all the echoes
+			return nil
+		} else if err != nil {
+			return err
+		}
+		ok = ok && resp.match
+	}
+	if err := s.CloseSend(); err != nil {
+		return err
+	}
+	extra := 0
+	for {
+		err := s.RecvMsg(resp)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		extra++
+	}
+	resp.match = ok && extra == 0
+	return nil
+}
+
 func main() {
 	addr := flag.String("addr", "127.0.0.1:50051", "server address (loopback only)")
 	method := flag.String("method", "/echo.Echo/Say", "full method name: a unary echo, or with -stream-messages the streaming one")
 	payload := flag.Int("payload", 0, "request size in bytes; the response must echo it (with -stream-messages: each message's size)")
 	messages := flag.Int("stream-messages", 0, "0: unary calls; N > 0: server-streaming calls of N messages (request: N as 4 big-endian bytes, then the body)")
+	clientMessages := flag.Int("client-messages", 0, "N > 0: client-streaming calls: N messages of the body, then the half-close; the response must be the body")
+	pingpongs := flag.Int("pingpong", 0, "N > 0: bidi calls: N times send the body and wait for its echo, then half-close")
 	useTLS := flag.Bool("tls", false, "connect with TLS")
 	caFile := flag.String("ca", "", "with -tls: PEM file of the CA certificates to trust (default: the system's)")
 	serverName := flag.String("server-name", "", "with -tls: the name to check the server's certificate against (default: the host of -addr)")
@@ -210,8 +286,12 @@ func main() {
 		fmt.Fprintln(os.Stderr, "loadgen:", err)
 		os.Exit(2)
 	}
-	if *conns < 1 || *concurrency < 1 || *payload < 0 || *messages < 0 || *duration <= 0 || *warmup < 0 {
-		fmt.Fprintln(os.Stderr, "loadgen: -conns and -concurrency must be >= 1, -payload and -stream-messages >= 0, -duration > 0, -warmup >= 0")
+	if *conns < 1 || *concurrency < 1 || *payload < 0 || *messages < 0 || *clientMessages < 0 || *pingpongs < 0 || *duration <= 0 || *warmup < 0 {
+		fmt.Fprintln(os.Stderr, "loadgen: -conns and -concurrency must be >= 1, -payload, -stream-messages, -client-messages and -pingpong >= 0, -duration > 0, -warmup >= 0")
+		os.Exit(2)
+	}
+	if (*messages > 0 && *clientMessages > 0) || (*messages > 0 && *pingpongs > 0) || (*clientMessages > 0 && *pingpongs > 0) {
+		fmt.Fprintln(os.Stderr, "loadgen: at most one of -stream-messages, -client-messages and -pingpong")
 		os.Exit(2)
 	}
 	creds := insecure.NewCredentials()
@@ -287,6 +367,8 @@ func main() {
 		req = append(req, body...)
 	}
 	streamDesc := &grpc.StreamDesc{StreamName: "stream", ServerStreams: true}
+	collectDesc := &grpc.StreamDesc{StreamName: "collect", ClientStreams: true}
+	chatDesc := &grpc.StreamDesc{StreamName: "chat", ServerStreams: true, ClientStreams: true}
 	n := *conns * *concurrency
 	perWorkerSamples := max(1, *maxSamples/n)
 	workers := make([]worker, n)
@@ -309,10 +391,15 @@ func main() {
 				}
 				t0 := time.Now()
 				var err error
-				if *messages == 0 {
-					err = cc.Invoke(ctx, *method, &reqBuf, &resp)
-				} else {
+				switch {
+				case *messages > 0:
 					err = stream(ctx, cc, streamDesc, *method, &reqBuf, &resp, *messages)
+				case *clientMessages > 0:
+					err = collect(ctx, cc, collectDesc, *method, &reqBuf, &resp, *clientMessages)
+				case *pingpongs > 0:
+					err = pingpong(ctx, cc, chatDesc, *method, &reqBuf, &resp, *pingpongs)
+				default:
+					err = cc.Invoke(ctx, *method, &reqBuf, &resp)
 				}
 				lat := time.Since(t0)
 				switch phase.Load() {
@@ -369,6 +456,8 @@ func main() {
 		Concurrency:  *concurrency,
 		PayloadBytes: *payload,
 		Messages:     *messages,
+		ClientMsgs:   *clientMessages,
+		Pingpongs:    *pingpongs,
 		Method:       *method,
 		TLS:          *useTLS,
 		GOMAXPROCS:   runtime.GOMAXPROCS(0),

@@ -11,6 +11,11 @@ bench/goserver) so the driver can treat them alike:
   - ``/echo.Echo/Say``, unary: the request is sent back;
   - ``/echo.Echo/Count``, server streaming: the request is a count N as 4
     big-endian bytes followed by a body, and the body is sent back N times;
+  - ``/echo.Echo/Collect``, client streaming: the client sends messages and
+    half-closes; the last message received is sent back (an empty message if
+    there was none);
+  - ``/echo.Echo/Chat``, bidi streaming: every message is sent back as it
+    arrives; the call ends OK when the client half-closes;
 
 * then stops with a short grace period and exits 0.
 """

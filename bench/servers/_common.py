@@ -1,5 +1,5 @@
 """Pieces every benchmark server shares: options, loopback check, SIGTERM
-wait, the two methods' names and the streaming request's format."""
+wait, the four methods' names and the streaming request's format."""
 
 import argparse
 import ipaddress
@@ -9,6 +9,8 @@ import threading
 
 ECHO_METHOD = "/echo.Echo/Say"  # unary: the request comes back
 COUNT_METHOD = "/echo.Echo/Count"  # server streaming: see count_request()
+COLLECT_METHOD = "/echo.Echo/Collect"  # client streaming: the last request message comes back
+CHAT_METHOD = "/echo.Echo/Chat"  # bidi streaming: every request message comes back, in turn
 SERVICE = "echo.Echo"
 
 

@@ -1,6 +1,8 @@
-"""A grpc.aio.Server with generic handlers (coroutines) for the two echo
-methods: grpcio's grpc.aio.server() (the reference) or
-pygrpc_native.aio.server() (--impl native), optionally on uvloop (--uvloop).
+"""A grpc.aio.Server with generic handlers (coroutines and async generators)
+for the four echo methods (unary, server, client and bidi streaming; the
+request streams read with ``async for``): grpcio's grpc.aio.server() (the
+reference) or pygrpc_native.aio.server() (--impl native), optionally on
+uvloop (--uvloop).
 
 No serializers are registered, so the handlers get and return raw bytes.
 """
@@ -23,6 +25,18 @@ async def _count(request: bytes, context):
         yield body
 
 
+async def _collect(requests, context) -> bytes:
+    last = b""
+    async for message in requests:
+        last = message
+    return last
+
+
+async def _chat(requests, context):
+    async for message in requests:
+        yield message
+
+
 async def _serve(args, stop) -> None:
     if args.impl == "native":
         import pygrpc_native
@@ -36,6 +50,8 @@ async def _serve(args, stop) -> None:
         {
             _common.ECHO_METHOD.rsplit("/", 1)[1]: grpc.unary_unary_rpc_method_handler(_echo),
             _common.COUNT_METHOD.rsplit("/", 1)[1]: grpc.unary_stream_rpc_method_handler(_count),
+            _common.COLLECT_METHOD.rsplit("/", 1)[1]: grpc.stream_unary_rpc_method_handler(_collect),
+            _common.CHAT_METHOD.rsplit("/", 1)[1]: grpc.stream_stream_rpc_method_handler(_chat),
         },
     )
     server = make_server(handlers=(handler,))

@@ -1,6 +1,7 @@
-"""A grpc.Server with a thread pool and a generic handler for the two echo
-methods: grpcio's grpc.server() (the reference) or pygrpc_native.server()
-(--impl native), with the same handlers and arguments.
+"""A grpc.Server with a thread pool and a generic handler for the four echo
+methods (unary, server, client and bidi streaming; the request streams read
+by iterating the request iterator): grpcio's grpc.server() (the reference) or
+pygrpc_native.server() (--impl native), with the same handlers and arguments.
 
 No serializers are registered, so the handlers get and return raw bytes, the
 same work the low-level server does. --tls-cert/--tls-key serve TLS with
@@ -24,6 +25,18 @@ def _count(request: bytes, context):
         yield body
 
 
+def _collect(requests, context) -> bytes:
+    last = b""
+    for message in requests:
+        last = message
+    return last
+
+
+def _chat(requests, context):
+    for message in requests:
+        yield message
+
+
 def main() -> None:
     p = _common.parser(__doc__)
     p.add_argument("--workers", type=int, default=4, help="ThreadPoolExecutor max_workers")
@@ -37,6 +50,8 @@ def main() -> None:
         {
             _common.ECHO_METHOD.rsplit("/", 1)[1]: grpc.unary_unary_rpc_method_handler(_echo),
             _common.COUNT_METHOD.rsplit("/", 1)[1]: grpc.unary_stream_rpc_method_handler(_count),
+            _common.COLLECT_METHOD.rsplit("/", 1)[1]: grpc.stream_unary_rpc_method_handler(_collect),
+            _common.CHAT_METHOD.rsplit("/", 1)[1]: grpc.stream_stream_rpc_method_handler(_chat),
         },
     )
     if args.impl == "native":
