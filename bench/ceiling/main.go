@@ -158,13 +158,16 @@ type collects struct {
 	calls map[uint64]*collect
 }
 
+// granted reports whether a grant of credit reached a live call.
+func granted(r front.Result, err error) bool { return err == nil && r == front.ResultOK }
+
 func newCollects() *collects { return &collects{calls: map[uint64]*collect{}} }
 
 func (cs *collects) start(calls *front.Calls, id uint64) {
 	cs.mu.Lock()
 	cs.calls[id] = &collect{credits: collectWindow}
 	cs.mu.Unlock()
-	if calls.RequestMessages(id, collectWindow) != front.ResultOK {
+	if !granted(calls.RequestMessages(id, collectWindow)) {
 		cs.drop(id)
 	}
 }
@@ -186,7 +189,7 @@ func (cs *collects) message(calls *front.Calls, e front.Event) {
 		c.credits = collectWindow
 	}
 	cs.mu.Unlock()
-	if grant > 0 && calls.RequestMessages(e.CallID, grant) != front.ResultOK {
+	if grant > 0 && !granted(calls.RequestMessages(e.CallID, grant)) {
 		cs.drop(e.CallID)
 	}
 }
