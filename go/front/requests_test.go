@@ -1,0 +1,360 @@
+package front
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+const (
+	collectPath = "/echo.Echo/Collect" // client streaming
+	chatPath    = "/echo.Echo/Chat"    // bidi
+)
+
+var (
+	collectDesc = &grpc.StreamDesc{ClientStreams: true}
+	chatDesc    = &grpc.StreamDesc{ClientStreams: true, ServerStreams: true}
+)
+
+// streamingFront is a front serving Collect (method 0) and Chat (method 1),
+// whose events go to handle, and a client connection to it.
+func streamingFront(t *testing.T, extra string, handle func(f *Front, e Event)) (*Front, *grpc.ClientConn) {
+	t.Helper()
+	f := startConfigured(t, fmt.Sprintf(`{"address": "127.0.0.1:0", "methods": [[%q, false, true], [%q, true, true]]%s}`, collectPath, chatPath, extra))
+	cc, err := grpc.NewClient(fmt.Sprintf("127.0.0.1:%d", f.Port()),
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(clientCodec{})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			batch, closed := f.Events().Recv(64, math.MaxInt, -1)
+			if closed {
+				return
+			}
+			for _, e := range batch {
+				handle(f, e)
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		cc.Close()
+		f.Stop(-1)
+		<-done
+	})
+	return f, cc
+}
+
+func mustGrant(t *testing.T, r Result, err error) {
+	t.Helper()
+	if err != nil || (r != ResultOK && r != ResultEnded) {
+		t.Errorf("RequestMessages: %v %v", r, err)
+	}
+}
+
+func send(t *testing.T, cs grpc.ClientStream, s string) {
+	t.Helper()
+	b := []byte(s)
+	if err := cs.SendMsg(&b); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestRequestStreamAsEventsWithCredit(t *testing.T) {
+	var mu sync.Mutex
+	var seen []string
+	_, cc := streamingFront(t, "", func(f *Front, e Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch e.Kind {
+		case EventCall:
+			if e.HasPayload() {
+				t.Error("a client-streaming call's EventCall carries no request")
+			}
+			r, err := f.Calls().RequestMessages(e.CallID, 1)
+			mustGrant(t, r, err)
+		case EventMessage:
+			seen = append(seen, string(e.Bytes()))
+			e.Release()
+			r, err := f.Calls().RequestMessages(e.CallID, 1)
+			mustGrant(t, r, err)
+		case EventHalfClose:
+			seen = append(seen, "EOF")
+			f.Calls().Respond(e.CallID, msg(fmt.Sprint(len(seen))), true)
+		}
+	})
+	cs, err := cc.NewStream(context.Background(), collectDesc, collectPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []string{"a", "b", "c"} {
+		send(t, cs, m)
+	}
+	if err := cs.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	var out []byte
+	if err := cs.RecvMsg(&out); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if fmt.Sprint(seen) != "[a b c EOF]" || string(out) != "4" {
+		t.Fatalf("events %v, reply %q", seen, out)
+	}
+}
+
+func TestRequestStreamWithoutCreditHoldsTheClientBack(t *testing.T) {
+	var messages atomic.Int32
+	_, cc := streamingFront(t, "", func(f *Front, e Event) {
+		if e.Kind == EventMessage {
+			messages.Add(1)
+		}
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cs, err := cc.NewStream(ctx, chatDesc, chatPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sent atomic.Int32
+	big := make([]byte, 64<<10)
+	go func() {
+		for cs.SendMsg(&big) == nil {
+			sent.Add(1)
+		}
+	}()
+	time.Sleep(500 * time.Millisecond)
+	// HTTP/2 windows (stream and connection) and socket buffers hold a few
+	// MiB at most; nothing reached Python without credit.
+	if n := sent.Load(); n > 64 {
+		t.Fatalf("the client sent %d messages of 64 KiB with no credit given", n)
+	}
+	if n := messages.Load(); n != 0 {
+		t.Fatalf("%d messages delivered without credit", n)
+	}
+}
+
+func TestRequestStreamPulled(t *testing.T) {
+	calls := make(chan Event, 1)
+	f, cc := streamingFront(t, "", func(f *Front, e Event) {
+		if e.Kind == EventCall {
+			calls <- e
+		}
+	})
+	cs, err := cc.NewStream(context.Background(), chatDesc, chatPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	send(t, cs, "ping")
+	c := <-calls
+	b, eof, r, err := f.Calls().Read(c.CallID, true)
+	if err != nil || r != ResultOK || eof || string(b.Materialize()) != "ping" {
+		t.Fatalf("Read: %q %v %v %v", b.Materialize(), eof, r, err)
+	}
+	if _, err := f.Calls().RequestMessages(c.CallID, 1); err == nil {
+		t.Fatal("events and pulls mixed on one call")
+	}
+	if _, _, r, _ := f.Calls().Read(c.CallID, false); r != ResultWouldBlock {
+		t.Fatalf("a read with nothing there: %v", r)
+	}
+	f.Calls().Send(c.CallID, msg("pong"), true)
+	var out []byte
+	if err := cs.RecvMsg(&out); err != nil || string(out) != "pong" {
+		t.Fatalf("%q %v", out, err)
+	}
+	if err := cs.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 2; i++ { // the end, read twice
+		if _, eof, r, err := f.Calls().Read(c.CallID, true); !eof || r != ResultOK || err != nil {
+			t.Fatalf("after the half-close: %v %v %v", eof, r, err)
+		}
+	}
+	f.Calls().Finish(c.CallID, Ending{Code: codes.OK}, true)
+	if err := cs.RecvMsg(&out); err != io.EOF {
+		t.Fatal(err)
+	}
+	if _, _, r, _ := f.Calls().Read(c.CallID, true); r != ResultEnded {
+		t.Fatalf("a read after the end: %v", r)
+	}
+}
+
+func TestRequestStreamMisuse(t *testing.T) {
+	calls := make(chan Event, 1)
+	f, cc := newFront(t, "")
+	go func() {
+		batch, _ := f.Events().Recv(1, math.MaxInt, -1)
+		calls <- batch[0]
+	}()
+	go func() { _, _ = say(context.Background(), cc, "unary") }()
+	c := <-calls
+	if _, err := f.Calls().RequestMessages(c.CallID, 1); err == nil {
+		t.Fatal("credit for a unary request")
+	}
+	if _, _, _, err := f.Calls().Read(c.CallID, false); err == nil {
+		t.Fatal("a read of a unary request")
+	}
+	if _, err := f.Calls().RequestMessages(c.CallID, 0); err == nil {
+		t.Fatal("a credit of 0")
+	}
+	f.Calls().Respond(c.CallID, nil, true)
+}
+
+func TestOversizedRequestMessageEndsTheCall(t *testing.T) {
+	cancels := make(chan Event, 1)
+	_, cc := streamingFront(t, `, "options": [["grpc.max_receive_message_length", 1024]]`, func(f *Front, e Event) {
+		switch e.Kind {
+		case EventCall, EventMessage:
+			e.Release()
+			r, err := f.Calls().RequestMessages(e.CallID, 1)
+			mustGrant(t, r, err)
+		case EventCancel:
+			cancels <- e
+		}
+	})
+	cs, err := cc.NewStream(context.Background(), chatDesc, chatPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	send(t, cs, "small")
+	big := make([]byte, 2048)
+	_ = cs.SendMsg(&big)
+	var out []byte
+	wantStatus(t, cs.RecvMsg(&out), codes.ResourceExhausted, "")
+	select {
+	case <-cancels:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Python was not told that the call ended")
+	}
+}
+
+func TestHeldSlotsLastUntilTheHandlerIsDone(t *testing.T) {
+	calls := make(chan Event, 4)
+	f, cc := startFront(t, `, "maximum_concurrent_rpcs": 1, "hold_slots": true`, func(f *Front, e Event) {
+		if e.Kind == EventCall {
+			calls <- e
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	_, err := say(ctx, cc, "first")
+	wantStatus(t, err, codes.DeadlineExceeded, "")
+	first := <-calls
+	// The first call ended on the wire, but its handler still runs.
+	_, err = say(context.Background(), cc, "second")
+	wantStatus(t, err, codes.ResourceExhausted, "Concurrent RPC limit exceeded!")
+	if r := f.Calls().HandlerDone(first.CallID); r != ResultOK {
+		t.Fatalf("HandlerDone: %v", r)
+	}
+	if r := f.Calls().HandlerDone(first.CallID); r != ResultEnded {
+		t.Fatalf("HandlerDone twice: %v", r)
+	}
+	go func() {
+		e := <-calls
+		f.Calls().Respond(e.CallID, msg("third"), true)
+		f.Calls().HandlerDone(e.CallID)
+	}()
+	if out, err := say(context.Background(), cc, "third"); err != nil || out != "third" {
+		t.Fatalf("%q %v", out, err)
+	}
+}
+
+func TestSlotsAreTakenAtomically(t *testing.T) {
+	const limit = 4
+	var live, peak atomic.Int32
+	f, cc := startFront(t, fmt.Sprintf(`, "maximum_concurrent_rpcs": %d`, limit), func(f *Front, e Event) {
+		if e.Kind != EventCall {
+			return
+		}
+		n := live.Add(1)
+		for {
+			p := peak.Load()
+			if n <= p || peak.CompareAndSwap(p, n) {
+				break
+			}
+		}
+		go func() {
+			time.Sleep(5 * time.Millisecond)
+			live.Add(-1)
+			f.Calls().Respond(e.CallID, nil, true)
+		}()
+	})
+	var wg sync.WaitGroup
+	for i := 0; i < 200; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, _ = say(context.Background(), cc, "x")
+		}()
+	}
+	wg.Wait()
+	if p := peak.Load(); p > limit {
+		t.Fatalf("%d calls ran at once under a limit of %d", p, limit)
+	}
+	if metric(f, "calls_refused") == 0 {
+		t.Fatal("a burst of 200 was never refused")
+	}
+}
+
+func TestNotifyRoomAfterAFullBuffer(t *testing.T) {
+	calls := make(chan Event, 1)
+	rooms := make(chan Event, 1)
+	f, cc := startFront(t, "", func(f *Front, e Event) {
+		switch e.Kind {
+		case EventCall:
+			calls <- e
+		case EventRoom:
+			rooms <- e
+		}
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cs, err := cc.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true}, countPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	send(t, cs, "go")
+	_ = cs.CloseSend()
+	c := <-calls
+	big := msg(string(make([]byte, 64<<10)))
+	full := false
+	for i := 0; i < 1000 && !full; i++ {
+		full = f.Calls().Send(c.CallID, big, false) == ResultWouldBlock
+	}
+	if !full {
+		t.Fatal("the buffer never filled with a client that doesn't read")
+	}
+	if r := f.Calls().NotifyRoom(c.CallID); r != ResultOK {
+		t.Fatal(r)
+	}
+	go func() {
+		var out []byte
+		for cs.RecvMsg(&out) == nil {
+		}
+	}()
+	select {
+	case e := <-rooms:
+		if e.CallID != c.CallID {
+			t.Fatal("EventRoom for another call")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no EventRoom once the client read")
+	}
+	if r := f.Calls().WaitRoom(c.CallID); r != ResultOK {
+		t.Fatalf("WaitRoom: %v", r)
+	}
+	f.Calls().Finish(c.CallID, Ending{Code: codes.OK}, true)
+}
