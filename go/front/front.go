@@ -32,6 +32,7 @@ type Front struct {
 	health  Health
 	relay   *fallbackRelay // nil without a fallback server
 	handler *handler
+	stats   CallStats // nil: no stats (SetStats)
 
 	mu sync.Mutex // serializes Bind, Start, SetTLS and BeginStop; guards the fields below
 	// tls is the TLS configuration of listeners bound from now on (SetTLS);
@@ -130,6 +131,18 @@ func (f *Front) SetTLS(cfg *tls.Config) error {
 	return nil
 }
 
+// SetStats makes the transport report every call's life to cs (see
+// CallStats), from Start on. Only before Start.
+func (f *Front) SetStats(cs CallStats) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.phase.checkNew(); err != nil {
+		return err
+	}
+	f.stats = cs
+	return nil
+}
+
 // Start binds the configured address unless Bind already did, and serves.
 func (f *Front) Start() error {
 	if err := f.phase.checkNew(); err != nil {
@@ -145,7 +158,7 @@ func (f *Front) Start() error {
 			return err
 		}
 	}
-	f.srv = newGRPCGoServer(&f.cfg.Limits, f.handler, f.listeners.anyTLS())
+	f.srv = newGRPCGoServer(&f.cfg.Limits, f.handler, f.listeners.anyTLS(), f.stats)
 	f.phase.set(phaseServing)
 	for _, lis := range f.listeners.all {
 		f.serveDone.Add(1)

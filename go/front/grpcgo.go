@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	_ "google.golang.org/grpc/encoding/gzip" // gzip for requests and responses, as grpcio
 	"google.golang.org/grpc/experimental"
@@ -17,6 +18,7 @@ import (
 	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/tap"
 )
@@ -27,8 +29,9 @@ import (
 // as ServerStreams.
 
 // newGRPCGoServer is a grpc-go server whose calls h serves; tls: some
-// listener serves TLS (listenerCreds picks each listener's).
-func newGRPCGoServer(l *Limits, h *handler, tls bool) transportServer {
+// listener serves TLS (listenerCreds picks each listener's); cs, if not
+// nil, is told of every call's life (CallStats).
+func newGRPCGoServer(l *Limits, h *handler, tls bool, cs CallStats) transportServer {
 	g := grpcgoHandler{h: h}
 	opts := []grpc.ServerOption{
 		grpc.ForceServerCodecV2(rawCodec{}),
@@ -63,8 +66,58 @@ func newGRPCGoServer(l *Limits, h *handler, tls bool) transportServer {
 	if tls {
 		opts = append(opts, grpc.Creds(newListenerCreds()))
 	}
+	if cs != nil {
+		opts = append(opts, grpc.StatsHandler(grpcgoStats{cs}))
+	}
 	return grpc.NewServer(opts...)
 }
+
+// grpcgoStats feeds grpc-go's per-call stats to a CallStats.
+type grpcgoStats struct{ cs CallStats }
+
+type grpcgoStatsKey struct{}
+
+func (g grpcgoStats) TagRPC(ctx context.Context, info *stats.RPCTagInfo) context.Context {
+	return context.WithValue(ctx, grpcgoStatsKey{}, &grpcgoCallStats{method: info.FullMethodName})
+}
+
+// grpcgoCallStats is one call's value from CallStats.Begin, set at its
+// Begin (grpc-go reports a call's stats from one goroutine at a time).
+type grpcgoCallStats struct {
+	method string
+	call   any
+	begun  bool
+}
+
+func (g grpcgoStats) HandleRPC(ctx context.Context, s stats.RPCStats) {
+	c, ok := ctx.Value(grpcgoStatsKey{}).(*grpcgoCallStats)
+	if !ok {
+		return
+	}
+	switch s := s.(type) {
+	case *stats.Begin:
+		c.call, c.begun = g.cs.Begin(c.method, s.BeginTime), true
+	case *stats.InPayload:
+		if c.begun {
+			g.cs.Message(c.call, false, s.WireLength)
+		}
+	case *stats.OutPayload:
+		if c.begun {
+			g.cs.Message(c.call, true, s.WireLength)
+		}
+	case *stats.End:
+		if c.begun {
+			// A call whose context ended before its handler returned was
+			// reset (by the client, or by the transport at its deadline).
+			reset := ctx.Err() != nil && status.Code(s.Error) != codes.OK
+			g.cs.End(c.call, s.EndTime, status.Code(s.Error), reset)
+		}
+	}
+}
+
+func (grpcgoStats) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context { return ctx }
+
+func (grpcgoStats) HandleConn(context.Context, stats.ConnStats) {}
 
 // streamWorkers is how many goroutines grpc-go keeps to run calls, instead
 // of a new goroutine per call (grpc-go starts one anyway when all are busy).

@@ -358,3 +358,73 @@ func TestNotifyRoomAfterAFullBuffer(t *testing.T) {
 	}
 	f.Calls().Finish(c.CallID, Ending{Code: codes.OK}, true)
 }
+
+// recordedStats records what a CallStats hears, as text.
+type recordedStats struct {
+	mu  sync.Mutex
+	log []string
+}
+
+func (r *recordedStats) add(s string) {
+	r.mu.Lock()
+	r.log = append(r.log, s)
+	r.mu.Unlock()
+}
+
+func (r *recordedStats) Begin(method string, at time.Time) any {
+	if at.IsZero() {
+		r.add("begin without a time")
+	}
+	r.add("begin " + method)
+	return method
+}
+
+func (r *recordedStats) Message(call any, out bool, wireSize int) {
+	r.add(fmt.Sprintf("%v out=%v %d", call, out, wireSize))
+}
+
+func (r *recordedStats) End(call any, _ time.Time, code codes.Code, reset bool) {
+	r.add(fmt.Sprintf("%v end %v reset=%v", call, code, reset))
+}
+
+func TestCallStatsSeeACall(t *testing.T) {
+	cfg, err := ParseConfig([]byte(fmt.Sprintf(`{"address": "127.0.0.1:0", "methods": [[%q, false]]}`, sayPath)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &recordedStats{}
+	if err := f.SetStats(rec); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer f.Stop(-1)
+	if err := f.SetStats(rec); err == nil {
+		t.Fatal("SetStats after Start")
+	}
+	go func() {
+		batch, _ := f.Events().Recv(1, math.MaxInt, -1)
+		f.Calls().Respond(batch[0].CallID, msg("pong!"), true)
+	}()
+	cc, err := grpc.NewClient(fmt.Sprintf("127.0.0.1:%d", f.Port()),
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(clientCodec{})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	if _, err := say(context.Background(), cc, "ping"); err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprint([]string{"begin " + sayPath, sayPath + " out=false 9", sayPath + " out=true 10", sayPath + " end OK reset=false"})
+	waitFor(t, func() bool {
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		return len(rec.log) >= 4 && fmt.Sprint(rec.log[:4]) == want
+	})
+}

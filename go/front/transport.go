@@ -112,8 +112,10 @@ type transportServer interface {
 
 // CallStats is told of each call's life on the wire, for metrics: when its
 // first HEADERS arrived, the wire size of every message each way, and how it
-// ended (trailers written, or reset). It is called from the transport's
-// goroutines, concurrently for different calls, and must not block; the
+// ended (trailers written, or reset). Every call the transport carries is
+// reported, including those the front refuses or answers itself (health).
+// It is called from the transport's goroutines, concurrently for different
+// calls (one call's from one goroutine at a time), and must not block; the
 // front installs none unless asked (Front.SetStats), so a call costs nothing
 // for it by default.
 type CallStats interface {
