@@ -516,3 +516,120 @@ def test_user_agent_and_metadata_in_stream_handler(flavour, kind):
     code, (user_agent, client, client_bin) = ref
     assert code == SC.OK and client == ["a", "b"] and client_bin == [b"\x00\x01"]
     assert len(user_agent) == 1 and user_agent[0].startswith("grpc-python/"), user_agent
+
+
+# -- more of the context, and of the call ---------------------------------------------------
+
+
+@each_flavour
+@each_kind
+@pytest.mark.parametrize("timeout", [20, None], ids=["deadline", "no-deadline"])
+def test_time_remaining_in_stream_handler(flavour, kind, timeout):
+    # Without a deadline the sync context gives a huge number, grpc.aio's None.
+    async def body(requests, ctx, state):
+        async for _ in requests:
+            pass
+        left = ctx.time_remaining()
+        huge = left is not None and left > 10 * 365 * 24 * 3600
+        state.record("left", (type(left).__name__, "huge" if huge else (None if left is None else round(left))))
+        yield b""
+
+    def scenario(run):
+        return streams.call(run.channel, kind, method("M"), [b"a"], timeout=timeout).code, run.state.wait_for("left")
+
+    ref = flavour.same(streams.serving(flavour, kind, {"M": body}), scenario)
+    assert ref == (SC.OK, ("float", 20) if timeout else flavour.pick(sync=("float", "huge"), aio=("NoneType", None)))
+
+
+@each_flavour
+def test_bidi_headers_and_first_answer_before_requests_end(flavour):
+    """The initial metadata and the first answer reach the client while it
+    is still sending (its generator waits until it has them)."""
+
+    async def body(requests, ctx, state):
+        await ctx.send_initial_metadata((("x-early", "1"),))
+        async for r in requests:
+            yield b"e:" + r
+
+    def scenario(run):
+        gate = run.state.event("client gate")
+        try:
+            timed_out = []
+            requests = streams.gated([b"a"], gate, [b"b"], timed_out=timed_out)
+            started = streams.start(run.channel, "stream_stream", method("M"), requests)
+            first = next(started)
+            headers = tuple(started.initial_metadata())
+            gate.set()
+            return first, headers, streams.finish(started, "stream_stream"), timed_out
+        finally:
+            gate.set()
+
+    ref = flavour.same(streams.serving(flavour, "stream_stream", {"M": body}), scenario)
+    assert ref == (b"e:a", (("x-early", "1"),), (SC.OK, "", (b"e:b",)), [False])
+
+
+@each_flavour
+@each_kind
+def test_many_concurrent_request_streams_on_one_connection(flavour, kind):
+    from concurrent import futures
+
+    setup = streams.serving(flavour, kind, {"M": _echo})
+
+    def one(run, i):
+        requests = [b"%d-%d" % (i, j) for j in range(40)]
+        out = streams.call(run.channel, kind, method("M"), requests, timeout=20)
+        return out.code, out.responses == _joined(kind, [b"e:" + r for r in requests]), out.trailing_metadata
+
+    def scenario(run):
+        with futures.ThreadPoolExecutor(6) as pool:
+            return list(pool.map(lambda i: one(run, i), range(12)))
+
+    assert flavour.same(setup, scenario, workers=16) == [(SC.OK, True, (("x-count", "40"),))] * 12
+
+
+@each_flavour
+@each_kind
+def test_request_deserializer_fails_mid_stream(flavour, kind):
+    def deserialize(data):
+        if data == b"bad":
+            raise ValueError("cannot deserialize")
+        return data
+
+    async def body(requests, ctx, state):
+        got = []
+        try:
+            async for r in requests:
+                got.append(r)
+        finally:
+            state.record("got", got)
+        yield b"|".join(got)
+
+    def scenario(run):
+        # grpc.server()'s client-streaming handler waits for the next
+        # message until the deadline: keep it short.
+        out = streams.call(run.channel, kind, method("M"), [b"a", b"bad", b"c"], timeout=1)
+        return out.code, out.details, out.responses, run.state.wait_for("got")
+
+    setup = streams.serving(flavour, kind, {"M": body}, request_deserializer=deserialize)
+    ref = flavour.same(setup, scenario)
+    assert ref[:3] == flavour.pick(
+        sync=(SC.INTERNAL, "Exception deserializing request!", ()),
+        aio=(SC.UNKNOWN, "Unexpected <class 'ValueError'>: cannot deserialize", ()),
+    )
+    assert ref[3] == [b"a"]
+
+
+@each_flavour
+@each_kind
+def test_response_over_max_send_message_length_in_stream(flavour, kind):
+    async def body(requests, ctx, state):
+        async for r in requests:
+            yield b"r" * int(r)
+
+    def scenario(run):
+        fits = streams.call(run.channel, kind, method("M"), [b"10", b"20"])
+        over = streams.call(run.channel, kind, method("M"), [b"10", b"2000"])
+        return fits.code, over.code
+
+    ref = flavour.same(streams.serving(flavour, kind, {"M": body}), scenario, options=[("grpc.max_send_message_length", 1024)])
+    assert ref == (SC.OK, SC.RESOURCE_EXHAUSTED)

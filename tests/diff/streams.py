@@ -118,11 +118,20 @@ def numbered(count: int, size: int = 0) -> List[bytes]:
     return [str(i).encode().ljust(size, b".") for i in range(count)]
 
 
-def gated(first: Sequence[bytes], gate: threading.Event, rest: Sequence[bytes] = (), wait: float = harness.WAIT) -> Iterator[bytes]:
+def gated(
+    first: Sequence[bytes],
+    gate: threading.Event,
+    rest: Sequence[bytes] = (),
+    wait: float = harness.WAIT,
+    timed_out: Optional[List[bool]] = None,
+) -> Iterator[bytes]:
     """Yields first, then waits (bounded) for gate before yielding rest: a
-    client still sending when the test acts on the call."""
+    client still sending when the test acts on the call. Appends to
+    timed_out, when given, whether the wait ran out before gate was set."""
     yield from first
-    gate.wait(wait)
+    opened = gate.wait(wait)
+    if timed_out is not None:
+        timed_out.append(not opened)
     yield from rest
 
 
