@@ -7,6 +7,7 @@ share are in test_diff_streams.py.
 """
 
 import asyncio
+import queue
 
 import grpc
 import grpc.aio
@@ -72,7 +73,6 @@ def test_bidi_read_write_interleaved_until_eof(flavour, count):
 @each_loop
 def test_bidi_ping_pong_with_read_and_write(flavour):
     """Each write() reaches the client before the next request is sent."""
-    import queue
 
     async def handler(requests, ctx, state):
         while (msg := await ctx.read()) is not grpc.aio.EOF:

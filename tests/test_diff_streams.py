@@ -3,8 +3,13 @@ bidi (stream_stream) methods, each scenario written once (tests/diff/streams.py)
 and run for both kinds of method on both kinds of server
 (tests/diff/flavours.py): request counts, handlers that end early, abort,
 exceptions, status and trailers, client cancel, deadlines, ping-pong,
-oversized messages, compression, interceptors, and what the context tells
-a stream handler about its client (peer, user-agent).
+message size limits both ways, compression, interceptors, what the context
+tells a stream handler (peer, user-agent, time remaining), headers sent
+before the client finishes, concurrent streams, failing deserializers.
+Scenarios only grpc.aio can express (read(), write(), done callbacks) are
+in test_aio_diff_streams.py; TLS identity in stream handlers in
+test_tls_streams.py; maximum_concurrent_rpcs in
+test_diff_max_concurrent_rpcs.py.
 
 A client that keeps sending while the server acts comes from a generator
 (streams.endless / streams.gated); what the handler observed is recorded
@@ -12,6 +17,7 @@ into run.state and compared alongside what the client saw.
 """
 
 import queue
+from concurrent import futures
 
 import grpc
 import pytest
@@ -571,8 +577,6 @@ def test_bidi_headers_and_first_answer_before_requests_end(flavour):
 @each_flavour
 @each_kind
 def test_many_concurrent_request_streams_on_one_connection(flavour, kind):
-    from concurrent import futures
-
     setup = streams.serving(flavour, kind, {"M": _echo})
 
     def one(run, i):
