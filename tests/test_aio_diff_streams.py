@@ -1,0 +1,278 @@
+"""Differential tests: request streams on grpc.aio.server() and
+pygrpc_native.aio.server(), for what only grpc.aio has: context.read()
+(grpc.aio.EOF at the end) interleaved with context.write(),
+add_done_callback, cancelled() / done() and time_remaining() in
+client-streaming and bidi handlers. The scenarios both kinds of server
+share are in test_diff_streams.py.
+"""
+
+import asyncio
+import queue
+
+import grpc
+import grpc.aio
+import pytest
+
+from diff import streams
+from diff.aio_harness import WAIT, describe, method, same, setup_handlers
+from diff.flavours import each_loop
+from diff.streams import each_kind
+
+pytestmark = pytest.mark.timeout(60)
+
+SC = grpc.StatusCode
+
+
+def _handlers(kind, fn, name="M"):
+    """A setup serving fn(request_iterator, ctx, state) as method name of kind."""
+
+    def setup(server, state):
+        async def handler(requests, ctx):
+            return await fn(requests, ctx, state)
+
+        make = grpc.stream_unary_rpc_method_handler if kind == "stream_unary" else grpc.stream_stream_rpc_method_handler
+        setup_handlers({name: make(handler)})(server, state)
+
+    return setup
+
+
+# -- read() and write() -------------------------------------------------------------
+
+
+@each_loop
+@pytest.mark.parametrize("count", [0, 1, 5])
+def test_bidi_read_write_interleaved_until_eof(flavour, count):
+    """A bidi handler that reads with read() and answers each message with
+    write() before reading the next; read() gives grpc.aio.EOF at the end,
+    and again when called after it."""
+
+    async def handler(requests, ctx, state):
+        log = []
+        while True:
+            msg = await ctx.read()
+            if msg is grpc.aio.EOF:
+                log.append("EOF")
+                break
+            log.append(b"read " + msg)
+            await ctx.write(b"w:" + msg)
+        again = await ctx.read()
+        log.append("EOF again" if again is grpc.aio.EOF else repr(again))
+        await ctx.write(b"bye")
+        ctx.set_trailing_metadata((("x-read", str(len(log) - 2)),))
+        state.record("log", log)
+
+    def scenario(run):
+        out = streams.call(run.channel, "stream_stream", method("M"), streams.numbered(count))
+        return out, run.state.wait_for("log")
+
+    ref = same(_handlers("stream_stream", handler), scenario, loop=flavour.name)
+    assert ref[0].code == SC.OK and ref[0].responses == tuple(b"w:" + r for r in streams.numbered(count)) + (b"bye",)
+    assert ref[1] == [b"read " + r for r in streams.numbered(count)] + ["EOF", "EOF again"]
+
+
+@each_loop
+def test_bidi_ping_pong_with_read_and_write(flavour):
+    """Each write() reaches the client before the next request is sent."""
+
+    async def handler(requests, ctx, state):
+        while (msg := await ctx.read()) is not grpc.aio.EOF:
+            await ctx.write(b"pong " + msg)
+
+    def scenario(run):
+        outbox = queue.Queue()
+
+        def requests():
+            while (item := outbox.get(timeout=WAIT)) is not None:
+                yield item
+
+        call = run.channel.stream_stream(method("M"))(requests(), timeout=5)
+        answers = []
+        for i in range(4):
+            outbox.put(b"%d" % i)
+            answers.append(next(call))
+        outbox.put(None)
+        return answers, list(call), call.code()
+
+    ref = same(_handlers("stream_stream", handler), scenario, loop=flavour.name)
+    assert ref == ([b"pong %d" % i for i in range(4)], [], SC.OK)
+
+
+@each_loop
+@pytest.mark.parametrize("count", [0, 3])
+def test_client_streaming_read_until_eof(flavour, count):
+    async def handler(requests, ctx, state):
+        got = []
+        while (msg := await ctx.read()) is not grpc.aio.EOF:
+            got.append(msg)
+        return b"+".join(got) + b"|" + str(len(got)).encode()
+
+    def scenario(run):
+        return streams.call(run.channel, "stream_unary", method("M"), streams.numbered(count))
+
+    ref = same(_handlers("stream_unary", handler), scenario, loop=flavour.name)
+    assert ref.code == SC.OK and ref.responses == (b"+".join(streams.numbered(count)) + b"|%d" % count,)
+
+
+@each_loop
+def test_write_in_client_streaming_handler(flavour):
+    """write() in a client-streaming handler: what the client sees is compared."""
+
+    async def handler(requests, ctx, state):
+        async for _ in requests:
+            pass
+        try:
+            await ctx.write(b"written")
+            state.record("write", "no error")
+        except Exception as exc:  # noqa: BLE001
+            state.record("write", describe(exc))
+        return b"returned"
+
+    def scenario(run):
+        out = streams.call(run.channel, "stream_unary", method("M"), [b"a"], timeout=2)
+        return out.code, out.responses, run.state.wait_for("write")
+
+    same(_handlers("stream_unary", handler), scenario, loop=flavour.name)
+
+
+@each_loop
+@each_kind
+def test_read_after_the_stream_was_iterated(flavour, kind):
+    """read() once the request iterator was read to its end."""
+
+    async def handler(requests, ctx, state):
+        got = [r async for r in requests]
+        try:
+            after = await ctx.read()
+            state.record("after", "EOF" if after is grpc.aio.EOF else repr(after))
+        except Exception as exc:  # noqa: BLE001
+            state.record("after", describe(exc))
+        if kind == "stream_unary":
+            return b"|".join(got)
+        for r in got:
+            await ctx.write(r)
+
+    def scenario(run):
+        out = streams.call(run.channel, kind, method("M"), [b"a", b"b"], timeout=2)
+        return out.code, out.responses, run.state.wait_for("after")
+
+    same(_handlers(kind, handler), scenario, loop=flavour.name)
+
+
+# -- the context's state -------------------------------------------------------------------
+
+
+def _callback_recorder(state, name="cb"):
+    def callback(ctx):
+        state.record(name, (ctx.cancelled(), ctx.done()))
+        state.event(name).set()
+
+    return callback
+
+
+@each_loop
+@each_kind
+def test_done_callback_on_finish(flavour, kind):
+    async def handler(requests, ctx, state):
+        ctx.add_done_callback(_callback_recorder(state))
+        got = [r async for r in requests]
+        state.record("during", (ctx.cancelled(), ctx.done()))
+        if kind == "stream_unary":
+            return b"|".join(got)
+        for r in got:
+            await ctx.write(r)
+
+    def scenario(run):
+        out = streams.call(run.channel, kind, method("M"), [b"a", b"b"])
+        run.state.event("cb").wait(WAIT)
+        return out, run.state.wait_for("during"), run.state.wait_for("cb")
+
+    ref = same(_handlers(kind, handler), scenario, loop=flavour.name)
+    assert ref[0].code == SC.OK and ref[1] == (False, False) and ref[2] == (False, True)
+
+
+@each_loop
+@each_kind
+def test_done_callback_on_client_cancel(flavour, kind):
+    async def handler(requests, ctx, state):
+        ctx.add_done_callback(_callback_recorder(state))
+        n = 0
+        async for _ in requests:
+            n += 1
+            if n == 2:
+                state.event("entered").set()
+        try:
+            await asyncio.sleep(2)  # the call is over: the task is cancelled here
+            state.record("slept", "woke")
+        except asyncio.CancelledError:
+            state.record("slept", "CancelledError")
+            raise
+        if kind == "stream_unary":
+            return b"never"
+        await ctx.write(b"never")
+
+    def scenario(run):
+        gate = run.state.event("client gate")
+        try:
+            started = streams.start(run.channel, kind, method("M"), streams.gated(streams.numbered(2), gate, [b"late"]))
+            entered = run.state.event("entered").wait(WAIT)
+            started.cancel()
+            fired = run.state.event("cb").wait(WAIT)
+            return entered, fired, run.state.wait_for("cb"), streams.finish(started, kind)[0], run.state.wait_for("slept")
+        finally:
+            gate.set()
+
+    ref = same(_handlers(kind, handler), scenario, loop=flavour.name)
+    # grpc.aio's cancelled() is "the status code is CANCELLED" and done() "the
+    # status was sent": a client cancel changes neither (test_aio_diff_context.py).
+    assert ref == (True, True, (False, False), SC.CANCELLED, "CancelledError")
+
+
+@each_loop
+@each_kind
+@pytest.mark.parametrize("timeout", [20, None], ids=["deadline", "no-deadline"])
+def test_time_remaining_in_stream_handler(flavour, kind, timeout):
+    async def handler(requests, ctx, state):
+        first = ctx.time_remaining()
+        got = [r async for r in requests]
+        later = ctx.time_remaining()
+        state.record(
+            "left",
+            (
+                type(first).__name__,
+                None if first is None else round(first),
+                None if first is None else 0 <= first - later < 5,
+            ),
+        )
+        if kind == "stream_unary":
+            return b"|".join(got)
+        for r in got:
+            await ctx.write(r)
+
+    def scenario(run):
+        out = streams.call(run.channel, kind, method("M"), streams.endless(0.01, limit=0.2), timeout=timeout)
+        return out.code, run.state.wait_for("left")
+
+    ref = same(_handlers(kind, handler), scenario, loop=flavour.name)
+    assert ref == (SC.OK, ("float", 20, True) if timeout else ("NoneType", None, None))
+
+
+@each_loop
+@each_kind
+def test_stream_context_methods(flavour, kind):
+    """Which of the context's methods a stream handler has: grpc.aio's have
+    no is_active() (the sync context's), and read()/write() and the done
+    state are there."""
+    names = ("is_active", "read", "write", "add_done_callback", "cancelled", "done", "time_remaining", "add_callback")
+
+    async def handler(requests, ctx, state):
+        state.record("has", {name: callable(getattr(ctx, name, None)) for name in names})
+        async for _ in requests:
+            pass
+        if kind == "stream_unary":
+            return b""
+
+    def scenario(run):
+        return streams.call(run.channel, kind, method("M"), [b"a"]).code, run.state.wait_for("has")
+
+    ref = same(_handlers(kind, handler), scenario, loop=flavour.name)
+    assert ref[1]["is_active"] is False and ref[1]["read"] is True and ref[1]["add_done_callback"] is True
