@@ -13,7 +13,7 @@ import grpc
 import pytest
 
 from diff.flavours import ASYNCIO, SYNC, each_flavour, each_flavour_and_uvloop
-from diff.harness import SERVICE, call_stream, call_unary, method, peer_shape
+from diff.harness import SERVICE, call_stream, call_unary, method
 from diff.protos import generate
 from diff.servicers import MapHandler, diffsuite_servicer, echo_servicer
 
@@ -452,23 +452,6 @@ def test_interceptor_sees_client_streaming_call(flavour):
 
     setup = flavour.handlers({"Sum": flavour.stream_unary(_sum)})
     assert flavour.same(setup, scenario, interceptors=[flavour.interceptor(record)]) == (b"a+b", [method("Sum")])
-
-
-@each_flavour
-def test_known_difference_peer_in_fallback_calls(flavour):
-    """README "What runs natively": calls served by the grpcio fallback see
-    the fallback's Unix socket in peer(), not the client's address."""
-
-    async def peer(requests, ctx):
-        async for _ in requests:
-            pass
-        return ctx.peer().encode()
-
-    setup = flavour.handlers({"Peer": flavour.stream_unary(peer)})
-    scenario = lambda run: run.channel.stream_unary(method("Peer"))(iter([b"a"]), timeout=5).decode()  # noqa: E731
-    ref, ours = flavour.both(setup, scenario)
-    assert peer_shape(ref) == "ipv4:127.0.0.1:<port>"
-    assert ours.startswith("unix:")
 
 
 # -- grpcio-tools generated code -------------------------------------------------------

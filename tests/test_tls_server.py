@@ -11,7 +11,7 @@ report them (docs/tls.md).
 
 aio.server() shares the ports and credentials code; test_tls_aio.py checks
 its identity and refusals against grpc.aio.server(). More aio cases (the
-identity formats below, fallback) are still to be added there.
+identity formats below) are still to be added there.
 """
 
 import contextlib
@@ -65,7 +65,7 @@ def _record(state, name):
 def _record_stream(state):
     def handler(request_iterator, context):
         state.record(
-            "fallback",
+            "stream",
             {
                 "auth_context": context.auth_context(),
                 "peer_identities": context.peer_identities(),
@@ -359,29 +359,24 @@ def test_client_without_alpn_gets_no_http2(pki):
         assert (alpn, frame) == (None, b""), kind
 
 
-# -- fallback ---------------------------------------------------------------------
+# -- request streams -----------------------------------------------------------------
 
 
-def test_fallback_sees_a_local_insecure_connection(pki):
-    """TLS ends at the native server: a client-streaming call, served by the
-    grpcio fallback behind it, sees plaintext over a Unix socket and no
-    client certificate (docs/tls.md)."""
+def test_request_stream_sees_the_clients_certificate(pki):
+    """A client-streaming call is served natively, so its handler sees the
+    client's TLS identity exactly as a unary call on the same connection
+    does (test_tls_streams.py compares both with grpcio)."""
     creds = pygrpc_native.ssl_server_credentials([(pki.server.key, pki.server.chain)], pki.ca.cert, True)
     with serving("native", creds) as (port, state):
         with grpc.secure_channel(f"127.0.0.1:{port}", channel_credentials(pki, pki.client)) as ch:
             assert ch.stream_unary(f"/{SERVICE}/Collect")(iter([b"a", b"b"]), timeout=CALL_TIMEOUT) == b"ab"
             ch.unary_unary(f"/{SERVICE}/Who")(b"", timeout=CALL_TIMEOUT)
-        fallback = state.wait_for("fallback")
+        stream = state.wait_for("stream")
         native = state.wait_for("who")
-    assert fallback["auth_context"] == {
-        "transport_security_type": [b"insecure"],
-        "security_level": [b"TSI_SECURITY_NONE"],
-    }
-    assert fallback["peer_identities"] is None and fallback["peer_identity_key"] is None
-    assert fallback["peer"].startswith("unix:")
-    # The same client's unary call, served natively, has its identity.
     assert native["peer_identity_key"] == "x509_subject_alternative_name"
     assert native["auth_context"]["transport_security_type"] == [b"ssl"]
+    for key in ("auth_context", "peer_identities", "peer_identity_key", "peer"):
+        assert stream[key] == native[key], key
 
 
 def test_go_is_stricter_about_client_certificates(pki):

@@ -84,6 +84,24 @@ class ServerArguments:
     def __post_init__(self) -> None:
         if self.maximum_concurrent_rpcs is not None and self.maximum_concurrent_rpcs < 1:
             raise ValueError("maximum_concurrent_rpcs should be a positive integer")
+        check_option_values(self.options)
+
+
+# The largest option value grpc-core takes (a C long).
+_MAX_OPTION_INT = 2**63 - 1
+
+
+def check_option_values(options: Optional[Sequence[Any]]) -> None:
+    """Refuses options as grpcio's servers do when they are created, with
+    its exceptions: an entry that isn't a (name, value) pair, a value that
+    is neither a number, str nor bytes, an int beyond a C long."""
+    for option in options or ():
+        _name, value = option  # ValueError / TypeError as grpcio's unpacking
+        if isinstance(value, int):
+            if abs(value) > _MAX_OPTION_INT:
+                raise OverflowError("Python int too large to convert to C long")
+        elif not isinstance(value, (float, str, bytes)):
+            raise TypeError(f"Expected int, bytes, or behavior, got {type(value)}")
 
 
 @dataclasses.dataclass(frozen=True)

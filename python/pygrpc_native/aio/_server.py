@@ -152,7 +152,12 @@ class _AioServer(ServerCore, grpc.aio.Server):
             elif kind == EVENT_CANCEL:
                 task = call_tasks.pop(call_id, None)
                 if task is not None:
-                    task.cancel()
+                    if waits.end_requests(call_id):  # type: ignore[union-attr]
+                        # As grpc.aio: a read in progress sees the end of the
+                        # stream, and the task is cancelled at its next await.
+                        loop.call_soon(task.cancel)  # type: ignore[union-attr]
+                    else:
+                        task.cancel()
             elif kind == EVENT_LOOKUP:
                 lookup = self.lookup(call_id, payload.decode("utf-8", "replace"))
                 if lookup is not None:
@@ -306,6 +311,9 @@ def server(
 
     Takes grpc.aio's arguments.
     """
+    if interceptors and any(not isinstance(i, grpc.aio.ServerInterceptor) for i in interceptors):
+        # grpc.aio's words, its unfilled placeholder included.
+        raise ValueError("Interceptor must be ServerInterceptor,the following are invalid: {invalid_interceptors}")
     return _AioServer(
         ServerArguments(migration_thread_pool, handlers, interceptors, options, maximum_concurrent_rpcs, compression)
     )

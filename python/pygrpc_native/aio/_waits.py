@@ -124,6 +124,16 @@ class LoopWaits:
         if stream is not None and kind in (EVENT_MESSAGE, EVENT_HALF_CLOSE):
             stream.arrived(payload if kind == EVENT_MESSAGE else None)
 
+    def end_requests(self, call_id: int) -> bool:
+        """Ends a call's request stream, as if the client had half-closed
+        (grpc.aio's request iterator ends so when the call is cancelled);
+        False if the call has none."""
+        stream = self._streams.get(call_id)
+        if stream is None:
+            return False
+        stream.arrived(None)
+        return True
+
     def forget(self, call_id: int) -> None:
         """The call is over: nothing more is routed to it."""
         self._streams.pop(call_id, None)
