@@ -21,7 +21,7 @@ SAY, COUNT, BIDI, STATS = (f"/rel.R/{m}" for m in ("Say", "Count", "Bidi", "Stat
 GRPC_GO = "grpcgo"
 GRPC_GO_SAY = "/echo.Echo/Say"
 
-# Ours, and the controls; "lowlevel" has no fallback (Bidi) nor callbacks.
+# Ours, and the controls; "lowlevel" serves no Bidi and has no callbacks.
 OURS = ("server", "aio", "lowlevel")
 CONTROL = "grpc"
 # The control each of ours is compared with.

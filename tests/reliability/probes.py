@@ -110,7 +110,7 @@ def disconnects(server: ServerProcess, scale: Scale) -> Figures:
     """scale.disconnects clients that vanish mid-call, a batch at a time: by
     RST_STREAM or by closing the TCP connection, during a unary call (its
     handler waits for the cancel, with a callback registered), a
-    server-streaming one (reading nothing) or, where there is a fallback,
+    server-streaming one (reading nothing) or, where the server has it,
     a bidi one. A first round as large warms the server up (thread pools,
     buffer pools), so that RSS growth measures what each round leaves
     behind."""

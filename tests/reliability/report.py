@@ -60,7 +60,7 @@ def probes_for(s: scales.Scale, pki: Any) -> List[Probe]:
               "growth compares the end with the samples just after the first third (warm-up).", ALL,
               lambda srv: probes.load_soak(srv, s)),
         Probe("Disconnects", f"{s.disconnects} clients vanishing mid-call (half RST_STREAM, half TCP close; unary "
-              "with a callback, server-streaming, fallback bidi), after a warm-up round as large; leaked calls from "
+              "with a callback, server-streaming, bidi), after a warm-up round as large; leaked calls from "
               "metrics(), RSS growth over the measured round.", ALL,
               lambda srv: probes.disconnects(srv, s)),
         Probe("Idle connections", f"{s.idle_connections} connections that send half a preface and stop; "
@@ -175,7 +175,7 @@ def main() -> None:
         "- Columns: ours (`server()`, `aio.server()`, the low-level `NativeGrpcFront`) and the controls "
         "(`grpc.server()`, `grpc.aio.server()`, plain grpc-go from bench/goserver). Every server runs the same "
         "servicer (tests/reliability/serve.py) in a process of its own; `–` means not applicable "
-        "(grpcio has no metrics(); the low-level API has no callbacks nor fallback).",
+        "(grpcio has no metrics(); the low-level API has no callbacks).",
         "",
     ]
     summary = ["## Summary", "", *verdicts, "", "## Figures", ""]
@@ -202,8 +202,7 @@ They run with the rest of the suite (`bash scripts/test.sh`), at the short
 scale. The long run: `PGN_RELIABILITY_LONG=1 build/venv/bin/python -m pytest tests/reliability`
 (10-minute soak, 10,000 disconnects, 2,000 idle connections, ...). The Go
 fuzz targets run briefly in scripts/test.sh; longer with `PGN_FUZZTIME=10m`.
-Fork and spawn are covered by `tests/test_lowlevel_fork.py` and
-`tests/test_fallback_dir.py`.
+Fork and spawn are covered by `tests/test_lowlevel_fork.py`.
 """.split("\n")
 
 

@@ -22,7 +22,7 @@ Methods (raw bytes, no protobuf):
   accepted, counts as registered).
 * ``/rel.R/Count`` server-streaming: request ``<n>:<size>`` answers n
   messages of size bytes; ``raise`` raises after the first message.
-* ``/rel.R/Bidi`` bidi (the fallback's): echoes each message.
+* ``/rel.R/Bidi`` bidi: echoes each message.
 * ``/rel.R/Stats`` unary: JSON with rss_kib, threads (OS threads), the
   front's metrics() (None for grpc), handlers (Say handlers started),
   callbacks_registered and callbacks_fired.

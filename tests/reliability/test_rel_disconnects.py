@@ -1,5 +1,5 @@
 """Clients that vanish mid-call (RST_STREAM or TCP close; unary, server
-streaming, fallback bidi): no call leaks in metrics(), every callback
+streaming, bidi): no call leaks in metrics(), every callback
 registered fires, memory returns near its baseline, and a live call is
 answered promptly afterwards. grpc.server() is held to the same bar."""
 
