@@ -136,9 +136,9 @@ def test_disable_next_message_compression(flavour):
 
 
 @each_flavour
-def test_fallback_handler_compression_is_relayed(flavour):
-    """Client-streaming methods run on the fallback; their handler's
-    set_compression() reaches the client, as the server's default does."""
+def test_client_streaming_handler_compression(flavour):
+    """A client-streaming handler's set_compression() reaches the client, as
+    the server's default does."""
 
     async def collect(requests, ctx):
         ctx.set_compression(grpc.Compression.Gzip)

@@ -49,8 +49,8 @@ def test_disable_next_message_compression_after_a_compressed_request():
     assert ours == ([BODY], [[1]])
 
 
-def test_fallback_disable_next_message_compression_is_relayed():
-    """In handlers on the fallback (here bidi) too."""
+def test_disable_next_message_compression_in_a_bidi_handler():
+    """In request-stream handlers (here bidi) too."""
 
     def chat(requests, ctx):
         for i, request in enumerate(requests):
