@@ -38,6 +38,7 @@
 #ifndef PGN_H
 #define PGN_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -146,18 +147,62 @@ typedef struct {
     uint64_t batch;
 } pgn_recv_args;
 
-/* pgn_read's arguments and results: a request message is taken in two
- * steps, as a batch is (pgn_recv), so that it is copied once, into memory
- * the caller allocated: pgn_read waits and says its length and a batch
+/* A waiter: what a thread waits on in C, with nothing of Go's on its
+ * stack, until Go has something for it (pgn_read). Waiting inside Go
+ * instead would park the thread's locked goroutine, which costs Go's
+ * scheduler a hand-off of its P and two context switches per wait. The
+ * caller owns it (on its stack is fine): init, hand it to Go, wait, destroy.
+ * Go signals it exactly once for each time it took it, under its own lock
+ * and before the thread can see the signal, so the waiter may be destroyed
+ * as soon as the wait returns. */
+typedef struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cond;
+    int signaled;
+} pgn_waiter;
+
+static inline void pgn_waiter_init(pgn_waiter *w) {
+    pthread_mutex_init(&w->mu, NULL);
+    pthread_cond_init(&w->cond, NULL);
+    w->signaled = 0;
+}
+
+static inline void pgn_waiter_wait(pgn_waiter *w) {
+    pthread_mutex_lock(&w->mu);
+    while (!w->signaled) {
+        pthread_cond_wait(&w->cond, &w->mu);
+    }
+    pthread_mutex_unlock(&w->mu);
+}
+
+static inline void pgn_waiter_signal(pgn_waiter *w) {
+    pthread_mutex_lock(&w->mu);
+    w->signaled = 1;
+    pthread_cond_signal(&w->cond);
+    pthread_mutex_unlock(&w->mu);
+}
+
+static inline void pgn_waiter_destroy(pgn_waiter *w) {
+    pthread_cond_destroy(&w->cond);
+    pthread_mutex_destroy(&w->mu);
+}
+
+/* pgn_read's arguments and results. A message that fits in buf is copied
+ * there (one call for the usual small message); a larger one is taken in
+ * two steps, as a batch is (pgn_recv), so that it is still copied once,
+ * into memory the caller allocated: pgn_read says its length and a batch
  * number; the caller allocates payload_len bytes and calls
  * pgn_fill(batch, &dst, NULL) exactly once. */
 typedef struct {
-    /* in */
-    int32_t block; /* wait for the next message (may block) */
+    /* in: when nothing is there yet, Go signals this waiter once something
+     * may be (PGN_WOULD_BLOCK); NULL: just PGN_WOULD_BLOCK */
+    pgn_waiter *waiter;
+    char *buf;      /* where a message of up to buf_cap bytes is copied */
+    uint64_t buf_cap;
     /* out, on PGN_OK */
     int32_t eof;          /* the client half-closed and everything was read; no batch */
     uint64_t payload_len; /* the message's length, when not eof */
-    uint64_t batch;       /* for pgn_fill, when not eof */
+    uint64_t batch;       /* 0: the message is in buf; else for pgn_fill */
 } pgn_read_args;
 
 /* pgn_finish's arguments: the call's status and its last message. */
@@ -286,10 +331,11 @@ int pgn_disable_next_compression(int64_t front, uint64_t call, int32_t block);
 int pgn_request_messages(int64_t front, uint64_t call, int32_t n, char **err);
 
 /* pgn_read takes the next request message of a client-streaming call (see
- * pgn_read_args). PGN_WOULD_BLOCK when none is there and a->block is 0;
- * PGN_ENDED once the call has ended. PGN_INVALID_ARGUMENT (with *err): not a
- * client-streaming call, or its messages come as events
- * (pgn_request_messages). May block. */
+ * pgn_read_args), never waiting: PGN_WOULD_BLOCK when none is there yet
+ * (a->waiter, if given, is then signalled once when the caller should read
+ * again: wait on it without the GIL); PGN_ENDED once the call has ended.
+ * PGN_INVALID_ARGUMENT (with *err): not a client-streaming call, or its
+ * messages come as events (pgn_request_messages). */
 int pgn_read(int64_t front, uint64_t call, pgn_read_args *a, char **err);
 
 /* pgn_handler_done tells a front created with "hold_slots" that the

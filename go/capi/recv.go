@@ -97,7 +97,11 @@ func pgn_fill(batch C.uint64_t, payloads **C.char, keys *C.char) {
 //export pgn_read
 func pgn_read(h C.int64_t, id C.uint64_t, a *C.pgn_read_args, errOut **C.char) C.int {
 	return withFront(h, func(f *front.Front) C.int {
-		msg, eof, r, err := f.Calls().Read(uint64(id), a.block != 0)
+		var wake func()
+		if w := a.waiter; w != nil {
+			wake = func() { C.pgn_waiter_signal(w) }
+		}
+		msg, eof, r, err := f.Calls().Read(uint64(id), wake)
 		if err != nil {
 			return fail(C.PGN_INVALID_ARGUMENT, err, errOut)
 		}
@@ -109,10 +113,20 @@ func pgn_read(h C.int64_t, id C.uint64_t, a *C.pgn_read_args, errOut **C.char) C
 			a.eof = 1
 			return C.PGN_OK
 		}
+		n := msg.Len()
+		a.payload_len = C.uint64_t(n)
+		if a.buf != nil && uint64(n) <= uint64(a.buf_cap) {
+			dst := unsafe.Slice((*byte)(unsafe.Pointer(a.buf)), n)
+			off := 0
+			for _, b := range msg {
+				off += copy(dst[off:], b.ReadOnlyData())
+			}
+			msg.Free()
+			return C.PGN_OK
+		}
 		// A one-event batch, so that pgn_fill copies it as it copies a
 		// batch's payloads.
 		ev := front.Event{Kind: front.EventMessage, CallID: uint64(id), Payload: msg}
-		a.payload_len = C.uint64_t(msg.Len())
 		a.batch = C.uint64_t(batches.put(heldBatch{calls: f.Calls(), events: []front.Event{ev}}))
 		return C.PGN_OK
 	})

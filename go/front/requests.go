@@ -16,17 +16,21 @@ import (
 //   - as events (Calls.RequestMessages(id, n)): n more messages, each an
 //     EventMessage in the main queue, then one EventHalfClose; for event
 //     loops and the low-level API's one-thread servers;
-//   - by pulling (Calls.Read): a blocking read from the handler's own
-//     thread, with a read-ahead of pullWindow messages; for thread-per-call
-//     servers, which then need no thread to sort events between calls.
+//   - by pulling (Calls.Read): the handler's own thread takes the next
+//     message, or asks to be woken when there is one; for thread-per-call
+//     servers, which then need no thread to sort events between calls. Go
+//     reads ahead of a pulling handler while less than pullAheadBytes and
+//     pullAheadMessages wait for it, so a stream of small messages flows
+//     without a wait per message, and a call holds at most that much plus
+//     one message.
 //
 // Mixing the two on one call is refused.
 
-// pullWindow is how many messages a pulled request stream reads ahead of
-// the handler: enough to overlap the next read with the handler's work,
-// small enough to bound a call's memory (pullWindow times the receive
-// size limit).
-const pullWindow = 2
+// The read-ahead of a pulled request stream (see above).
+const (
+	pullAheadBytes    = 64 << 10
+	pullAheadMessages = 64
+)
 
 type delivery uint8
 
@@ -49,16 +53,39 @@ type requestStream struct {
 	// closed: the call has ended; later messages are dropped (so none is
 	// queued after the call's EventCancel).
 	closed bool
-	// Pulled messages waiting for Read; eof: the end of the stream came
-	// after them (Read then reports it, every time).
-	inbox []mem.BufferSlice
-	eof   bool
-	// arrived holds a token while a pull may find something new.
-	arrived chan struct{}
+	// Pulled messages waiting for Read, and their bytes; eof: the end of
+	// the stream came after them (Read then reports it, every time).
+	inbox      []mem.BufferSlice
+	inboxBytes int
+	eof        bool
+	// reading: a pull credit is out (the transport is reading the next
+	// message for the inbox).
+	reading bool
+	// wake, set by a Read that found nothing, is called once when something
+	// arrives (a message, the end, or the call's end), under mu.
+	wake func()
 }
 
 func newRequestStream(c *call, events *Events, st ServerStream) *requestStream {
-	return &requestStream{c: c, events: events, st: st, arrived: make(chan struct{}, 1)}
+	return &requestStream{c: c, events: events, st: st}
+}
+
+// readAhead gives the transport one more pull credit if the inbox has room
+// and none is out. Called with mu held.
+func (r *requestStream) readAhead() {
+	if r.reading || r.eof || r.closed || r.inboxBytes >= pullAheadBytes || len(r.inbox) >= pullAheadMessages {
+		return
+	}
+	r.reading = true
+	r.st.Credit(1)
+}
+
+// woken calls and clears the pending wake, if any. Called with mu held.
+func (r *requestStream) woken() {
+	if w := r.wake; w != nil {
+		r.wake = nil
+		w()
+	}
 }
 
 // Message is the transport handing over one message read under credit.
@@ -71,7 +98,10 @@ func (r *requestStream) Message(b mem.BufferSlice) {
 	}
 	if r.mode == deliveryPull {
 		r.inbox = append(r.inbox, b)
-		signal(r.arrived)
+		r.inboxBytes += b.Len()
+		r.reading = false
+		r.readAhead()
+		r.woken()
 		return
 	}
 	c := r.c
@@ -94,8 +124,8 @@ func (r *requestStream) End(err error) {
 		return
 	}
 	if r.mode == deliveryPull {
-		r.eof = true
-		signal(r.arrived)
+		r.eof, r.reading = true, false
+		r.woken()
 		return
 	}
 	c := r.c
@@ -105,13 +135,13 @@ func (r *requestStream) End(err error) {
 // close drops what was not taken; called when the call ends.
 func (r *requestStream) close() {
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	r.closed = true
 	for _, b := range r.inbox {
 		b.Free()
 	}
-	r.inbox = nil
-	r.mu.Unlock()
-	signal(r.arrived)
+	r.inbox, r.inboxBytes = nil, 0
+	r.woken()
 }
 
 // setMode makes the stream deliver one way; false if it already delivers
@@ -120,7 +150,7 @@ func (r *requestStream) setMode(m delivery) bool {
 	if r.mode == deliveryUnset {
 		r.mode = m
 		if m == deliveryPull {
-			r.st.Credit(pullWindow)
+			r.readAhead()
 		}
 	}
 	return r.mode == m
@@ -164,11 +194,13 @@ func (cs *Calls) RequestMessages(id uint64, n int) (Result, error) {
 	return ResultOK, nil
 }
 
-// Read takes the next request message of a client-streaming call, waiting
-// for it when block is set (ResultWouldBlock otherwise); eof reports that
-// the client has half-closed and sent everything. ResultEnded: the call
-// has ended (cancelled, deadline, finished). The caller owns msg.
-func (cs *Calls) Read(id uint64, block bool) (msg mem.BufferSlice, eof bool, r Result, err error) {
+// Read takes the next request message of a client-streaming call; eof
+// reports that the client has half-closed and everything was read.
+// ResultEnded: the call has ended (cancelled, deadline, finished). When
+// nothing is there yet it reports ResultWouldBlock and, if wake is not nil,
+// calls wake once (from another goroutine, possibly before Read returns)
+// when something may be: the caller then reads again. The caller owns msg.
+func (cs *Calls) Read(id uint64, wake func()) (msg mem.BufferSlice, eof bool, r Result, err error) {
 	c, r := cs.table.lookup(id)
 	if r != ResultOK {
 		return nil, false, r, nil
@@ -177,36 +209,38 @@ func (cs *Calls) Read(id uint64, block bool) (msg mem.BufferSlice, eof bool, r R
 	if rs == nil {
 		return nil, false, ResultOK, errNotRequestStream(id)
 	}
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if !rs.setMode(deliveryPull) {
+		return nil, false, ResultOK, errMixedDelivery(id, deliveryEvents)
+	}
+	switch {
+	case rs.closed:
+		return nil, false, ResultEnded, nil
+	case len(rs.inbox) > 0:
+		msg = rs.inbox[0]
+		rs.inbox[0] = nil
+		rs.inbox = rs.inbox[1:]
+		rs.inboxBytes -= msg.Len()
+		rs.readAhead()
+		return msg, false, ResultOK, nil
+	case rs.eof:
+		return nil, true, ResultOK, nil
+	}
+	rs.woken() // a reader in another thread, if any, reads again too
+	rs.wake = wake
+	return nil, false, ResultWouldBlock, nil
+}
+
+// ReadWait is Read waiting for the next message (or the end of the stream,
+// or of the call), for callers in Go.
+func (cs *Calls) ReadWait(id uint64) (msg mem.BufferSlice, eof bool, r Result, err error) {
 	for {
-		rs.mu.Lock()
-		if !rs.setMode(deliveryPull) {
-			rs.mu.Unlock()
-			return nil, false, ResultOK, errMixedDelivery(id, deliveryEvents)
+		ready := make(chan struct{}, 1)
+		msg, eof, r, err = cs.Read(id, func() { signal(ready) })
+		if r != ResultWouldBlock || err != nil {
+			return msg, eof, r, err
 		}
-		if rs.closed {
-			rs.mu.Unlock()
-			return nil, false, ResultEnded, nil
-		}
-		if len(rs.inbox) > 0 {
-			msg = rs.inbox[0]
-			rs.inbox[0] = nil
-			rs.inbox = rs.inbox[1:]
-			rs.mu.Unlock()
-			rs.st.Credit(1)
-			return msg, false, ResultOK, nil
-		}
-		eof = rs.eof
-		rs.mu.Unlock()
-		if eof {
-			return nil, true, ResultOK, nil
-		}
-		if !block {
-			return nil, false, ResultWouldBlock, nil
-		}
-		select {
-		case <-rs.arrived:
-		case <-c.ended:
-			return nil, false, ResultEnded, nil
-		}
+		<-ready
 	}
 }

@@ -160,14 +160,14 @@ func TestRequestStreamPulled(t *testing.T) {
 	}
 	send(t, cs, "ping")
 	c := <-calls
-	b, eof, r, err := f.Calls().Read(c.CallID, true)
+	b, eof, r, err := f.Calls().ReadWait(c.CallID)
 	if err != nil || r != ResultOK || eof || string(b.Materialize()) != "ping" {
 		t.Fatalf("Read: %q %v %v %v", b.Materialize(), eof, r, err)
 	}
 	if _, err := f.Calls().RequestMessages(c.CallID, 1); err == nil {
 		t.Fatal("events and pulls mixed on one call")
 	}
-	if _, _, r, _ := f.Calls().Read(c.CallID, false); r != ResultWouldBlock {
+	if _, _, r, _ := f.Calls().Read(c.CallID, nil); r != ResultWouldBlock {
 		t.Fatalf("a read with nothing there: %v", r)
 	}
 	f.Calls().Send(c.CallID, msg("pong"), true)
@@ -179,7 +179,7 @@ func TestRequestStreamPulled(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := 0; i < 2; i++ { // the end, read twice
-		if _, eof, r, err := f.Calls().Read(c.CallID, true); !eof || r != ResultOK || err != nil {
+		if _, eof, r, err := f.Calls().ReadWait(c.CallID); !eof || r != ResultOK || err != nil {
 			t.Fatalf("after the half-close: %v %v %v", eof, r, err)
 		}
 	}
@@ -187,7 +187,7 @@ func TestRequestStreamPulled(t *testing.T) {
 	if err := cs.RecvMsg(&out); err != io.EOF {
 		t.Fatal(err)
 	}
-	if _, _, r, _ := f.Calls().Read(c.CallID, true); r != ResultEnded {
+	if _, _, r, _ := f.Calls().ReadWait(c.CallID); r != ResultEnded {
 		t.Fatalf("a read after the end: %v", r)
 	}
 }
@@ -204,7 +204,7 @@ func TestRequestStreamMisuse(t *testing.T) {
 	if _, err := f.Calls().RequestMessages(c.CallID, 1); err == nil {
 		t.Fatal("credit for a unary request")
 	}
-	if _, _, _, err := f.Calls().Read(c.CallID, false); err == nil {
+	if _, _, _, err := f.Calls().Read(c.CallID, nil); err == nil {
 		t.Fatal("a read of a unary request")
 	}
 	if _, err := f.Calls().RequestMessages(c.CallID, 0); err == nil {

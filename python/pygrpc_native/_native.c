@@ -1174,28 +1174,46 @@ static PyObject *Front_request_messages(PyObject *self, PyObject *args) {
     return result_to_py(pgn_request_messages(c.h, c.id, n, &err), c.id, err);
 }
 
+/* Request messages up to this size are copied by pgn_read straight into the
+ * reading thread's stack, then into their bytes object. */
+#define READ_BUF_BYTES 4096
+
 /* read_message takes the next request message of a client-streaming call,
- * waiting for it with the GIL released: bytes, None once the client has
- * half-closed and everything was read, False once the call has ended. */
+ * waiting for it with the GIL released, on a waiter in C (pgn.h: why not
+ * in Go): bytes, None once the client has half-closed and everything was
+ * read, False once the call has ended. The first look hands Go the waiter
+ * already, so a message that isn't there yet costs two calls into Go. */
 static PyObject *Front_read_message(PyObject *self, PyObject *id_obj) {
     CallRef c;
     if (call_ref(self, id_obj, &c) < 0) {
         return NULL;
     }
-    pgn_read_args a = {.block = 0};
+    char buf[READ_BUF_BYTES];
+    pgn_waiter w;
+    pgn_read_args a = {.waiter = &w, .buf = buf, .buf_cap = sizeof buf};
     char *err = NULL;
-    int rc = pgn_read(c.h, c.id, &a, &err);
+    int rc;
+    pgn_waiter_init(&w);
+    rc = pgn_read(c.h, c.id, &a, &err);
     if (rc == PGN_WOULD_BLOCK) {
-        a.block = 1;
         Py_BEGIN_ALLOW_THREADS
-        rc = pgn_read(c.h, c.id, &a, &err);
+        do {
+            pgn_waiter_wait(&w);
+            pgn_waiter_destroy(&w);
+            pgn_waiter_init(&w);
+            rc = pgn_read(c.h, c.id, &a, &err);
+        } while (rc == PGN_WOULD_BLOCK);
         Py_END_ALLOW_THREADS
     }
+    pgn_waiter_destroy(&w);
     if (rc != PGN_OK) {
         return result_to_py(rc, c.id, err);
     }
     if (a.eof) {
         Py_RETURN_NONE;
+    }
+    if (a.batch == 0) {
+        return PyBytes_FromStringAndSize(buf, (Py_ssize_t)a.payload_len);
     }
     PyObject *p = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)a.payload_len);
     char *dst = p == NULL ? NULL : PyBytes_AsString(p);

@@ -7,10 +7,12 @@ call whose handler reads its requests, and room in a call's buffer
 ``LoopWaits`` routes them by call id to the futures the calls await: no
 polling, and nothing registered for calls that wait for nothing.
 
-A request stream reads ahead of its handler by at most ``_WINDOW``
-messages: Go reads the client's next message only when the handler has
-taken one, so a client faster than its handler is held back by HTTP/2 flow
-control.
+A request stream lets Go read ahead of its handler while less than
+``_AHEAD_BYTES`` and ``_AHEAD_MESSAGES`` wait for it, granting credit in
+chunks sized by the messages seen so far (one grant in flight at a time):
+a stream of small messages then crosses in batches, one loop wake-up for
+many, and a client faster than its handler is held back by HTTP/2 flow
+control once the handler stops taking messages.
 """
 
 from __future__ import annotations
@@ -23,23 +25,53 @@ import grpc.aio
 
 from .._front import EVENT_HALF_CLOSE, EVENT_MESSAGE, EVENT_ROOM, NativeGrpcFront
 
-# Request messages a stream lets Go read ahead of its handler.
-_WINDOW = 2
+# How far a request stream lets Go read ahead of its handler, and the
+# largest grant of credit at once.
+_AHEAD_BYTES = 64 << 10
+_AHEAD_MESSAGES = 64
+_GRANT = 16
 
 
 class RequestStream:
     """One call's request stream on the loop: an async iterator and the
     source of ``context.read()``. Only the loop touches it."""
 
-    __slots__ = ("_waits", "_call_id", "_deserializer", "_messages", "_ended", "_waiter")
+    __slots__ = (
+        "_waits",
+        "_call_id",
+        "_deserializer",
+        "_messages",
+        "_bytes",
+        "_granted",
+        "_last_size",
+        "_ended",
+        "_waiter",
+    )
 
     def __init__(self, waits: "LoopWaits", call_id: int, deserializer: Optional[Callable[[bytes], Any]]) -> None:
         self._waits = waits
         self._call_id = call_id
         self._deserializer = deserializer
         self._messages: Deque[bytes] = collections.deque()
+        self._bytes = 0  # of the messages queued
+        self._granted = 0  # credit given and not used yet
+        self._last_size = _AHEAD_BYTES  # unknown at first: one message
         self._ended = False  # the client half-closed (after the messages queued)
         self._waiter: Optional[asyncio.Future] = None
+        self._top_up()
+
+    def _top_up(self) -> None:
+        """Grants credit for as many messages as the read-ahead allows, if
+        no grant is out."""
+        if self._granted or self._ended:
+            return
+        queued = len(self._messages)
+        room = _AHEAD_BYTES - self._bytes
+        if room <= 0 or queued >= _AHEAD_MESSAGES:
+            return
+        n = min(_GRANT, _AHEAD_MESSAGES - queued, max(1, room // max(self._last_size, 1)))
+        self._granted = n
+        self._waits.credit(self._call_id, n)
 
     def arrived(self, payload: Optional[bytes]) -> None:
         """A message (None: the end of the stream) from Go."""
@@ -47,6 +79,11 @@ class RequestStream:
             self._ended = True
         else:
             self._messages.append(payload)
+            size = len(payload)
+            self._bytes += size
+            self._last_size = size
+            self._granted -= 1
+            self._top_up()
         waiter = self._waiter
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
@@ -62,7 +99,8 @@ class RequestStream:
             finally:
                 self._waiter = None
         message = self._messages.popleft()
-        self._waits.credit(self._call_id, 1)
+        self._bytes -= len(message)
+        self._top_up()
         deserializer = self._deserializer
         return message if deserializer is None else deserializer(message)
 
@@ -91,7 +129,6 @@ class LoopWaits:
         """Starts delivering a call's request messages to a stream."""
         stream = RequestStream(self, call_id, deserializer)
         self._streams[call_id] = stream
-        self.credit(call_id, _WINDOW)
         return stream
 
     def credit(self, call_id: int, n: int) -> None:
