@@ -69,6 +69,8 @@ class HandlerSource(Protocol):
 
     def find_handler(self, path: str, metadata: Any) -> Optional[grpc.RpcMethodHandler]: ...
 
+    def release_slot(self, call_id: int) -> None: ...
+
 
 def behavior_of(handler: grpc.RpcMethodHandler) -> Any:
     """The handler's function, whichever of grpc's four kinds it is."""
@@ -176,24 +178,26 @@ class CallRunner:
         self, call: CallState, ctx: ServicerContext, handler: grpc.RpcMethodHandler, payload: Optional[bytes]
     ) -> None:
         """_serve, then (with maximum_concurrent_rpcs) tells Go the handler
-        has returned, so that the call's place is free once it ended."""
+        has returned, so that the call's place is free once it ended
+        (``skipped`` says that too)."""
         try:
             self._serve(call, ctx, handler, payload)
         finally:
-            if self._holds_slots:
-                try:
-                    self._front.handler_done(call.call_id)
-                except RuntimeError:
-                    pass  # the server has stopped
+            self.skipped(call.call_id)
 
     def reject(self, call_id: int, code: int, details: str) -> None:
         """Ends a call before any handler ran."""
         try:
             self._front.finish(call_id, code, details)
-            if self._holds_slots:
-                self._front.handler_done(call_id)
         except RuntimeError:
             pass  # the server has stopped
+        self.skipped(call_id)
+
+    def skipped(self, call_id: int) -> None:
+        """No handler runs (any more) for this call: its
+        maximum_concurrent_rpcs place is free once it has ended."""
+        if self._holds_slots:
+            self._source.release_slot(call_id)
 
     def unexpected_error(self, path: str, call_id: int) -> None:
         """Logs the exception being handled, a bug, and ends the call."""

@@ -212,6 +212,7 @@ class ServerCore:
         try:
             details = self.front.call_details(call_id)
         except (LookupError, RuntimeError):
+            self.release_slot(call_id)
             return None  # the call ended while it waited
         metadata = tuple(Metadatum(k, v) for k, v in details["invocation_metadata"])
         try:
@@ -239,6 +240,7 @@ class ServerCore:
         self.pre_intercepted[lookup.call_id] = handler
         if not self._route(lookup.call_id, method_id):
             self.pre_intercepted.pop(lookup.call_id, None)
+            self.release_slot(lookup.call_id)
 
     def _route(self, call_id: int, method_id: int) -> bool:
         try:
@@ -247,10 +249,21 @@ class ServerCore:
             return False  # the server has stopped
 
     def _finish_quietly(self, call_id: int, code: int, details: str) -> None:
+        """Ends a looked-up call no handler will run."""
         try:
             self.front.finish(call_id, code, details)
         except RuntimeError:
             pass  # the server has stopped
+        self.release_slot(call_id)
+
+    def release_slot(self, call_id: int) -> None:
+        """No handler runs for a call Python took: with
+        maximum_concurrent_rpcs, its place is free once it has ended."""
+        if self.holds_slots:
+            try:
+                self.front.handler_done(call_id)
+            except RuntimeError:
+                pass  # the server has stopped
 
     # -- ports ---------------------------------------------------------------
 

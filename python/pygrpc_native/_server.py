@@ -22,10 +22,12 @@ Threads, and why:
   that finds no task held up).
 * While no task runs, the monitor itself waits for calls in Go and starts
   the first task when some arrive.
-* Calls whose client has gone (cancelled, deadline passed) before a handler
-  picked them up are not run: Go drops the ones still queued there, and a
-  drain task asks Go whether a call that waited in the deque for more than
-  ``_STALE`` is still live before running it.
+* Calls whose client has gone (cancelled, deadline passed, connection
+  closed) before a handler picked them up are not run: Go drops the ones
+  still queued there, and a drain task asks Go whether a call is still live
+  just before running it (one look at Go's call table, a fraction of a
+  percent of a call's cost): a client that closes its connection right
+  after sending is usually noticed by then.
 * Callbacks (add_callback) run once their call ends, never in the
   handler's thread, as in grpcio (_callbacks.CallbackRunner).
 * Lookups of methods only generic handlers (or interceptors) know run in
@@ -65,9 +67,6 @@ _BATCH = 256
 _IDLE = 0.02
 # How often the monitor looks for handlers that hold their task up.
 _TICK = 0.002
-# A call that waited in the deque longer than this is run only if Go says
-# its client is still there.
-_STALE = 0.002
 # How often wait_for_termination() lets Python run signal handlers.
 _WAIT_SLICE = 0.1
 
@@ -85,8 +84,8 @@ class _DrainTask:
 
 
 # A call taken from Go, waiting for a drain task: (method, call id,
-# request payload (None for a request stream), time.monotonic() when taken).
-_PendingCall = Tuple[Method, int, Optional[bytes], float]
+# request payload (None for a request stream)).
+_PendingCall = Tuple[Method, int, Optional[bytes]]
 
 
 class _Server(ServerCore, grpc.Server):
@@ -232,10 +231,9 @@ class _Server(ServerCore, grpc.Server):
         drain task if none runs."""
         methods = self.methods
         pending = self._pending
-        now = time.monotonic()
         for kind, call_id, method_id, payload, _client in events:
             if kind == EVENT_CALL:
-                pending.append((methods[method_id], call_id, payload, now))
+                pending.append((methods[method_id], call_id, payload))
             elif kind == EVENT_LOOKUP:
                 self._submit(self._lookup, call_id, payload.decode("utf-8", "replace"))
             # EVENT_CANCEL: only watched calls have callbacks to run, and
@@ -281,10 +279,9 @@ class _Server(ServerCore, grpc.Server):
         on a task that is leaving."""
         pending = self._pending
         call_runner = self._call_runner
-        monotonic = time.monotonic
         while True:
             try:
-                method, call_id, payload, taken = pending.popleft()
+                method, call_id, payload = pending.popleft()
             except IndexError:
                 task.call_id = None
                 if self._receive():
@@ -294,8 +291,9 @@ class _Server(ServerCore, grpc.Server):
                         self._end_task_locked(task)
                         return
                 continue
-            if monotonic() - taken > _STALE and not self._is_live(call_id):
-                continue  # the client is gone; Go counted it as cancelled
+            if not self._is_live(call_id):
+                call_runner.skipped(call_id)  # the client is gone; Go counted it as cancelled
+                continue
             task.call_id = call_id
             try:
                 call_runner.run(method, call_id, payload)
@@ -352,10 +350,10 @@ class _Server(ServerCore, grpc.Server):
             # The executor was shut down: calls can no longer be served.
             _LOGGER.error("pygrpc_native: the thread pool refused work (was it shut down?)")
             while self._pending:
-                _, call_id, _, _ = self._pending.popleft()
-                self.front.finish(call_id, _UNAVAILABLE, "Server thread pool is shut down")
+                _, call_id, _ = self._pending.popleft()
+                self._call_runner.reject(call_id, _UNAVAILABLE, "Server thread pool is shut down")
             if fn == self._lookup:
-                self.front.finish(args[0], _UNAVAILABLE, "Server thread pool is shut down")
+                self._call_runner.reject(args[0], _UNAVAILABLE, "Server thread pool is shut down")
             return False
 
 

@@ -148,7 +148,11 @@ class _AioServer(ServerCore, grpc.aio.Server):
             if kind == EVENT_CALL:
                 method = methods[method_id]
                 call = CallState(front, call_id, method.path)
-                call_tasks[call_id] = loop.create_task(self._serve(method, call, payload))  # type: ignore[union-attr]
+                task = call_tasks[call_id] = loop.create_task(self._serve(method, call, payload))  # type: ignore[union-attr]
+                if self.holds_slots:
+                    # Once the task is done, even if it was cancelled before
+                    # it ever ran, the call's place is free.
+                    task.add_done_callback(lambda _task, call_id=call_id: self.release_slot(call_id))
             elif kind == EVENT_CANCEL:
                 task = call_tasks.pop(call_id, None)
                 if task is not None:
@@ -214,11 +218,6 @@ class _AioServer(ServerCore, grpc.aio.Server):
             self._call_tasks.pop(call.call_id, None)
             if call.requests is not None:
                 self._waits.forget(call.call_id)  # type: ignore[union-attr]
-            if self.holds_slots:
-                try:
-                    self.front.handler_done(call.call_id)
-                except RuntimeError:
-                    pass  # the server has stopped
             if call.callbacks:
                 try:
                     for callback in call.callbacks:  # type: ignore[union-attr]  # never None here
