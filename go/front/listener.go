@@ -183,7 +183,7 @@ func (c *conn) RemoteAddr() net.Addr { return c.remote }
 
 // connState is the state the calls of one connection share. It is the
 // connection's remote address as grpc-go sees it (conn.RemoteAddr), so a
-// handler reaches it from peer.FromContext without a map lookup, and the
+// transport hands it to the front (ServerStream.Conn) without a map lookup, and the
 // peer string is formatted once per connection instead of once per call.
 type connState struct {
 	net.Addr
