@@ -80,12 +80,7 @@ def test_bidi_ping_pong_with_read_and_write(flavour):
 
     def scenario(run):
         outbox = queue.Queue()
-
-        def requests():
-            while (item := outbox.get(timeout=WAIT)) is not None:
-                yield item
-
-        call = run.channel.stream_stream(method("M"))(requests(), timeout=5)
+        call = run.channel.stream_stream(method("M"))(streams.from_queue(outbox), timeout=5)
         answers = []
         for i in range(4):
             outbox.put(b"%d" % i)

@@ -282,14 +282,7 @@ def test_bidi_ping_pong(flavour):
     def scenario(run):
         outbox = queue.Queue()
 
-        def requests():
-            while True:
-                item = outbox.get(timeout=WAIT)
-                if item is None:
-                    return
-                yield item
-
-        call = run.channel.stream_stream(method("M"))(requests(), timeout=5)
+        call = run.channel.stream_stream(method("M"))(streams.from_queue(outbox), timeout=5)
         answers = []
         for i in range(5):
             outbox.put(b"%d" % i)

@@ -45,7 +45,7 @@ type Config struct {
 	// until Python reports its handler done (Calls.HandlerDone), as grpcio
 	// counts calls, instead of only until the call ends on the wire.
 	HoldSlots bool
-	Limits            Limits
+	Limits    Limits
 	// TLS serves TLS with these credentials (ParseTLS); nil: plaintext.
 	TLS *tls.Config
 }

@@ -44,8 +44,8 @@ func (clientCodec) Unmarshal(d mem.BufferSlice, v any) error {
 	return nil
 }
 
-// startConfigured starts a front from a JSON config document.
-func startConfigured(t testing.TB, doc string) *Front {
+// configured is a front made from a JSON config document, not started.
+func configured(t testing.TB, doc string) *Front {
 	t.Helper()
 	cfg, err := ParseConfig([]byte(doc))
 	if err != nil {
@@ -55,17 +55,23 @@ func startConfigured(t testing.TB, doc string) *Front {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return f
+}
+
+// startConfigured starts a front from a JSON config document.
+func startConfigured(t testing.TB, doc string) *Front {
+	t.Helper()
+	f := configured(t, doc)
 	if err := f.Start(); err != nil {
 		t.Fatal(err)
 	}
 	return f
 }
 
-// newFront starts a front from a JSON config body (address and methods
-// are filled in) and a client connection to it; both end with the test.
-func newFront(t testing.TB, extra string) (*Front, *grpc.ClientConn) {
+// dial is a raw-bytes client connection to a started front; both end with
+// the test.
+func dial(t testing.TB, f *Front) *grpc.ClientConn {
 	t.Helper()
-	f := startConfigured(t, fmt.Sprintf(`{"address": "127.0.0.1:0", "methods": [[%q, false], [%q, true]]%s}`, sayPath, countPath, extra))
 	cc, err := grpc.NewClient(fmt.Sprintf("127.0.0.1:%d", f.Port()),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(clientCodec{})))
@@ -76,7 +82,15 @@ func newFront(t testing.TB, extra string) (*Front, *grpc.ClientConn) {
 		cc.Close()
 		f.Stop(-1)
 	})
-	return f, cc
+	return cc
+}
+
+// newFront starts a front from a JSON config body (address and methods
+// are filled in) and a client connection to it; both end with the test.
+func newFront(t testing.TB, extra string) (*Front, *grpc.ClientConn) {
+	t.Helper()
+	f := startConfigured(t, fmt.Sprintf(`{"address": "127.0.0.1:0", "methods": [[%q, false], [%q, true]]%s}`, sayPath, countPath, extra))
+	return f, dial(t, f)
 }
 
 // startFront is newFront with a Python stand-in that runs handle for
@@ -84,6 +98,13 @@ func newFront(t testing.TB, extra string) (*Front, *grpc.ClientConn) {
 func startFront(t testing.TB, extra string, handle func(f *Front, e Event)) (*Front, *grpc.ClientConn) {
 	t.Helper()
 	f, cc := newFront(t, extra)
+	serveEvents(t, f, handle)
+	return f, cc
+}
+
+// serveEvents hands every event of f to handle, on one goroutine, until
+// the front stops (at the end of the test).
+func serveEvents(t testing.TB, f *Front, handle func(f *Front, e Event)) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -101,7 +122,6 @@ func startFront(t testing.TB, extra string, handle func(f *Front, e Event)) (*Fr
 		f.Stop(-1)
 		<-done
 	})
-	return f, cc
 }
 
 // startSortingFront is startFront whose events go to two channels of

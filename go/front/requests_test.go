@@ -12,7 +12,6 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 )
 
 const (
@@ -30,30 +29,8 @@ var (
 func streamingFront(t *testing.T, extra string, handle func(f *Front, e Event)) (*Front, *grpc.ClientConn) {
 	t.Helper()
 	f := startConfigured(t, fmt.Sprintf(`{"address": "127.0.0.1:0", "methods": [[%q, false, true], [%q, true, true]]%s}`, collectPath, chatPath, extra))
-	cc, err := grpc.NewClient(fmt.Sprintf("127.0.0.1:%d", f.Port()),
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(clientCodec{})))
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			batch, closed := f.Events().Recv(64, math.MaxInt, -1)
-			if closed {
-				return
-			}
-			for _, e := range batch {
-				handle(f, e)
-			}
-		}
-	}()
-	t.Cleanup(func() {
-		cc.Close()
-		f.Stop(-1)
-		<-done
-	})
+	cc := dial(t, f)
+	serveEvents(t, f, handle)
 	return f, cc
 }
 
@@ -388,14 +365,7 @@ func (r *recordedStats) End(call any, _ time.Time, code codes.Code, reset bool) 
 }
 
 func TestCallStatsSeeACall(t *testing.T) {
-	cfg, err := ParseConfig([]byte(fmt.Sprintf(`{"address": "127.0.0.1:0", "methods": [[%q, false]]}`, sayPath)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := configured(t, fmt.Sprintf(`{"address": "127.0.0.1:0", "methods": [[%q, false]]}`, sayPath))
 	rec := &recordedStats{}
 	if err := f.SetStats(rec); err != nil {
 		t.Fatal(err)
@@ -403,21 +373,14 @@ func TestCallStatsSeeACall(t *testing.T) {
 	if err := f.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer f.Stop(-1)
 	if err := f.SetStats(rec); err == nil {
 		t.Fatal("SetStats after Start")
 	}
+	cc := dial(t, f)
 	go func() {
 		batch, _ := f.Events().Recv(1, math.MaxInt, -1)
 		f.Calls().Respond(batch[0].CallID, msg("pong!"), true)
 	}()
-	cc, err := grpc.NewClient(fmt.Sprintf("127.0.0.1:%d", f.Port()),
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(clientCodec{})))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cc.Close()
 	if _, err := say(context.Background(), cc, "ping"); err != nil {
 		t.Fatal(err)
 	}

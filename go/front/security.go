@@ -6,7 +6,6 @@ import (
 	"encoding/asn1"
 	"encoding/pem"
 	"net/netip"
-
 )
 
 // ConnSecurity is what a connection proves about its client. It is

@@ -64,12 +64,14 @@ class HandlerSource(Protocol):
     interceptors: Sequence[Any]
     # Looked-up calls the interceptors already answered: call id -> handler.
     pre_intercepted: Dict[int, grpc.RpcMethodHandler]
-    # Go counts a call against maximum_concurrent_rpcs until handler_done.
-    holds_slots: bool
-
     def find_handler(self, path: str, metadata: Any) -> Optional[grpc.RpcMethodHandler]: ...
 
+    # A call Python took and runs no handler for (any more): its
+    # maximum_concurrent_rpcs place is free once it has ended.
     def release_slot(self, call_id: int) -> None: ...
+
+    # Ends a call no handler runs (and releases its place).
+    def reject(self, call_id: int, code: int, details: str) -> None: ...
 
 
 def behavior_of(handler: grpc.RpcMethodHandler) -> Any:
@@ -118,14 +120,13 @@ class CallRunner:
     what every call needs of its server: the front, the interceptors, how
     handlers are found, and the runner of add_callback() callbacks."""
 
-    __slots__ = ("_front", "_interceptors", "_source", "_callbacks", "_holds_slots")
+    __slots__ = ("_front", "_interceptors", "_source", "_callbacks")
 
     def __init__(self, source: HandlerSource, callbacks: CallbackRunner) -> None:
         self._front = source.front
         self._interceptors = tuple(source.interceptors)
         self._source = source
         self._callbacks = callbacks
-        self._holds_slots = source.holds_slots
 
     def run(self, method: Method, call_id: int, payload: Optional[bytes]) -> None:
         """Runs one native call: find its handler, then serve it here, or in
@@ -178,26 +179,15 @@ class CallRunner:
         self, call: CallState, ctx: ServicerContext, handler: grpc.RpcMethodHandler, payload: Optional[bytes]
     ) -> None:
         """_serve, then (with maximum_concurrent_rpcs) tells Go the handler
-        has returned, so that the call's place is free once it ended
-        (``skipped`` says that too)."""
+        has returned, so that the call's place is free once it ended."""
         try:
             self._serve(call, ctx, handler, payload)
         finally:
-            self.skipped(call.call_id)
+            self._source.release_slot(call.call_id)
 
     def reject(self, call_id: int, code: int, details: str) -> None:
         """Ends a call before any handler ran."""
-        try:
-            self._front.finish(call_id, code, details)
-        except RuntimeError:
-            pass  # the server has stopped
-        self.skipped(call_id)
-
-    def skipped(self, call_id: int) -> None:
-        """No handler runs (any more) for this call: its
-        maximum_concurrent_rpcs place is free once it has ended."""
-        if self._holds_slots:
-            self._source.release_slot(call_id)
+        self._source.reject(call_id, code, details)
 
     def unexpected_error(self, path: str, call_id: int) -> None:
         """Logs the exception being handled, a bug, and ends the call."""

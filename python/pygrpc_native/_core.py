@@ -219,13 +219,13 @@ class ServerCore:
             handler = self.find_handler(path, metadata)
         except Exception as exc:  # noqa: BLE001
             _LOGGER.exception("Exception servicing handler")
-            self._finish_quietly(call_id, _UNKNOWN, self.lookup_failure_details(exc))
+            self.reject(call_id, _UNKNOWN, self.lookup_failure_details(exc))
             return None
         if handler is not None:
             self._route(call_id, self._add_method(path, handler))
             return None
         if not self.interceptors:
-            self._finish_quietly(call_id, _UNIMPLEMENTED, DETAILS_METHOD_NOT_FOUND)
+            self.reject(call_id, _UNIMPLEMENTED, DETAILS_METHOD_NOT_FOUND)
             return None
         return Lookup(call_id, HandlerCallDetails(path, metadata))
 
@@ -234,7 +234,7 @@ class ServerCore:
         the handler they gave (None: no one answers it); the interceptors
         are not run again for this call (``pre_intercepted``)."""
         if handler is None:
-            self._finish_quietly(lookup.call_id, _UNIMPLEMENTED, DETAILS_METHOD_NOT_FOUND)
+            self.reject(lookup.call_id, _UNIMPLEMENTED, DETAILS_METHOD_NOT_FOUND)
             return
         method_id = self._add_method(lookup.details.method, handler, known=False)
         self.pre_intercepted[lookup.call_id] = handler
@@ -248,8 +248,8 @@ class ServerCore:
         except RuntimeError:
             return False  # the server has stopped
 
-    def _finish_quietly(self, call_id: int, code: int, details: str) -> None:
-        """Ends a looked-up call no handler will run."""
+    def reject(self, call_id: int, code: int, details: str) -> None:
+        """Ends a call Python took that no handler will run."""
         try:
             self.front.finish(call_id, code, details)
         except RuntimeError:

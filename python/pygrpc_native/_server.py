@@ -292,7 +292,7 @@ class _Server(ServerCore, grpc.Server):
                         return
                 continue
             if not self._is_live(call_id):
-                call_runner.skipped(call_id)  # the client is gone; Go counted it as cancelled
+                self.release_slot(call_id)  # the client is gone; Go counted it as cancelled
                 continue
             task.call_id = call_id
             try:

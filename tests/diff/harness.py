@@ -292,13 +292,19 @@ def call(
             return outcome_of(err)
         return outcome_of(unary_call, (response,))
     stream_call = channel.unary_stream(path)(request, metadata=metadata, timeout=timeout)
+    return outcome_of(stream_call, read_all(stream_call))
+
+
+def read_all(stream_call: Any) -> List[bytes]:
+    """The responses a streaming call gives until it ends, however it ends
+    (its status says how)."""
     responses: List[bytes] = []
     try:
         for response in stream_call:
             responses.append(response)
     except grpc.RpcError:
         pass
-    return outcome_of(stream_call, responses)
+    return responses
 
 
 call_unary = functools.partial(call, streaming=False)

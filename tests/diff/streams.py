@@ -77,13 +77,7 @@ def call(
             return harness.outcome_of(err)
         return harness.outcome_of(done, (response,))
     stream_call = channel.stream_stream(path)(iter(requests), metadata=metadata, timeout=timeout, compression=compression)
-    responses: List[bytes] = []
-    try:
-        for response in stream_call:
-            responses.append(response)
-    except grpc.RpcError:
-        pass
-    return harness.outcome_of(stream_call, responses)
+    return harness.outcome_of(stream_call, harness.read_all(stream_call))
 
 
 def start(channel: grpc.Channel, kind: str, path: str, requests: Iterable[bytes], timeout: Optional[float] = 10) -> Any:
@@ -104,13 +98,15 @@ def finish(started: Any, kind: str, wait: float = harness.WAIT) -> Tuple[Any, ..
             return grpc.StatusCode.CANCELLED, "cancelled future", ()
         except grpc.RpcError as err:
             return err.code(), err.details(), ()
-    responses: List[bytes] = []
-    try:
-        for response in started:
-            responses.append(response)
-    except grpc.RpcError:
-        pass
+    responses = harness.read_all(started)
     return started.code(), started.details(), tuple(responses)
+
+
+def from_queue(outbox: Any, timeout: float = harness.WAIT) -> Iterator[bytes]:
+    """Requests as a test puts them in outbox (a queue.Queue), until None:
+    for ping-pong, each sent once the previous answer came."""
+    while (item := outbox.get(timeout=timeout)) is not None:
+        yield item
 
 
 def numbered(count: int, size: int = 0) -> List[bytes]:

@@ -293,7 +293,7 @@ class _AioServer(ServerCore, grpc.aio.Server):
             handler = await self._run_interceptors(nothing, lookup.details)
         except Exception as exc:  # noqa: BLE001 - grpc.aio's outcome for any exception
             _LOGGER.error("Unexpected error looking up %s", lookup.details.method, exc_info=exc)
-            self._finish_quietly(lookup.call_id, _UNKNOWN.value[0], f"Unexpected {type(exc)}: {exc}")
+            self.reject(lookup.call_id, _UNKNOWN.value[0], f"Unexpected {type(exc)}: {exc}")
             return
         self.intercepted(lookup, handler)
 
