@@ -32,6 +32,8 @@ INIT_PARAMS = [
     ("maximum_concurrent_rpcs", None),
     ("fallback", None),
     ("credentials", None),
+    ("health", False),
+    ("hold_slots", False),
 ]
 
 METHOD_PARAMS = {
@@ -54,7 +56,7 @@ METHOD_PARAMS = {
     "call_details": [("call_id", _EMPTY)],
     "metrics": [],
     "bind": [("address", None)],
-    "add_method": [("path", _EMPTY), ("server_streaming", _EMPTY)],
+    "add_method": [("path", _EMPTY), ("server_streaming", _EMPTY), ("client_streaming", False)],
     "add_fallback_method": [("path", _EMPTY)],
     "route": [("call_id", _EMPTY), ("method_id", _EMPTY)],
     "watch": [("call_id", _EMPTY)],
@@ -62,6 +64,12 @@ METHOD_PARAMS = {
     "event_fd": [],
     "set_compression": [("call_id", _EMPTY), ("name", _EMPTY)],
     "disable_next_message_compression": [("call_id", _EMPTY)],
+    # Request streams, maximum_concurrent_rpcs as grpcio counts, room (issue 23).
+    "request_messages": [("call_id", _EMPTY), ("n", 1)],
+    "read_message": [("call_id", _EMPTY)],
+    "handler_done": [("call_id", _EMPTY)],
+    "wait_room": [("call_id", _EMPTY)],
+    "notify_room": [("call_id", _EMPTY)],
 }
 
 METRIC_KEYS = {
@@ -108,6 +116,10 @@ def _check_params(where, params, expected):
 def test_lookup_and_fallback_constants():
     assert pygrpc_native.EVENT_LOOKUP == 3
     assert pygrpc_native.FALLBACK == -1
+
+
+def test_request_stream_and_room_constants():
+    assert (pygrpc_native.EVENT_MESSAGE, pygrpc_native.EVENT_HALF_CLOSE, pygrpc_native.EVENT_ROOM) == (4, 5, 6)
 
 
 def test_blocking_attribute():

@@ -1171,7 +1171,8 @@ static PyObject *Front_request_messages(PyObject *self, PyObject *args) {
         return NULL;
     }
     char *err = NULL;
-    return result_to_py(pgn_request_messages(c.h, c.id, n, &err), c.id, err);
+    int rc = pgn_request_messages(c.h, c.id, n, &err); /* before err is read */
+    return result_to_py(rc, c.id, err);
 }
 
 /* Request messages up to this size are copied by pgn_read straight into the
