@@ -4,16 +4,20 @@
 //
 // The flow of one call:
 //
-//	client --HTTP/2--> grpc-go handler goroutine
-//	        method id from the path, request bytes read with a raw codec
+//	client --HTTP/2--> the transport (grpc-go's server behind the seam of
+//	        transport.go), which admits the call and hands it over as a
+//	        ServerStream on the call's goroutine
+//	     -> method id from the path; the request read (a unary request), or
+//	        the request stream started under credit (requests.go)
 //	     -> Event{Kind: EventCall} pushed on the front's Events
 //	     -> Python takes a batch of events with Events.Recv (one GIL trip
-//	        for many)
+//	        for many), and a request stream's messages as EventMessage
+//	        events or by pulling them (Calls.Read)
 //	     -> Python answers with Calls.Respond/Send/Finish from any thread,
-//	        by call id
-//	     -> the handler goroutine writes the answer and returns.
+//	        by call id, into the call's bounded op queue
+//	     -> the call's goroutine writes the answer and returns.
 //
-// The handler goroutine never waits on Python without also watching the
+// The call's goroutine never waits on Python without also watching the
 // call's context, so deadlines and client cancellation are decided here, off
 // the GIL: the client gets its status whether or not Python ever answers, and
 // Python is told with an EventCancel.
