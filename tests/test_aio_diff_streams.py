@@ -7,7 +7,6 @@ share are in test_diff_streams.py.
 """
 
 import asyncio
-import queue
 
 import grpc
 import grpc.aio
@@ -79,14 +78,7 @@ def test_bidi_ping_pong_with_read_and_write(flavour):
             await ctx.write(b"pong " + msg)
 
     def scenario(run):
-        outbox = queue.Queue()
-        call = run.channel.stream_stream(method("M"))(streams.from_queue(outbox), timeout=5)
-        answers = []
-        for i in range(4):
-            outbox.put(b"%d" % i)
-            answers.append(next(call))
-        outbox.put(None)
-        return answers, list(call), call.code()
+        return streams.ping_pong(run.channel, method("M"), 4)
 
     ref = same(_handlers("stream_stream", handler), scenario, loop=flavour.name)
     assert ref == ([b"pong %d" % i for i in range(4)], [], SC.OK)

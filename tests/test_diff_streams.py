@@ -16,7 +16,6 @@ A client that keeps sending while the server acts comes from a generator
 into run.state and compared alongside what the client saw.
 """
 
-import queue
 from concurrent import futures
 
 import grpc
@@ -280,16 +279,7 @@ def test_bidi_ping_pong(flavour):
             state.append("log", b"sent " + r)
 
     def scenario(run):
-        outbox = queue.Queue()
-
-        call = run.channel.stream_stream(method("M"))(streams.from_queue(outbox), timeout=5)
-        answers = []
-        for i in range(5):
-            outbox.put(b"%d" % i)
-            answers.append(next(call))
-        outbox.put(None)
-        rest = list(call)
-        return answers, rest, call.code(), run.state.records.get("log")
+        return *streams.ping_pong(run.channel, method("M"), 5), run.state.records.get("log")
 
     ref = flavour.same(streams.serving(flavour, "stream_stream", {"M": pong}), scenario)
     assert ref[0] == [b"pong %d" % i for i in range(5)] and ref[1:3] == ([], SC.OK)

@@ -181,20 +181,29 @@ func stream(ctx context.Context, cc *grpc.ClientConn, desc *grpc.StreamDesc, met
 	if err := s.CloseSend(); err != nil {
 		return err
 	}
-	got, ok := 0, true
-	for {
-		err := s.RecvMsg(resp)
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return err
-		}
-		got++
-		ok = ok && resp.match
+	got, ok, err := readToEnd(s, resp)
+	if err != nil {
+		return err
 	}
 	resp.match = ok && got == n
 	return nil
+}
+
+// readToEnd reads a stream's responses until its status: how many came,
+// whether each matched, and the status as an error unless OK.
+func readToEnd(s grpc.ClientStream, resp *response) (got int, allMatched bool, err error) {
+	allMatched = true
+	for {
+		err := s.RecvMsg(resp)
+		if err == io.EOF {
+			return got, allMatched, nil
+		}
+		if err != nil {
+			return got, allMatched, err
+		}
+		got++
+		allMatched = allMatched && resp.match
+	}
 }
 
 // collect makes one client-streaming call: n messages, a half-close, and the
@@ -247,16 +256,9 @@ func pingpong(ctx context.Context, cc *grpc.ClientConn, desc *grpc.StreamDesc, m
 	if err := s.CloseSend(); err != nil {
 		return err
 	}
-	extra := 0
-	for {
-		err := s.RecvMsg(resp)
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return err
-		}
-		extra++
+	extra, _, err := readToEnd(s, resp)
+	if err != nil {
+		return err
 	}
 	resp.match = ok && extra == 0
 	return nil

@@ -15,6 +15,7 @@ request iterator and gives the client's harness.Outcome.
 
 from __future__ import annotations
 
+import queue
 import threading
 import time
 from typing import Any, Callable, Iterable, Iterator, List, Optional, Sequence, Tuple
@@ -107,6 +108,20 @@ def from_queue(outbox: Any, timeout: float = harness.WAIT) -> Iterator[bytes]:
     for ping-pong, each sent once the previous answer came."""
     while (item := outbox.get(timeout=timeout)) is not None:
         yield item
+
+
+def ping_pong(channel: grpc.Channel, path: str, count: int) -> Tuple[List[bytes], List[bytes], Any]:
+    """A bidi call that sends b"0", b"1", ... each once the answer to the
+    previous came: (the answers, what came after the half-close, the code)."""
+    outbox: Any = queue.Queue()
+    call = channel.stream_stream(path)(from_queue(outbox), timeout=5)
+    answers = []
+    for i in range(count):
+        outbox.put(b"%d" % i)
+        answers.append(next(call))
+    outbox.put(None)
+    rest = list(call)
+    return answers, rest, call.code()
 
 
 def numbered(count: int, size: int = 0) -> List[bytes]:
