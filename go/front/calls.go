@@ -90,11 +90,18 @@ func (cs *Calls) start(c *call) {
 // watches it, and whether Python has seen it: a call Python never saw is
 // never shown to it (its queued events are dropped), and gives its slot
 // back at once. Ops that Python sends afterwards report ResultEnded.
+//
+// A call Python completed was seen by it; unless it has a request stream
+// (whose queued messages must be dropped), end doesn't ask the event queue,
+// whose lock every call would otherwise take once more.
 func (cs *Calls) end(c *call, o outcome) (watched, seen bool) {
 	if c.stop != nil {
 		c.stop()
 	}
-	seen = cs.events.main.endUnseen(c)
+	seen = true
+	if o != outcomeCompleted || c.requests != nil {
+		seen = cs.events.main.endUnseen(c)
+	}
 	watched, slotFree := cs.table.remove(c, cs.holdSlots && seen)
 	if c.requests != nil {
 		c.requests.close()

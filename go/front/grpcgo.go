@@ -139,8 +139,10 @@ type grpcgoHandler struct{ h *handler }
 // any handler: the front's admission hook.
 func (g grpcgoHandler) tap(ctx context.Context, info *tap.Info) (context.Context, error) {
 	var conn *connState
-	if p, ok := peer.FromContext(ctx); ok {
-		conn, _ = p.Addr.(*connState)
+	if g.h.cfg.Ordered { // only ordering needs the connection here
+		if p, ok := peer.FromContext(ctx); ok {
+			conn, _ = p.Addr.(*connState)
+		}
 	}
 	return g.h.admit(ctx, info.Header, conn)
 }

@@ -50,7 +50,8 @@ type handler struct {
 // admit is the admission hook a transport runs before a call starts, in
 // the order the connection's calls arrived: the place to refuse oversized
 // metadata and bad tokens cheaply (only that call ends) and to take an
-// ordering ticket. The returned context is the call's.
+// ordering ticket. The returned context is the call's. conn is the call's
+// connection, which only an ordered front needs (nil is fine otherwise).
 func (h *handler) admit(ctx context.Context, md metadata.MD, conn *connState) (context.Context, error) {
 	if err := checkMetadataSize(md, h.cfg.Limits.MaxHeaderListSize); err != nil {
 		h.m.callsRefused.Add(1)

@@ -103,7 +103,11 @@ func (s *stream) finish(o op) error {
 			}
 		}
 	}
-	s.out.Finish(status.New(o.code, o.details), o.md)
+	var st *status.Status // nil: OK, without allocating one per call
+	if o.code != codes.OK {
+		st = status.New(o.code, o.details)
+	}
+	s.out.Finish(st, o.md)
 	s.h.calls.end(c, outcomeCompleted)
 	return nil
 }

@@ -81,8 +81,8 @@ type ServerStream interface {
 	SetCompressor(name string)
 	// SendCompressor is the response encoding set so far ("" for none).
 	SendCompressor() string
-	// Finish ends the call with a status (its details proto included) and
-	// trailing metadata.
+	// Finish ends the call with a status (its details proto included; nil
+	// is OK) and trailing metadata.
 	Finish(s *status.Status, trailer metadata.MD)
 }
 
