@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"os"
 	"strings"
 	"time"
 )
@@ -48,6 +49,32 @@ type Config struct {
 	Limits    Limits
 	// TLS serves TLS with these credentials (ParseTLS); nil: plaintext.
 	TLS *tls.Config
+	// Transport is the HTTP/2 transport behind the seam: TransportGRPCGo
+	// (grpc-go's server, the default) or TransportH2 (the front's own).
+	Transport string
+}
+
+// The transports a front can serve with (Config.Transport).
+const (
+	TransportGRPCGo = "grpcgo"
+	TransportH2     = "h2"
+)
+
+// transportOption names the transport in a server's options; without it,
+// the PGN_TRANSPORT environment variable does (for running whole test
+// suites on either), and without that, grpc-go's.
+const (
+	transportOption = "grpc.pygrpc_native.transport"
+	transportEnv    = "PGN_TRANSPORT"
+)
+
+// checkTransport validates a transport name from where (the option or the
+// environment variable).
+func checkTransport(name, where string) error {
+	if name == TransportGRPCGo || name == TransportH2 {
+		return nil
+	}
+	return configErrorf("%s must be %q or %q, got %q", where, TransportGRPCGo, TransportH2, name)
 }
 
 // Limits are the protocol settings that grpcio channel options control.
@@ -198,6 +225,14 @@ func ParseConfig(doc []byte) (*Config, error) {
 			continue
 		}
 		given[name] = true
+		if name == transportOption {
+			t, _ := kv[1].(string)
+			if err := checkTransport(t, transportOption); err != nil {
+				return nil, err
+			}
+			cfg.Transport = t
+			continue
+		}
 		n, isInt := intValue(kv[1])
 		if !isInt {
 			continue
@@ -207,6 +242,15 @@ func ParseConfig(doc []byte) (*Config, error) {
 		}
 	}
 	cfg.Limits.MaxHeaderListSize = headerListLimit(soft, hard)
+	if cfg.Transport == "" {
+		cfg.Transport = TransportGRPCGo
+		if t := os.Getenv(transportEnv); t != "" {
+			if err := checkTransport(t, transportEnv); err != nil {
+				return nil, err
+			}
+			cfg.Transport = t
+		}
+	}
 	return cfg, nil
 }
 

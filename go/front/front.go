@@ -158,7 +158,11 @@ func (f *Front) Start() error {
 			return err
 		}
 	}
-	f.srv = newGRPCGoServer(&f.cfg.Limits, f.handler, f.listeners.anyTLS(), f.stats)
+	if f.cfg.Transport == TransportH2 {
+		f.srv = newH2Server(&f.cfg.Limits, f.handler, f.stats)
+	} else {
+		f.srv = newGRPCGoServer(&f.cfg.Limits, f.handler, f.listeners.anyTLS(), f.stats)
+	}
 	f.phase.set(phaseServing)
 	for _, lis := range f.listeners.all {
 		f.serveDone.Add(1)

@@ -323,6 +323,9 @@ func (s *grpcgoStream) SendCompressor() string {
 	return compressNone
 }
 
+// Flush: grpc-go's transport writes on its own (its loopy writer).
+func (s *grpcgoStream) Flush() {}
+
 func (s *grpcgoStream) Finish(st *status.Status, trailer metadata.MD) {
 	if len(trailer) > 0 {
 		s.ss.SetTrailer(trailer)

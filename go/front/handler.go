@@ -115,6 +115,21 @@ func (h *handler) serve(st ServerStream) error {
 	return h.refuse(ctx, status.Error(codes.Unimplemented, detailsMethodNotFound))
 }
 
+// dispatchAtHeaders tells a transport that hands a call over once its
+// request is in (h2) whether the call to path is wanted at once instead:
+// request streams, relayed calls, and paths the front answers or looks up
+// without reading a request first. Only known unary-request methods and
+// health wait for their request.
+func (h *handler) dispatchAtHeaders(path string) bool {
+	if h.health.answers(path) != nil {
+		return false
+	}
+	if _, m, ok := h.methods.lookup(path); ok {
+		return m.ClientStreaming || m.Fallback
+	}
+	return true
+}
+
 // relayToFallback hands a call to the fallback server; it keeps no place
 // in Python's order.
 func (h *handler) relayToFallback(st ServerStream, path string) error {

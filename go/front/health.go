@@ -246,6 +246,7 @@ func (h *healthTable) serve(st ServerStream, path string) error {
 				return err
 			}
 		}
+		st.Flush()
 		select {
 		case <-w.wake:
 		case <-ctx.Done():

@@ -116,6 +116,7 @@ func (r *fallbackRelay) relay(st ServerStream, path string) error {
 				if err := st.SendHeader(hdr); err != nil {
 					return err
 				}
+				st.Flush()
 			}
 		}
 		if errors.Is(err, io.EOF) {
@@ -133,6 +134,7 @@ func (r *fallbackRelay) relay(st ServerStream, path string) error {
 		if err := sendMessage(st, m, relayed.uncompressedInCompressed(), r.sendLimit); err != nil {
 			return err
 		}
+		st.Flush()
 	}
 }
 

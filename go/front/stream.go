@@ -31,6 +31,7 @@ func (s *stream) serve() error {
 					return err
 				}
 			}
+			s.out.Flush()
 		case <-s.c.ctx.Done():
 			return s.abandon(s.c.ctx.Err())
 		}

@@ -81,8 +81,13 @@ type ServerStream interface {
 	SetCompressor(name string)
 	// SendCompressor is the response encoding set so far ("" for none).
 	SendCompressor() string
+	// Flush writes out what the sends above queued. A transport may hold
+	// sent frames until Flush or Finish so that the answers of one batch of
+	// ops go out in one write; an owner that is about to wait (for Python,
+	// for a message to relay, for a health change) calls Flush first.
+	Flush()
 	// Finish ends the call with a status (its details proto included; nil
-	// is OK) and trailing metadata.
+	// is OK) and trailing metadata, and writes it out.
 	Finish(s *status.Status, trailer metadata.MD)
 }
 

@@ -1,0 +1,845 @@
+package front
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/grpc/status"
+)
+
+// Receive windows the h2 transport grants: each stream's
+// (SETTINGS_INITIAL_WINDOW_SIZE) and the connection's. They are given back
+// as data is taken (a quarter at a time), so they bound what a client has in
+// flight, not what a call may send; a request stream whose messages wait
+// for credit stops getting its stream window back (h2Stream.backlog), so a
+// client that outruns its handler is held back by flow control.
+const (
+	h2StreamWindow = 1 << 20
+	h2ConnWindow   = 4 << 20
+)
+
+// h2DrainPing is the PING payload that marks a graceful GOAWAY's first
+// phase; its ack (or h2DrainTimeout) starts the second.
+var h2DrainPing = [8]byte{'p', 'g', 'n', 'd', 'r', 'a', 'i', 'n'}
+
+const h2DrainTimeout = time.Second
+
+// goAwayDrain and goAwayNow are how goAway ends a connection: gracefully
+// (calls in flight finish), or at once with an error code.
+type goAwayKind uint8
+
+const (
+	goAwayDrain goAwayKind = iota
+	goAwayNow
+)
+
+// h2Conn is one connection of the h2 transport. Its reader goroutine
+// (serve) is the only one that reads the socket; sends go through w.
+type h2Conn struct {
+	srv *h2Server
+	// raw is the accepted socket (closing it ends everything); nc is what
+	// the reader reads: raw, or the TLS connection over it.
+	raw      net.Conn
+	nc       net.Conn
+	cs       *connState // nil for a connection no listener of ours accepted
+	security *ConnSecurity
+	ctx      context.Context // ends when the connection closes
+	cancel   context.CancelFunc
+	w        *h2Writer
+
+	// Reader only.
+	fr          *http2.Framer
+	recvWindow  int64 // connection window left to the client
+	connUnack   int
+	// lastRead is when a frame last arrived (keepalive), in Unix ns.
+	lastRead atomic.Int64
+	// maxStreamID is the largest stream id the client opened (written by
+	// the reader only; read by finalGoAway).
+	maxStreamID atomic.Uint32
+
+	mu      sync.Mutex // guards what follows, and h2Stream.dispatched/released
+	streams map[uint32]*h2Stream
+	peerRST map[uint32]bool // streams the client reset, until released
+	// draining: the first GOAWAY went out; goneAway: the final one did,
+	// with lastGood as its last stream id; closed: the socket is closed.
+	draining, goneAway, closed bool
+	// ready: the handshake is done (until then a stop just closes).
+	ready bool
+	lastGood                   uint32
+	idleSince                  time.Time
+	// kick wakes the timer goroutine (idle and drain state changed).
+	kick chan struct{}
+}
+
+func newH2Conn(s *h2Server, nc net.Conn) *h2Conn {
+	c := &h2Conn{
+		srv:        s,
+		raw:        nc,
+		nc:         nc,
+		security:   plaintextSecurity,
+		streams:    make(map[uint32]*h2Stream),
+		peerRST:    make(map[uint32]bool),
+		recvWindow: h2ConnWindow,
+		kick:       make(chan struct{}, 1),
+		idleSince:  time.Now(),
+	}
+	if lc, ok := nc.(*conn); ok {
+		c.cs = lc.remote
+	}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	c.w = newH2Writer(nc, func(err error) { c.close(err) })
+	return c
+}
+
+// serve runs the connection: handshake, then frames until it closes.
+func (c *h2Conn) serve() {
+	defer c.srv.forget(c)
+	if err := c.handshake(); err != nil {
+		c.close(err)
+		return
+	}
+	go c.timers()
+	err := c.readFrames()
+	c.close(err)
+	c.mu.Lock()
+	pending := make([]*h2Stream, 0, len(c.streams))
+	for _, s := range c.streams {
+		pending = append(pending, s)
+	}
+	c.mu.Unlock()
+	for _, s := range pending {
+		s.cut()
+		c.mu.Lock()
+		mine := !s.dispatched
+		c.mu.Unlock()
+		if mine {
+			c.endStream(s, codes.Canceled, true)
+		}
+	}
+}
+
+// handshake does TLS (for a TLS listener, insisting on ALPN h2), reads the
+// client preface and its first SETTINGS, and sends ours, all within the
+// handshake timeout.
+func (c *h2Conn) handshake() error {
+	limits := c.srv.limits
+	_ = c.nc.SetDeadline(time.Now().Add(limits.HandshakeTimeout))
+	if lc, ok := c.nc.(*conn); ok && lc.tls != nil {
+		tc := tls.Server(c.nc, c.srv.tlsConfig(lc.tls))
+		if err := tc.Handshake(); err != nil {
+			return fmt.Errorf("TLS handshake: %w", err)
+		}
+		state := tc.ConnectionState()
+		if state.NegotiatedProtocol != "h2" {
+			return errors.New("TLS handshake: the client did not negotiate h2 (ALPN)")
+		}
+		c.security = connSecurity(&state, c.cs)
+		c.nc = tc
+		c.w.mu.Lock()
+		c.w.nc = tc
+		c.w.mu.Unlock()
+	}
+	br := bufio.NewReaderSize(c.nc, 32<<10)
+	var preface [len(http2.ClientPreface)]byte
+	if _, err := io.ReadFull(br, preface[:]); err != nil {
+		return fmt.Errorf("reading the client preface: %w", err)
+	}
+	if string(preface[:]) != http2.ClientPreface {
+		return errors.New("the client preface is not HTTP/2's")
+	}
+	c.fr = http2.NewFramer(nil, br)
+	c.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	c.fr.MaxHeaderListSize = transportHeaderListLimit
+	c.w.controlSync(func(b []byte) []byte {
+		b = appendSettings(b,
+			http2.Setting{ID: http2.SettingMaxConcurrentStreams, Val: limits.MaxConcurrentStreams},
+			http2.Setting{ID: http2.SettingInitialWindowSize, Val: h2StreamWindow},
+			http2.Setting{ID: http2.SettingMaxHeaderListSize, Val: transportHeaderListLimit},
+		)
+		return appendWindowUpdate(b, 0, h2ConnWindow-65535)
+	})
+	f, err := c.fr.ReadFrame()
+	if err != nil {
+		return fmt.Errorf("reading the client's first SETTINGS: %w", err)
+	}
+	sf, ok := f.(*http2.SettingsFrame)
+	if !ok || sf.IsAck() {
+		c.goAwayError(http2.ErrCodeProtocol, "the first frame after the preface must be SETTINGS")
+		return errors.New("the client's first frame is not SETTINGS")
+	}
+	if err := c.settings(sf); err != nil {
+		return err
+	}
+	_ = c.nc.SetDeadline(time.Time{})
+	c.lastRead.Store(time.Now().UnixNano())
+	c.mu.Lock()
+	c.ready = true
+	c.mu.Unlock()
+	return nil
+}
+
+// readFrames reads and acts on frames until the connection fails or
+// closes.
+func (c *h2Conn) readFrames() error {
+	for {
+		f, err := c.fr.ReadFrame()
+		if err != nil {
+			var se http2.StreamError
+			if errors.As(err, &se) {
+				c.streamError(se.StreamID, se.Code)
+				continue
+			}
+			var ce http2.ConnectionError
+			if errors.As(err, &ce) {
+				c.goAwayError(http2.ErrCode(ce), err.Error())
+				return err
+			}
+			return err
+		}
+		c.lastRead.Store(time.Now().UnixNano())
+		if err := c.frame(f); err != nil {
+			return err
+		}
+	}
+}
+
+// frame acts on one frame; an error closes the connection (after a GOAWAY
+// saying why, where one is due).
+func (c *h2Conn) frame(f http2.Frame) error {
+	switch f := f.(type) {
+	case *http2.MetaHeadersFrame:
+		return c.headers(f)
+	case *http2.DataFrame:
+		return c.data(f)
+	case *http2.SettingsFrame:
+		if f.IsAck() {
+			return nil
+		}
+		return c.settings(f)
+	case *http2.PingFrame:
+		if f.IsAck() {
+			if f.Data == h2DrainPing {
+				c.finalGoAway()
+			}
+			return nil
+		}
+		c.w.control(func(b []byte) []byte { return appendPing(b, true, f.Data) })
+	case *http2.WindowUpdateFrame:
+		return c.windowUpdate(f)
+	case *http2.RSTStreamFrame:
+		c.peerReset2(f.StreamID)
+	case *http2.GoAwayFrame:
+		// The client is leaving; its calls in flight go on.
+	case *http2.PushPromiseFrame:
+		c.goAwayError(http2.ErrCodeProtocol, "a client must not send PUSH_PROMISE")
+		return errors.New("PUSH_PROMISE from the client")
+	}
+	return nil
+}
+
+// settings applies the client's SETTINGS and acknowledges them.
+func (c *h2Conn) settings(f *http2.SettingsFrame) error {
+	var bad error
+	_ = f.ForeachSetting(func(s http2.Setting) error {
+		if err := s.Valid(); err != nil {
+			bad = err
+			return err
+		}
+		switch s.ID {
+		case http2.SettingInitialWindowSize:
+			c.setInitialWindow(int64(s.Val))
+		case http2.SettingMaxFrameSize:
+			c.w.mu.Lock()
+			c.w.maxFrame = int(s.Val)
+			c.w.mu.Unlock()
+		case http2.SettingHeaderTableSize:
+			c.w.mu.Lock()
+			c.w.henc.SetMaxDynamicTableSizeLimit(s.Val)
+			c.w.mu.Unlock()
+		}
+		return nil
+	})
+	if bad != nil {
+		var ce http2.ConnectionError
+		code := http2.ErrCodeProtocol
+		if errors.As(bad, &ce) {
+			code = http2.ErrCode(ce)
+		}
+		c.goAwayError(code, bad.Error())
+		return bad
+	}
+	c.w.control(appendSettingsAck)
+	return nil
+}
+
+// setInitialWindow moves every open stream's send window by the change of
+// SETTINGS_INITIAL_WINDOW_SIZE, as HTTP/2 says.
+func (c *h2Conn) setInitialWindow(v int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.w.mu.Lock()
+	defer c.w.mu.Unlock()
+	delta := v - c.w.initialWindow
+	c.w.initialWindow = v
+	for _, s := range c.streams {
+		s.sendWindow += delta
+	}
+	c.w.windowWait.Broadcast()
+}
+
+func (c *h2Conn) windowUpdate(f *http2.WindowUpdateFrame) error {
+	if f.StreamID == 0 {
+		if !c.w.growConn(f.Increment) {
+			c.goAwayError(http2.ErrCodeFlowControl, "connection window overflow")
+			return errors.New("connection window overflow")
+		}
+		return nil
+	}
+	if s := c.stream(f.StreamID); s != nil && !c.w.growStream(s, f.Increment) {
+		c.streamError(f.StreamID, http2.ErrCodeFlowControl)
+	}
+	return nil
+}
+
+func (c *h2Conn) stream(id uint32) *h2Stream {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.streams[id]
+}
+
+// headers starts a call (or, on an open stream, takes the client's
+// trailers as its half-close).
+func (c *h2Conn) headers(f *http2.MetaHeadersFrame) error {
+	id := f.StreamID
+	if id%2 == 0 || id <= c.maxStreamID.Load() {
+		if s := c.stream(id); s != nil {
+			if !f.StreamEnded() {
+				c.streamError(id, http2.ErrCodeProtocol)
+				return nil
+			}
+			c.requestData(s, nil, true)
+			return nil
+		}
+		if id%2 == 1 && id <= c.maxStreamID.Load() {
+			c.goAwayError(http2.ErrCodeStreamClosed, fmt.Sprintf("HEADERS on closed stream %d", id))
+			return errors.New("HEADERS on a closed stream")
+		}
+		c.goAwayError(http2.ErrCodeProtocol, fmt.Sprintf("illegal stream id %d", id))
+		return errors.New("illegal stream id")
+	}
+	c.maxStreamID.Store(id)
+	c.mu.Lock()
+	refuse := c.goneAway && id > c.lastGood
+	tooMany := uint32(len(c.streams)) >= c.srv.limits.MaxConcurrentStreams
+	c.mu.Unlock()
+	if refuse {
+		return nil // after the final GOAWAY: ignored, as HTTP/2 says
+	}
+	if f.Truncated {
+		c.w.control(func(b []byte) []byte { return appendRSTStream(b, id, http2.ErrCodeFrameSize) })
+		return nil
+	}
+	if tooMany {
+		c.w.control(func(b []byte) []byte { return appendRSTStream(b, id, http2.ErrCodeRefusedStream) })
+		return nil
+	}
+	req, rej := parseRequest(f.Fields)
+	if rej != nil {
+		if rej.rst {
+			c.w.control(func(b []byte) []byte { return appendRSTStream(b, id, http2.ErrCodeProtocol) })
+		} else {
+			c.earlyAbort(id, rej.httpStatus, rej.st, !f.StreamEnded())
+		}
+		return nil
+	}
+	s := &h2Stream{c: c, id: id, req: req, requestIn: make(chan struct{})}
+	if req.hasTimeout {
+		s.ctx, s.cancel = context.WithTimeout(c.ctx, req.timeout)
+	} else {
+		s.ctx, s.cancel = context.WithCancel(c.ctx)
+	}
+	if cs := c.srv.stats; cs != nil {
+		s.stats = cs.Begin(req.method, time.Now())
+	}
+	ctx, err := c.srv.h.admit(s.ctx, req.md, c.cs)
+	if err != nil {
+		c.endUnstarted(s, status.Convert(err), !f.StreamEnded())
+		return nil
+	}
+	if ctx.Err() != nil {
+		c.endUnstarted(s, status.New(codes.DeadlineExceeded, context.DeadlineExceeded.Error()), !f.StreamEnded())
+		return nil
+	}
+	s.ctx = ctx
+	c.mu.Lock()
+	c.w.mu.Lock()
+	s.sendWindow = c.w.initialWindow
+	c.w.mu.Unlock()
+	c.streams[id] = s
+	c.idleSince = time.Time{}
+	c.mu.Unlock()
+	if req.hasTimeout {
+		// A call still waiting for its request at its deadline is reset,
+		// as grpc-go's transport does.
+		context.AfterFunc(s.ctx, func() { c.expire(s) })
+	}
+	if f.StreamEnded() {
+		s.halfClose()
+		c.dispatch(s)
+		return nil
+	}
+	if c.srv.h.dispatchAtHeaders(req.method) {
+		c.dispatch(s)
+	}
+	return nil
+}
+
+// earlyAbort answers a request the transport refuses before any call
+// exists: HTTP status, gRPC status, and RST_STREAM if the client is still
+// sending.
+func (c *h2Conn) earlyAbort(id uint32, httpStatus int, st *status.Status, rst bool) {
+	fields := []headerField{
+		{":status", fmt.Sprint(httpStatus)},
+		{"content-type", "application/grpc"},
+		{"grpc-status", fmt.Sprint(int(st.Code()))},
+	}
+	if st.Message() != "" {
+		fields = append(fields, headerField{"grpc-message", encodeGRPCMessage(st.Message())})
+	}
+	c.w.mu.Lock()
+	if c.w.err == nil {
+		c.w.appendHeadersLocked(id, true, fields)
+		if rst {
+			c.w.buf = appendRSTStream(c.w.buf, id, http2.ErrCodeNo)
+		}
+		c.w.flushAsyncLocked()
+	}
+	c.w.mu.Unlock()
+}
+
+// endUnstarted answers a call the front refused at admission.
+func (c *h2Conn) endUnstarted(s *h2Stream, st *status.Status, rst bool) {
+	c.earlyAbort(s.id, http.StatusOK, st, rst)
+	s.cancel()
+	if cs := c.srv.stats; cs != nil && s.stats != nil {
+		cs.End(s.stats, time.Now(), st.Code(), false)
+	}
+}
+
+// dispatch hands a call to the front: a worker runs the front's handler
+// for it, and owns it from here on.
+func (c *h2Conn) dispatch(s *h2Stream) {
+	c.mu.Lock()
+	if s.released || s.dispatched {
+		c.mu.Unlock()
+		return
+	}
+	s.dispatched = true
+	c.mu.Unlock()
+	c.srv.handlers.Add(1)
+	c.srv.workers.run(s)
+}
+
+// data takes a DATA frame: flow control, then the stream's messages.
+func (c *h2Conn) data(f *http2.DataFrame) error {
+	n := int(f.Header().Length)
+	c.recvWindow -= int64(n)
+	if c.recvWindow < 0 {
+		c.goAwayError(http2.ErrCodeFlowControl, "the client sent past the connection window")
+		return errors.New("connection flow control violated")
+	}
+	c.connUnack += n
+	if c.connUnack >= h2ConnWindow/4 {
+		incr := c.connUnack
+		c.connUnack = 0
+		c.recvWindow += int64(incr)
+		c.w.control(func(b []byte) []byte { return appendWindowUpdate(b, 0, uint32(incr)) })
+	}
+	s := c.stream(f.StreamID)
+	if s == nil {
+		if f.StreamID > c.maxStreamID.Load() {
+			c.goAwayError(http2.ErrCodeProtocol, fmt.Sprintf("DATA on idle stream %d", f.StreamID))
+			return errors.New("DATA on an idle stream")
+		}
+		return nil // a stream that has ended: its data is dropped
+	}
+	s.rmu.Lock()
+	ended := s.recvEnd
+	s.rmu.Unlock()
+	if ended {
+		c.streamError(f.StreamID, http2.ErrCodeStreamClosed)
+		return nil
+	}
+	c.mu.Lock()
+	over := s.recvUsed+n > h2StreamWindow+s.recvGiven
+	if !over {
+		s.recvUsed += n
+	}
+	c.mu.Unlock()
+	if over {
+		c.streamError(f.StreamID, http2.ErrCodeFlowControl)
+		return nil
+	}
+	c.requestData(s, f.Data(), f.StreamEnded())
+	// Padding counts against the window but carries nothing: given back
+	// at once.
+	if pad := n - len(f.Data()); pad > 0 {
+		c.returnStreamWindow(s, pad)
+	}
+	return nil
+}
+
+// requestData parses a stream's request bytes into messages and hands
+// them on; end is the client's half-close.
+func (c *h2Conn) requestData(s *h2Stream, p []byte, end bool) {
+	limit := c.srv.limits.MaxRecvMsgSize
+	taken := 0
+	for len(p) > 0 && s.recvErrLocked() == nil {
+		if s.prefixLen < 5 {
+			k := copy(s.prefix[s.prefixLen:], p)
+			s.prefixLen += k
+			p = p[k:]
+			taken += k
+			if s.prefixLen < 5 {
+				break
+			}
+			size := int(uint32(s.prefix[1])<<24 | uint32(s.prefix[2])<<16 | uint32(s.prefix[3])<<8 | uint32(s.prefix[4]))
+			if size > limit {
+				s.refuse(status.Errorf(codes.ResourceExhausted, "grpc: received message larger than max (%d vs. %d)", size, limit))
+				break
+			}
+			s.bodyLen = size
+			s.body = make([]byte, 0, size)
+		}
+		k := min(len(p), s.bodyLen-len(s.body))
+		s.body = append(s.body, p[:k]...)
+		p = p[k:]
+		taken += k
+		if len(s.body) == s.bodyLen {
+			msg, err := c.decode(s)
+			if err != nil {
+				s.refuse(err)
+				break
+			}
+			s.prefixLen, s.body = 0, nil
+			s.message(msg)
+		}
+	}
+	if taken > 0 {
+		c.takeStreamWindow(s, taken)
+	}
+	if end {
+		if s.prefixLen > 0 && s.recvErrLocked() == nil {
+			s.refuse(status.Error(codes.Internal, "grpc: the client half-closed inside a message"))
+		}
+		s.halfClose()
+	}
+	c.mu.Lock()
+	waiting := !s.dispatched && !s.released
+	c.mu.Unlock()
+	if waiting && s.requestReady() {
+		c.dispatch(s)
+	}
+	s.kickDelivery()
+}
+
+// decode turns the assembled message into a buffer for the front,
+// decompressing it when its flag says so.
+func (c *h2Conn) decode(s *h2Stream) (mem.BufferSlice, error) {
+	body := s.body
+	if cs := c.srv.stats; cs != nil && s.stats != nil {
+		cs.Message(s.stats, false, len(body)+5)
+	}
+	if s.prefix[0]&1 == 0 {
+		return mem.BufferSlice{mem.SliceBuffer(body)}, nil
+	}
+	enc := s.req.encoding
+	if enc == "" || enc == identity {
+		return nil, status.Error(codes.Internal, "grpc: compressed flag set with identity or empty encoding")
+	}
+	return decompress(enc, body, c.srv.limits.MaxRecvMsgSize)
+}
+
+// takeStreamWindow accounts for n bytes of s's request taken by the reader:
+// given back to the client at once, unless messages wait for credit (then
+// when they are handed over).
+func (c *h2Conn) takeStreamWindow(s *h2Stream, n int) {
+	s.rmu.Lock()
+	if len(s.msgs) > 0 && s.sink != nil {
+		s.backlog += n
+		s.rmu.Unlock()
+		return
+	}
+	s.rmu.Unlock()
+	c.returnStreamWindow(s, n)
+}
+
+// returnStreamWindow gives n bytes of s's window back to the client, a
+// quarter of the window at a time.
+func (c *h2Conn) returnStreamWindow(s *h2Stream, n int) {
+	c.mu.Lock()
+	s.recvUnack += n
+	incr := 0
+	if s.recvUnack >= h2StreamWindow/4 && !s.released {
+		incr, s.recvUnack = s.recvUnack, 0
+		s.recvGiven += incr
+	}
+	c.mu.Unlock()
+	if incr > 0 {
+		c.w.control(func(b []byte) []byte { return appendWindowUpdate(b, s.id, uint32(incr)) })
+	}
+}
+
+// streamError resets one stream with code (RST_STREAM); the call, if any,
+// ends as the client's reset would end it.
+func (c *h2Conn) streamError(id uint32, code http2.ErrCode) {
+	c.w.control(func(b []byte) []byte { return appendRSTStream(b, id, code) })
+	c.peerReset2(id)
+}
+
+// peerReset2 ends a stream reset on the wire (by the client, or by
+// streamError): its context ends, and a call not yet handed to the front
+// ends here.
+func (c *h2Conn) peerReset2(id uint32) {
+	c.mu.Lock()
+	s := c.streams[id]
+	if s == nil {
+		c.mu.Unlock()
+		return
+	}
+	c.peerRST[id] = true
+	mine := !s.dispatched
+	c.mu.Unlock()
+	s.cancel()
+	s.cut()
+	c.w.wake()
+	if mine {
+		c.endStream(s, codes.Canceled, true)
+	}
+}
+
+// peerReset reports whether s was reset on the wire.
+func (c *h2Conn) peerReset(s *h2Stream) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.peerRST[s.id] || c.closed
+}
+
+// expire resets a call whose deadline passed before it was handed to the
+// front.
+func (c *h2Conn) expire(s *h2Stream) {
+	c.mu.Lock()
+	mine := !s.dispatched && !s.released
+	if mine {
+		c.peerRST[s.id] = true
+	}
+	c.mu.Unlock()
+	if mine {
+		c.w.control(func(b []byte) []byte { return appendRSTStream(b, s.id, http2.ErrCodeCancel) })
+		c.endStream(s, codes.DeadlineExceeded, true)
+	}
+	c.w.wake()
+}
+
+// endStream forgets an ended stream (once) and reports its end.
+func (c *h2Conn) endStream(s *h2Stream, code codes.Code, reset bool) {
+	c.mu.Lock()
+	if s.released {
+		c.mu.Unlock()
+		return
+	}
+	s.released = true
+	delete(c.streams, s.id)
+	delete(c.peerRST, s.id)
+	idle := len(c.streams) == 0
+	if idle {
+		c.idleSince = time.Now()
+	}
+	c.mu.Unlock()
+	s.cancel()
+	if cs := c.srv.stats; cs != nil && s.stats != nil {
+		cs.End(s.stats, time.Now(), code, reset)
+	}
+	if idle {
+		signal(c.kick)
+	}
+}
+
+// goAway starts ending the connection: gracefully (GOAWAY with the largest
+// id, a PING, then GOAWAY with the last stream taken, and the connection
+// closes when its calls are done), or at once.
+func (c *h2Conn) goAway(kind goAwayKind) {
+	if kind == goAwayNow {
+		c.goAwayError(http2.ErrCodeNo, "")
+		c.close(errH2Stopped)
+		return
+	}
+	c.mu.Lock()
+	if c.draining || c.closed || !c.ready {
+		ready := c.ready
+		c.mu.Unlock()
+		if !ready {
+			c.close(errH2Stopped) // still handshaking
+		}
+		return
+	}
+	c.draining = true
+	c.mu.Unlock()
+	c.w.control(func(b []byte) []byte {
+		b = appendGoAway(b, 1<<31-1, http2.ErrCodeNo, "")
+		return appendPing(b, false, h2DrainPing)
+	})
+	time.AfterFunc(h2DrainTimeout, c.finalGoAway)
+	signal(c.kick)
+}
+
+// finalGoAway sends the second GOAWAY: streams after the last one taken are
+// ignored from now on.
+func (c *h2Conn) finalGoAway() {
+	c.mu.Lock()
+	if c.goneAway || c.closed {
+		c.mu.Unlock()
+		return
+	}
+	c.goneAway, c.lastGood = true, c.maxStreamID.Load()
+	last := c.lastGood
+	idle := len(c.streams) == 0
+	c.mu.Unlock()
+	c.w.control(func(b []byte) []byte { return appendGoAway(b, last, http2.ErrCodeNo, "") })
+	if idle {
+		signal(c.kick)
+	}
+}
+
+// goAwayError tells the client why the connection is closing.
+func (c *h2Conn) goAwayError(code http2.ErrCode, debug string) {
+	if len(debug) > 256 {
+		debug = debug[:256]
+	}
+	c.w.controlSync(func(b []byte) []byte { return appendGoAway(b, c.maxStreamID.Load(), code, debug) })
+}
+
+// close closes the connection (once): every call on it ends.
+func (c *h2Conn) close(err error) {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
+	c.closed = true
+	c.mu.Unlock()
+	c.cancel()
+	c.w.fail(err)
+	c.raw.Close()
+	signal(c.kick)
+}
+
+// timers runs the connection's clocks: keepalive pings and their timeout,
+// idleness, maximum age and its grace, and the close after a graceful
+// GOAWAY once no call is left.
+func (c *h2Conn) timers() {
+	l := c.srv.limits
+	now := time.Now()
+	var ageAt, graceAt time.Time
+	if l.MaxConnectionAge != infinity && l.MaxConnectionAge > 0 {
+		// ±10% so that connections made together don't all leave together.
+		jitter := time.Duration(float64(l.MaxConnectionAge) * (rand.Float64()*0.2 - 0.1))
+		ageAt = now.Add(l.MaxConnectionAge + jitter)
+	}
+	pingSent := time.Time{}
+	tick := time.NewTimer(time.Hour)
+	defer tick.Stop()
+	for {
+		now = time.Now()
+		c.mu.Lock()
+		closed, draining, goneAway := c.closed, c.draining, c.goneAway
+		idleSince, active := c.idleSince, len(c.streams)
+		c.mu.Unlock()
+		if closed {
+			return
+		}
+		if goneAway && active == 0 {
+			c.close(errH2Stopped)
+			return
+		}
+		next := now.Add(time.Hour)
+		// Keepalive: a ping after KeepaliveTime without frames; the
+		// connection closes if nothing arrives within KeepaliveTimeout.
+		last := time.Unix(0, c.lastRead.Load())
+		if !pingSent.IsZero() {
+			if last.After(pingSent) {
+				pingSent = time.Time{}
+			} else if now.Sub(pingSent) >= l.KeepaliveTimeout {
+				c.close(errors.New("keepalive ping not acknowledged"))
+				return
+			} else {
+				next = earliest(next, pingSent.Add(l.KeepaliveTimeout))
+			}
+		}
+		if pingSent.IsZero() {
+			if due := last.Add(l.KeepaliveTime); !now.Before(due) {
+				pingSent = now
+				c.w.control(func(b []byte) []byte { return appendPing(b, false, [8]byte{}) })
+				next = earliest(next, now.Add(l.KeepaliveTimeout))
+			} else {
+				next = earliest(next, due)
+			}
+		}
+		if !draining && l.MaxConnectionIdle != infinity && l.MaxConnectionIdle > 0 && active == 0 && !idleSince.IsZero() {
+			if due := idleSince.Add(l.MaxConnectionIdle); !now.Before(due) {
+				c.goAway(goAwayDrain)
+			} else {
+				next = earliest(next, due)
+			}
+		}
+		if !ageAt.IsZero() {
+			if graceAt.IsZero() && !now.Before(ageAt) {
+				c.goAway(goAwayDrain)
+				if l.MaxConnectionAgeGrace != infinity {
+					graceAt = now.Add(l.MaxConnectionAgeGrace)
+				}
+			}
+			if !graceAt.IsZero() {
+				if !now.Before(graceAt) {
+					c.close(errors.New("max connection age grace passed"))
+					return
+				}
+				next = earliest(next, graceAt)
+			} else if now.Before(ageAt) {
+				next = earliest(next, ageAt)
+			}
+		}
+		tick.Reset(max(time.Until(next), time.Millisecond))
+		select {
+		case <-tick.C:
+		case <-c.kick:
+			if !tick.Stop() {
+				select {
+				case <-tick.C:
+				default:
+				}
+			}
+		}
+	}
+}
+
+func earliest(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}

@@ -1,0 +1,245 @@
+package front
+
+import (
+	"encoding/base64"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/net/http2/hpack"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/encoding"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+)
+
+// h2Request is what a call's request HEADERS say, as the h2 transport reads
+// them: the gRPC fields it acts on, and the metadata in arrival order.
+type h2Request struct {
+	method   string // :path
+	header   [][2]string
+	md       metadata.MD // the same fields, for admission (handler.admit)
+	encoding string      // grpc-encoding of the request messages ("" none)
+	accept   []string    // grpc-accept-encoding
+	timeout  time.Duration
+	hasTimeout bool
+}
+
+// h2Reject is a request the transport answers itself: with an HTTP status
+// and a gRPC status (trailers-only), or with RST_STREAM when rst is set.
+type h2Reject struct {
+	httpStatus int
+	st         *status.Status
+	rst        bool // reset the stream with PROTOCOL_ERROR instead
+}
+
+// parseRequest reads a request's header fields, in order. Pseudo-headers
+// and gRPC's own keys are acted on; the rest are metadata (values of -bin
+// keys decoded), kept in the order they came, with :authority (or host, as
+// gRFC A41 says) and user-agent among them, as grpc-go's server keeps them.
+func parseRequest(fields []hpack.HeaderField) (*h2Request, *h2Reject) {
+	r := &h2Request{
+		header: make([][2]string, 0, len(fields)),
+		md:     make(metadata.MD, len(fields)),
+	}
+	var (
+		httpMethod, contentType string
+		isGRPC                  bool
+		authorities, hosts      int
+		host                    string
+		headerErr               *status.Status
+	)
+	for _, f := range fields {
+		switch f.Name {
+		case ":method":
+			httpMethod = f.Value
+		case ":path":
+			r.method = f.Value
+		case ":authority":
+			authorities++
+			r.add(f.Name, f.Value)
+		case "host":
+			hosts++
+			host = f.Value
+		case "content-type":
+			contentType = f.Value
+			if grpcContentType(f.Value) {
+				isGRPC = true
+				r.add(f.Name, f.Value)
+			}
+		case "grpc-encoding":
+			r.encoding = f.Value
+		case "grpc-accept-encoding":
+			r.add(f.Name, f.Value)
+			for _, e := range strings.Split(f.Value, ",") {
+				if e = strings.TrimSpace(e); e != "" {
+					r.accept = append(r.accept, e)
+				}
+			}
+		case "grpc-timeout":
+			d, err := parseTimeout(f.Value)
+			if err != nil {
+				headerErr = status.Newf(codes.Internal, "malformed grpc-timeout: %v", err)
+			}
+			r.timeout, r.hasTimeout = d, true
+		case "connection":
+			// A request with a connection header is malformed (gRFC A41).
+			return nil, &h2Reject{rst: true}
+		case "user-agent":
+			r.add(f.Name, f.Value)
+		default:
+			if strings.HasPrefix(f.Name, ":") || reservedGRPCKey(f.Name) {
+				continue
+			}
+			v := f.Value
+			if strings.HasSuffix(f.Name, "-bin") {
+				b, err := decodeBinaryValue(v)
+				if err != nil {
+					headerErr = status.Newf(codes.Internal, "malformed binary metadata %q in header %q: %v", f.Value, f.Name, err)
+					continue
+				}
+				v = b
+			}
+			r.add(f.Name, v)
+		}
+	}
+	if authorities > 1 || hosts > 1 {
+		return nil, &h2Reject{httpStatus: http.StatusBadRequest, st: status.New(codes.Internal,
+			fmt.Sprintf("num values of :authority: %d, num values of host: %d, both must only have 1 value as per HTTP/2 spec", authorities, hosts))}
+	}
+	if !isGRPC {
+		return nil, &h2Reject{httpStatus: http.StatusUnsupportedMediaType, st: status.Newf(codes.InvalidArgument, "invalid gRPC request content-type %q", contentType)}
+	}
+	if headerErr != nil {
+		return nil, &h2Reject{httpStatus: http.StatusBadRequest, st: headerErr}
+	}
+	if e := r.encoding; e != "" && e != identity && encoding.GetCompressor(e) == nil {
+		return nil, &h2Reject{httpStatus: http.StatusOK, st: status.Newf(codes.Unimplemented, "grpc: Decompressor is not installed for grpc-encoding %q", e)}
+	}
+	if authorities == 0 {
+		if hosts == 0 {
+			return nil, &h2Reject{httpStatus: http.StatusBadRequest, st: status.New(codes.Internal, "no host or :authority header present")}
+		}
+		r.add(":authority", host) // a host stands in for :authority (A41)
+	}
+	if httpMethod != http.MethodPost {
+		return nil, &h2Reject{httpStatus: http.StatusMethodNotAllowed, st: status.Newf(codes.Internal, "Received a HEADERS frame with :method %q which should be POST", httpMethod)}
+	}
+	return r, nil
+}
+
+func (r *h2Request) add(k, v string) {
+	r.header = append(r.header, [2]string{k, v})
+	r.md[k] = append(r.md[k], v)
+}
+
+// grpcContentType reports application/grpc, with or without a subtype.
+func grpcContentType(ct string) bool {
+	const base = "application/grpc"
+	if !strings.HasPrefix(ct, base) {
+		return false
+	}
+	rest := ct[len(base):]
+	return rest == "" || rest[0] == '+' || rest[0] == ';'
+}
+
+// reservedGRPCKey: keys gRPC uses for itself, never metadata.
+func reservedGRPCKey(k string) bool {
+	switch k {
+	case "grpc-message-type", "grpc-message", "grpc-status", "te":
+		return true
+	}
+	return false
+}
+
+// decodeBinaryValue decodes a -bin value, padded or not; a value with
+// commas is several values joined, each decoded.
+func decodeBinaryValue(v string) (string, error) {
+	if strings.IndexByte(v, ',') < 0 {
+		b, err := decodeBase64(v)
+		return string(b), err
+	}
+	var out []byte
+	for _, part := range strings.Split(v, ",") {
+		b, err := decodeBase64(strings.TrimSpace(part))
+		if err != nil {
+			return "", err
+		}
+		out = append(out, b...)
+	}
+	return string(out), nil
+}
+
+func decodeBase64(v string) ([]byte, error) {
+	if len(v)%4 == 0 {
+		return base64.StdEncoding.DecodeString(v)
+	}
+	return base64.RawStdEncoding.DecodeString(v)
+}
+
+// parseTimeout reads a grpc-timeout value: up to 8 digits and a unit.
+func parseTimeout(v string) (time.Duration, error) {
+	if len(v) < 2 || len(v) > 9 {
+		return 0, fmt.Errorf("timeout string %q is not 2 to 9 characters", v)
+	}
+	var unit time.Duration
+	switch v[len(v)-1] {
+	case 'H':
+		unit = time.Hour
+	case 'M':
+		unit = time.Minute
+	case 'S':
+		unit = time.Second
+	case 'm':
+		unit = time.Millisecond
+	case 'u':
+		unit = time.Microsecond
+	case 'n':
+		unit = time.Nanosecond
+	default:
+		return 0, fmt.Errorf("timeout unit in %q is not one of H, M, S, m, u, n", v)
+	}
+	n, err := strconv.ParseInt(v[:len(v)-1], 10, 64)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("timeout value in %q is not a non-negative integer", v)
+	}
+	const maxHours = int64(1<<63-1) / int64(time.Hour)
+	if unit == time.Hour && n > maxHours {
+		return time.Duration(1<<63 - 1), nil
+	}
+	d := time.Duration(n) * unit
+	if d/unit != time.Duration(n) {
+		return time.Duration(1<<63 - 1), nil
+	}
+	return d, nil
+}
+
+// encodeGRPCMessage percent-encodes a status message for grpc-message:
+// bytes outside printable ASCII, and '%'.
+func encodeGRPCMessage(msg string) string {
+	clean := true
+	for i := 0; i < len(msg); i++ {
+		if c := msg[i]; c < 0x20 || c > 0x7e || c == '%' {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return msg
+	}
+	const hex = "0123456789ABCDEF"
+	var b strings.Builder
+	b.Grow(len(msg) * 2)
+	for i := 0; i < len(msg); i++ {
+		if c := msg[i]; c < 0x20 || c > 0x7e || c == '%' {
+			b.WriteByte('%')
+			b.WriteByte(hex[c>>4])
+			b.WriteByte(hex[c&15])
+		} else {
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
+}

@@ -1,0 +1,182 @@
+package front
+
+import (
+	"bytes"
+	"crypto/tls"
+	"io"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/encoding"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/grpc/status"
+)
+
+// The request side of an h2Stream: what the reader hands over (messages,
+// the half-close, a refusal, the end on the wire) and how it reaches the
+// front (Request for a unary request; the RequestSink under credit for a
+// request stream). Everything here is under the stream's rmu.
+
+// message queues one complete request message.
+func (s *h2Stream) message(m mem.BufferSlice) {
+	s.rmu.Lock()
+	s.msgs = append(s.msgs, m)
+	s.requestArrivedLocked()
+	s.rmu.Unlock()
+}
+
+// refuse records the status of a request message the transport refused
+// (over the size limit, undecodable); the call ends with it.
+func (s *h2Stream) refuse(err error) {
+	s.rmu.Lock()
+	if s.recvErr == nil {
+		s.recvErr = err
+	}
+	s.requestArrivedLocked()
+	s.rmu.Unlock()
+}
+
+// halfClose records the end of the client's stream.
+func (s *h2Stream) halfClose() {
+	s.rmu.Lock()
+	s.recvEnd = true
+	s.requestArrivedLocked()
+	s.rmu.Unlock()
+}
+
+func (s *h2Stream) requestArrivedLocked() {
+	if !s.requestInClosed {
+		s.requestInClosed = true
+		close(s.requestIn)
+	}
+}
+
+func (s *h2Stream) recvErrLocked() error {
+	s.rmu.Lock()
+	defer s.rmu.Unlock()
+	return s.recvErr
+}
+
+// requestReady: a unary call has what Request returns.
+func (s *h2Stream) requestReady() bool {
+	s.rmu.Lock()
+	defer s.rmu.Unlock()
+	return s.requestInClosed
+}
+
+// cut records that the call ended on the wire; a started sink is told.
+func (s *h2Stream) cut() {
+	s.rmu.Lock()
+	s.cutOff = true
+	s.rmu.Unlock()
+	s.kickDelivery()
+}
+
+// kickDelivery hands what the credit lets through to the sink, on the
+// calling goroutine (the reader), unless a delivery is under way.
+func (s *h2Stream) kickDelivery() {
+	s.rmu.Lock()
+	start := s.sink != nil && !s.delivering && s.deliverable()
+	if start {
+		s.delivering = true
+	}
+	s.rmu.Unlock()
+	if start {
+		s.deliver()
+	}
+}
+
+// decompress decodes a compressed request message, refusing one larger
+// than limit once decoded.
+func decompress(name string, b []byte, limit int) (mem.BufferSlice, error) {
+	comp := encoding.GetCompressor(name)
+	if comp == nil {
+		return nil, status.Errorf(codes.Unimplemented, "grpc: Decompressor is not installed for grpc-encoding %q", name)
+	}
+	r, err := comp.Decompress(bytes.NewReader(b))
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "grpc: failed to decompress the received message: %v", err)
+	}
+	out, err := io.ReadAll(io.LimitReader(r, int64(limit)+1))
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "grpc: failed to decompress the received message: %v", err)
+	}
+	if len(out) > limit {
+		return nil, status.Errorf(codes.ResourceExhausted, "grpc: received message after decompression larger than max %d", limit)
+	}
+	return mem.BufferSlice{mem.SliceBuffer(out)}, nil
+}
+
+// h2Workers run calls' handlers: a call goes to an idle worker, or to a new
+// goroutine when none is idle. Up to streamWorkers goroutines stay for later
+// calls (their grown stacks are reused; see streamWorkers); the rest end
+// with their call.
+type h2Workers struct {
+	ch   chan *h2Stream
+	n    atomic.Int32
+	once sync.Once
+}
+
+func newH2Workers() *h2Workers { return &h2Workers{ch: make(chan *h2Stream)} }
+
+func (w *h2Workers) run(s *h2Stream) {
+	select {
+	case w.ch <- s:
+	default:
+		go w.work(s)
+	}
+}
+
+func (w *h2Workers) work(s *h2Stream) {
+	keep := w.n.Add(1) <= streamWorkers
+	if !keep {
+		w.n.Add(-1)
+	}
+	for {
+		s.serveCall()
+		if !keep {
+			return
+		}
+		var ok bool
+		if s, ok = <-w.ch; !ok {
+			return
+		}
+	}
+}
+
+// stop releases the idle workers; no call may be run after it.
+func (w *h2Workers) stop() { w.once.Do(func() { close(w.ch) }) }
+
+// serveCall runs the front's handler for the call, then ends the stream
+// if the handler didn't.
+func (s *h2Stream) serveCall() {
+	defer s.c.srv.handlers.Done()
+	err := s.c.srv.h.serve(s)
+	s.finishWith(err)
+}
+
+// h2TLSConfigs are listeners' TLS configurations with h2 offered in ALPN,
+// made once per configuration.
+type h2TLSConfigs struct {
+	mu  sync.Mutex
+	byC map[*tls.Config]*tls.Config
+}
+
+func (t *h2TLSConfigs) get(cfg *tls.Config) *tls.Config {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if c, ok := t.byC[cfg]; ok {
+		return c
+	}
+	c := cfg.Clone()
+	if !slices.Contains(c.NextProtos, "h2") {
+		c.NextProtos = append([]string{"h2"}, c.NextProtos...)
+	}
+	if t.byC == nil {
+		t.byC = make(map[*tls.Config]*tls.Config)
+	}
+	t.byC[cfg] = c
+	return c
+}

@@ -1,0 +1,391 @@
+package front
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+
+	"golang.org/x/net/http2"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/encoding"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+)
+
+// h2Stream is one call on the h2 transport, as a ServerStream.
+//
+// Ownership: the connection's reader creates it and feeds its request
+// side; until it is dispatched (handed to the front) the reader also ends
+// it. Once dispatched, the goroutine running the front's handler owns the
+// send side and ends it (finish, then release). Fields say who guards them.
+type h2Stream struct {
+	c   *h2Conn
+	id  uint32
+	req *h2Request
+	// ctx ends when the call ends on the wire (reset, connection lost,
+	// deadline); cancel ends it.
+	ctx    context.Context
+	cancel context.CancelFunc
+	// stats is the CallStats value of the call (nil when not measured).
+	stats any
+
+	// Send side, owner only (sendWindow under the writer's mu).
+	sendWindow   int64
+	headerSent   bool
+	finished     bool
+	compressor   string // response encoding, "" for none
+	// wakeOnEnd: a sender waiting for window is woken when ctx ends
+	// (registered the first time one waits; under the writer's mu).
+	wakeOnEnd bool
+
+	// Receive side, reader only: the gRPC message being assembled.
+	prefix     [5]byte
+	prefixLen  int
+	body       []byte // the message's bytes so far (len: its size)
+	bodyLen    int
+	// Stream flow control, under c.mu: bytes received, window given back
+	// so far, and taken but not yet given back.
+	recvUsed, recvGiven, recvUnack int
+	dispatched                     bool // handed to the front (under c.mu)
+	released                       bool // gone from the connection (under c.mu)
+
+	// Request hand-off, under rmu.
+	rmu        sync.Mutex
+	msgs       []mem.BufferSlice // complete messages not yet handed over
+	recvEnd    bool              // the client half-closed
+	recvErr    error             // the transport refused a message (status error)
+	backlog    int               // window held back while msgs wait for credit
+	sink       RequestSink
+	credit     int
+	delivering bool          // a goroutine is handing messages to sink
+	sinkEnded  bool          // sink.End was called
+	cutOff     bool          // the call ended on the wire
+	// requestIn is closed when Request has its answer (a message, the
+	// half-close or a refusal); requestInClosed says it is.
+	requestIn       chan struct{}
+	requestInClosed bool
+}
+
+func (s *h2Stream) Context() context.Context  { return s.ctx }
+func (s *h2Stream) Method() string            { return s.req.method }
+func (s *h2Stream) Header() [][2]string       { return s.req.header }
+func (s *h2Stream) Conn() *connState          { return s.c.cs }
+func (s *h2Stream) Security() *ConnSecurity   { return s.c.security }
+func (s *h2Stream) ClientCompressors() []string { return s.req.accept }
+
+// Request waits for the call's one request (the reader dispatches unary
+// calls only once it is in, so this rarely waits).
+func (s *h2Stream) Request() (mem.BufferSlice, error) {
+	select {
+	case <-s.requestIn:
+	case <-s.ctx.Done():
+		return nil, s.ctx.Err()
+	}
+	s.rmu.Lock()
+	defer s.rmu.Unlock()
+	if len(s.msgs) > 0 {
+		m := s.msgs[0]
+		s.msgs[0] = nil
+		s.msgs = s.msgs[1:]
+		return m, nil
+	}
+	if s.recvErr != nil {
+		return nil, s.recvErr
+	}
+	return nil, io.EOF
+}
+
+func (s *h2Stream) StartRequests(sink RequestSink) {
+	s.rmu.Lock()
+	s.sink = sink
+	s.rmu.Unlock()
+}
+
+// Credit lets n more messages (or the end) go to the sink. It never calls
+// the sink itself (the sink may call Credit while it holds its own lock):
+// a goroutine hands over what is already queued.
+func (s *h2Stream) Credit(n int) {
+	if n <= 0 {
+		return
+	}
+	s.rmu.Lock()
+	s.credit += n
+	start := s.sink != nil && !s.delivering && s.deliverable()
+	if start {
+		s.delivering = true
+	}
+	s.rmu.Unlock()
+	if start {
+		go s.deliver()
+	}
+}
+
+// deliverable: something waits that the credit lets through. rmu held.
+func (s *h2Stream) deliverable() bool {
+	if s.sinkEnded || s.credit <= 0 {
+		return false
+	}
+	return len(s.msgs) > 0 || s.recvEnd || s.recvErr != nil
+}
+
+// deliver hands queued messages (then the end) to the sink while credit
+// lasts; the caller set delivering. One goroutine at a time, so the sink is
+// called in order and never concurrently.
+func (s *h2Stream) deliver() {
+	for {
+		s.rmu.Lock()
+		if !s.deliverable() {
+			s.delivering = false
+			backlog := 0
+			if len(s.msgs) == 0 {
+				backlog, s.backlog = s.backlog, 0
+			}
+			s.rmu.Unlock()
+			if backlog > 0 {
+				s.c.returnStreamWindow(s, backlog)
+			}
+			return
+		}
+		s.credit--
+		if len(s.msgs) > 0 {
+			m := s.msgs[0]
+			s.msgs[0] = nil
+			s.msgs = s.msgs[1:]
+			s.rmu.Unlock()
+			s.sink.Message(m)
+			continue
+		}
+		s.sinkEnded = true
+		err := s.recvErr
+		s.rmu.Unlock()
+		s.sink.End(err)
+	}
+}
+
+// SendHeader queues the response headers; they go out with the next flush.
+func (s *h2Stream) SendHeader(md metadata.MD) error {
+	if s.headerSent {
+		return status.Error(codes.Internal, "transport: the stream has already sent its headers")
+	}
+	if s.finished {
+		return status.Error(codes.Internal, "transport: the stream is done")
+	}
+	s.headerSent = true
+	fields := s.responseHeader(md)
+	return s.c.w.queueHeaders(s.id, false, fields)
+}
+
+func (s *h2Stream) responseHeader(md metadata.MD) []headerField {
+	fields := make([]headerField, 0, 3+len(md))
+	fields = append(fields, headerField{":status", "200"}, headerField{"content-type", "application/grpc"})
+	if s.compressor != compressNone {
+		fields = append(fields, headerField{"grpc-encoding", s.compressor})
+	}
+	return appendMetadata(fields, md)
+}
+
+// appendMetadata adds metadata as header fields (values of -bin keys in
+// base64), leaving out what gRPC reserves for itself.
+func appendMetadata(fields []headerField, md metadata.MD) []headerField {
+	for k, vs := range md {
+		if k == "" || k[0] == ':' || k == "content-type" || k == "te" || k == "user-agent" {
+			continue
+		}
+		if k == "grpc-status" || k == "grpc-message" || k == "grpc-encoding" || k == "grpc-timeout" || k == "grpc-message-type" {
+			continue
+		}
+		bin := strings.HasSuffix(k, "-bin")
+		for _, v := range vs {
+			if bin {
+				v = base64.RawStdEncoding.EncodeToString([]byte(v))
+			}
+			fields = append(fields, headerField{k, v})
+		}
+	}
+	return fields
+}
+
+// SendMessage writes one message (headers first if not sent), compressed
+// with the call's encoding unless uncompressed. The frames go out with the
+// next flush, or at once when flow control makes the sender wait.
+func (s *h2Stream) SendMessage(b mem.BufferSlice, uncompressed bool) error {
+	defer b.Free()
+	if s.finished {
+		return status.Error(codes.Internal, "transport: the stream is done")
+	}
+	if !s.headerSent {
+		if err := s.SendHeader(nil); err != nil {
+			return err
+		}
+	}
+	var prefix [5]byte
+	var parts [][]byte
+	if s.compressor != compressNone && !uncompressed {
+		z, err := compress(s.compressor, b)
+		if err != nil {
+			return status.Errorf(codes.Internal, "grpc: error while compressing: %v", err)
+		}
+		prefix[0] = 1
+		parts = [][]byte{z}
+	} else {
+		parts = make([][]byte, 0, len(b))
+		for _, buf := range b {
+			parts = append(parts, buf.ReadOnlyData())
+		}
+	}
+	n := 0
+	for _, p := range parts {
+		n += len(p)
+	}
+	prefix[1], prefix[2], prefix[3], prefix[4] = byte(n>>24), byte(n>>16), byte(n>>8), byte(n)
+	if err := s.c.w.sendMessage(s, prefix, parts); err != nil {
+		if s.ctx.Err() != nil {
+			return s.ctx.Err()
+		}
+		return err
+	}
+	if s.c.srv.stats != nil && s.stats != nil {
+		s.c.srv.stats.Message(s.stats, true, n+5)
+	}
+	return nil
+}
+
+// compress encodes b with the named compressor.
+func compress(name string, b mem.BufferSlice) ([]byte, error) {
+	comp := encoding.GetCompressor(name)
+	if comp == nil {
+		return nil, status.Errorf(codes.Internal, "grpc: compressor %q is not installed", name)
+	}
+	var out bytes.Buffer
+	w, err := comp.Compress(&out)
+	if err != nil {
+		return nil, err
+	}
+	for _, buf := range b {
+		if _, err := w.Write(buf.ReadOnlyData()); err != nil {
+			return nil, err
+		}
+	}
+	if err := w.Close(); err != nil {
+		return nil, err
+	}
+	return out.Bytes(), nil
+}
+
+// SetCompressor takes effect until the headers are sent; an encoding the
+// client didn't offer falls back to none, as with grpc-go's transport.
+func (s *h2Stream) SetCompressor(name string) {
+	if s.headerSent {
+		return
+	}
+	if name == identity {
+		name = compressNone
+	}
+	if name != compressNone && (encoding.GetCompressor(name) == nil || !s.clientAccepts(name)) {
+		name = compressNone
+	}
+	s.compressor = name
+}
+
+func (s *h2Stream) clientAccepts(name string) bool {
+	for _, a := range s.req.accept {
+		if a == name {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *h2Stream) SendCompressor() string { return s.compressor }
+
+// Flush writes out what the owner queued.
+func (s *h2Stream) Flush() { s.c.w.flush() }
+
+// Finish writes the status and trailers (trailers-only when no headers
+// went out) and ends the stream.
+func (s *h2Stream) Finish(st *status.Status, trailer metadata.MD) {
+	if s.finished {
+		return
+	}
+	s.finished = true
+	code, msg := codes.OK, ""
+	var details []byte
+	if st != nil {
+		code, msg = st.Code(), st.Message()
+		if p := st.Proto(); p != nil && len(p.GetDetails()) > 0 {
+			details, _ = proto.Marshal(p)
+		}
+	}
+	fields := make([]headerField, 0, 6+len(trailer))
+	if !s.headerSent {
+		fields = append(fields, headerField{":status", "200"}, headerField{"content-type", "application/grpc"})
+	}
+	fields = append(fields, headerField{"grpc-status", strconv.Itoa(int(code))})
+	if msg != "" {
+		fields = append(fields, headerField{"grpc-message", encodeGRPCMessage(msg)})
+	}
+	if details != nil {
+		fields = append(fields, headerField{statusDetailsKey, base64.RawStdEncoding.EncodeToString(details)})
+		trailer = withoutKey(trailer, statusDetailsKey)
+	}
+	fields = appendMetadata(fields, trailer)
+	// A client still sending is told to stop (RST_STREAM NO_ERROR after
+	// the trailers), as HTTP/2 allows a server that has answered.
+	var after func([]byte) []byte
+	if !s.requestEnded() {
+		after = func(b []byte) []byte { return appendRSTStream(b, s.id, http2.ErrCodeNo) }
+	}
+	_ = s.c.w.sendHeaders(s.id, true, fields, after)
+	s.c.endStream(s, code, false)
+}
+
+// finishWith ends a stream whose handler returned without Finish: with
+// err's status, or with RST_STREAM CANCEL when the call already ended on
+// the wire.
+func (s *h2Stream) finishWith(err error) {
+	if s.finished {
+		return
+	}
+	if s.ctx.Err() != nil {
+		s.reset(http2.ErrCodeCancel)
+		return
+	}
+	s.Finish(status.Convert(err), nil)
+}
+
+// reset ends the stream with RST_STREAM (unless the peer reset it).
+func (s *h2Stream) reset(code http2.ErrCode) {
+	if s.finished {
+		return
+	}
+	s.finished = true
+	if !s.c.peerReset(s) {
+		s.c.w.control(func(b []byte) []byte { return appendRSTStream(b, s.id, code) })
+	}
+	s.c.endStream(s, codes.Canceled, true)
+}
+
+func (s *h2Stream) requestEnded() bool {
+	s.rmu.Lock()
+	defer s.rmu.Unlock()
+	return s.recvEnd || s.recvErr != nil
+}
+
+func withoutKey(md metadata.MD, key string) metadata.MD {
+	if _, ok := md[key]; !ok {
+		return md
+	}
+	out := make(metadata.MD, len(md))
+	for k, v := range md {
+		if k != key {
+			out[k] = v
+		}
+	}
+	return out
+}

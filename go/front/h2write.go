@@ -1,0 +1,349 @@
+package front
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"net"
+	"sync"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+)
+
+// h2Writer is a connection's write side. Frames are encoded by whoever
+// sends them into buf, under mu, and written to the socket by whoever finds
+// nobody writing (flushLocked): a lone frame goes out at once, and frames
+// queued while a write is in progress go out together in the next one.
+//
+// Everything below is guarded by mu. The HPACK encoder's state is the
+// connection's, so header blocks are encoded under mu, in the order their
+// frames enter buf.
+type h2Writer struct {
+	mu sync.Mutex
+	nc net.Conn
+	// buf holds frames not yet written; spare is the buffer the last write
+	// finished with, reused for the next.
+	buf, spare []byte
+	// flushing: a goroutine is writing (it takes buf again before it
+	// stops, so frames put meanwhile are never left behind).
+	flushing bool
+	// err is the first write error; frames after it are dropped, and the
+	// connection is closing.
+	err error
+
+	henc *hpack.Encoder
+	hbuf bytes.Buffer
+
+	// Send flow control: the peer's connection window, its stream windows'
+	// initial size (SETTINGS_INITIAL_WINDOW_SIZE) and its largest frame.
+	connWindow    int64
+	initialWindow int64
+	maxFrame      int
+	// windowWait is broadcast when a window grows, a stream ends or the
+	// connection closes: senders waiting for window re-check.
+	windowWait *sync.Cond
+
+	// onError is called (once, without mu) with the first write error.
+	onError func(error)
+}
+
+func newH2Writer(nc net.Conn, onError func(error)) *h2Writer {
+	w := &h2Writer{
+		nc:            nc,
+		connWindow:    65535,
+		initialWindow: 65535,
+		maxFrame:      16384,
+		onError:       onError,
+	}
+	w.henc = hpack.NewEncoder(&w.hbuf)
+	w.windowWait = sync.NewCond(&w.mu)
+	return w
+}
+
+// errConnClosed is a send on a connection that has failed or closed.
+var errConnClosed = errors.New("h2 transport: connection closed")
+
+// frameHeader appends an HTTP/2 frame header.
+func frameHeader(b []byte, length int, t http2.FrameType, flags http2.Flags, streamID uint32) []byte {
+	return append(b, byte(length>>16), byte(length>>8), byte(length), byte(t), byte(flags),
+		byte(streamID>>24)&0x7f, byte(streamID>>16), byte(streamID>>8), byte(streamID))
+}
+
+// flushLocked writes buf out unless another goroutine is already doing so
+// (it will write what was added). Called with mu held; returns with it held.
+func (w *h2Writer) flushLocked() {
+	if w.flushing || len(w.buf) == 0 {
+		return
+	}
+	w.flushing = true
+	for len(w.buf) > 0 && w.err == nil {
+		b := w.buf
+		w.buf, w.spare = w.spare[:0], nil
+		w.mu.Unlock()
+		_, err := w.nc.Write(b)
+		w.mu.Lock()
+		if cap(b) <= 1<<20 { // keep a modest buffer, not one a burst grew
+			w.spare = b[:0]
+		}
+		if err != nil && w.err == nil {
+			w.err = err
+			w.buf = nil
+			w.windowWait.Broadcast()
+			if w.onError != nil {
+				onError := w.onError
+				w.mu.Unlock()
+				onError(err)
+				w.mu.Lock()
+			}
+		}
+	}
+	w.flushing = false
+}
+
+// flushAsync writes buf out from a new goroutine, for callers that must not
+// block on the socket (the connection's reader: a peer that stops reading
+// must not stop us reading its frames).
+func (w *h2Writer) flushAsyncLocked() {
+	if w.flushing || len(w.buf) == 0 || w.err != nil {
+		return
+	}
+	w.flushing = true
+	go func() {
+		w.mu.Lock()
+		w.flushing = false
+		w.flushLocked()
+		w.mu.Unlock()
+	}()
+}
+
+// control queues a small frame from the reader (SETTINGS ack, PING ack,
+// WINDOW_UPDATE, RST_STREAM, GOAWAY) and has it written without blocking
+// the reader.
+func (w *h2Writer) control(f func(b []byte) []byte) {
+	w.mu.Lock()
+	if w.err == nil {
+		w.buf = f(w.buf)
+		w.flushAsyncLocked()
+	}
+	w.mu.Unlock()
+}
+
+// controlSync queues a frame and writes it before returning (GOAWAY before a
+// close).
+func (w *h2Writer) controlSync(f func(b []byte) []byte) {
+	w.mu.Lock()
+	if w.err == nil {
+		w.buf = f(w.buf)
+		w.flushLocked()
+	}
+	w.mu.Unlock()
+}
+
+func appendSettingsAck(b []byte) []byte {
+	return frameHeader(b, 0, http2.FrameSettings, http2.FlagSettingsAck, 0)
+}
+
+func appendSettings(b []byte, settings ...http2.Setting) []byte {
+	b = frameHeader(b, 6*len(settings), http2.FrameSettings, 0, 0)
+	for _, s := range settings {
+		b = binary.BigEndian.AppendUint16(b, uint16(s.ID))
+		b = binary.BigEndian.AppendUint32(b, s.Val)
+	}
+	return b
+}
+
+func appendPing(b []byte, ack bool, data [8]byte) []byte {
+	var flags http2.Flags
+	if ack {
+		flags = http2.FlagPingAck
+	}
+	b = frameHeader(b, 8, http2.FramePing, flags, 0)
+	return append(b, data[:]...)
+}
+
+func appendWindowUpdate(b []byte, streamID uint32, incr uint32) []byte {
+	b = frameHeader(b, 4, http2.FrameWindowUpdate, 0, streamID)
+	return binary.BigEndian.AppendUint32(b, incr&0x7fffffff)
+}
+
+func appendRSTStream(b []byte, streamID uint32, code http2.ErrCode) []byte {
+	b = frameHeader(b, 4, http2.FrameRSTStream, 0, streamID)
+	return binary.BigEndian.AppendUint32(b, uint32(code))
+}
+
+func appendGoAway(b []byte, lastStreamID uint32, code http2.ErrCode, debug string) []byte {
+	b = frameHeader(b, 8+len(debug), http2.FrameGoAway, 0, 0)
+	b = binary.BigEndian.AppendUint32(b, lastStreamID&0x7fffffff)
+	b = binary.BigEndian.AppendUint32(b, uint32(code))
+	return append(b, debug...)
+}
+
+// headerField is one field of a header block to encode.
+type headerField struct{ name, value string }
+
+// appendHeadersLocked encodes fields as one header block (HEADERS, then
+// CONTINUATION frames past the peer's frame size) for streamID. mu held.
+func (w *h2Writer) appendHeadersLocked(streamID uint32, endStream bool, fields []headerField) {
+	w.hbuf.Reset()
+	for _, f := range fields {
+		_ = w.henc.WriteField(hpack.HeaderField{Name: f.name, Value: f.value})
+	}
+	block := w.hbuf.Bytes()
+	first := true
+	for {
+		n := min(len(block), w.maxFrame)
+		var flags http2.Flags
+		if n == len(block) {
+			flags |= http2.FlagHeadersEndHeaders // same bit as CONTINUATION's
+		}
+		t := http2.FrameContinuation
+		if first {
+			t = http2.FrameHeaders
+			if endStream {
+				flags |= http2.FlagHeadersEndStream
+			}
+		}
+		w.buf = frameHeader(w.buf, n, t, flags, streamID)
+		w.buf = append(w.buf, block[:n]...)
+		block = block[n:]
+		first = false
+		if len(block) == 0 {
+			return
+		}
+	}
+}
+
+// sendHeaders queues a header block and writes it out (the caller may
+// block on the socket: it is a call's owner, never the reader).
+func (w *h2Writer) sendHeaders(streamID uint32, endStream bool, fields []headerField, after func(b []byte) []byte) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err != nil {
+		return errConnClosed
+	}
+	w.appendHeadersLocked(streamID, endStream, fields)
+	if after != nil {
+		w.buf = after(w.buf)
+	}
+	w.flushLocked()
+	return nil
+}
+
+// sendMessage writes one gRPC message (its 5-byte prefix, then parts) as
+// DATA frames on s, within the peer's windows: it waits for window updates
+// while either window is empty, until s or the connection ends. The caller
+// is s's owner.
+func (w *h2Writer) sendMessage(s *h2Stream, prefix [5]byte, parts [][]byte) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	pending := prefix[:]
+	pi := 0
+	left := 5
+	for _, p := range parts {
+		left += len(p)
+	}
+	for left > 0 {
+		if w.err != nil {
+			return errConnClosed
+		}
+		if s.ctx.Err() != nil {
+			return s.ctx.Err()
+		}
+		avail := min(int64(left), w.connWindow, s.sendWindow, int64(w.maxFrame))
+		if avail <= 0 {
+			// Let the peer see what is queued before waiting for it.
+			w.flushLocked()
+			if !s.wakeOnEnd {
+				s.wakeOnEnd = true
+				context.AfterFunc(s.ctx, w.wake)
+			}
+			if w.err == nil && s.ctx.Err() == nil && min(w.connWindow, s.sendWindow) <= 0 {
+				w.windowWait.Wait()
+			}
+			continue
+		}
+		n := int(avail)
+		w.connWindow -= avail
+		s.sendWindow -= avail
+		left -= n
+		w.buf = frameHeader(w.buf, n, http2.FrameData, 0, s.id)
+		for n > 0 {
+			if len(pending) == 0 {
+				pending = parts[pi]
+				pi++
+				continue
+			}
+			k := min(n, len(pending))
+			w.buf = append(w.buf, pending[:k]...)
+			pending = pending[k:]
+			n -= k
+		}
+	}
+	return nil
+}
+
+// queueHeaders queues a header block; it goes out with the next flush.
+func (w *h2Writer) queueHeaders(streamID uint32, endStream bool, fields []headerField) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err != nil {
+		return errConnClosed
+	}
+	w.appendHeadersLocked(streamID, endStream, fields)
+	return nil
+}
+
+// flush writes out what is queued (unless another goroutine is writing:
+// it will).
+func (w *h2Writer) flush() {
+	w.mu.Lock()
+	w.flushLocked()
+	w.mu.Unlock()
+}
+
+// growConn adds a connection WINDOW_UPDATE's increment; false if the window
+// would pass 2^31-1 (a connection error).
+func (w *h2Writer) growConn(incr uint32) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.connWindow+int64(incr) > 1<<31-1 {
+		return false
+	}
+	w.connWindow += int64(incr)
+	w.windowWait.Broadcast()
+	return true
+}
+
+// growStream adds a stream WINDOW_UPDATE's increment to s; false on
+// overflow (a stream error).
+func (w *h2Writer) growStream(s *h2Stream, incr uint32) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if s.sendWindow+int64(incr) > 1<<31-1 {
+		return false
+	}
+	s.sendWindow += int64(incr)
+	w.windowWait.Broadcast()
+	return true
+}
+
+// wake re-checks every waiting sender (a stream ended, the connection is
+// closing).
+func (w *h2Writer) wake() {
+	w.mu.Lock()
+	w.windowWait.Broadcast()
+	w.mu.Unlock()
+}
+
+// fail marks the connection as unwritable (it is closing).
+func (w *h2Writer) fail(err error) {
+	w.mu.Lock()
+	if w.err == nil {
+		w.err = err
+		w.buf = nil
+	}
+	w.windowWait.Broadcast()
+	w.mu.Unlock()
+}
