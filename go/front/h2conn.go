@@ -62,9 +62,9 @@ type h2Conn struct {
 	w        *h2Writer
 
 	// Reader only.
-	fr          *http2.Framer
-	recvWindow  int64 // connection window left to the client
-	connUnack   int
+	fr         *http2.Framer
+	recvWindow int64 // connection window left to the client
+	connUnack  int
 	// lastRead is when a frame last arrived (keepalive), in Unix ns.
 	lastRead atomic.Int64
 	// maxStreamID is the largest stream id the client opened (written by
@@ -78,9 +78,9 @@ type h2Conn struct {
 	// with lastGood as its last stream id; closed: the socket is closed.
 	draining, goneAway, closed bool
 	// ready: the handshake is done (until then a stop just closes).
-	ready bool
-	lastGood                   uint32
-	idleSince                  time.Time
+	ready     bool
+	lastGood  uint32
+	idleSince time.Time
 	// kick wakes the timer goroutine (idle and drain state changed).
 	kick chan struct{}
 }

@@ -18,12 +18,12 @@ import (
 // h2Request is what a call's request HEADERS say, as the h2 transport reads
 // them: the gRPC fields it acts on, and the metadata in arrival order.
 type h2Request struct {
-	method   string // :path
-	header   [][2]string
-	md       metadata.MD // the same fields, for admission (handler.admit)
-	encoding string      // grpc-encoding of the request messages ("" none)
-	accept   []string    // grpc-accept-encoding
-	timeout  time.Duration
+	method     string // :path
+	header     [][2]string
+	md         metadata.MD // the same fields, for admission (handler.admit)
+	encoding   string      // grpc-encoding of the request messages ("" none)
+	accept     []string    // grpc-accept-encoding
+	timeout    time.Duration
 	hasTimeout bool
 }
 

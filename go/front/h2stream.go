@@ -36,19 +36,19 @@ type h2Stream struct {
 	stats any
 
 	// Send side, owner only (sendWindow under the writer's mu).
-	sendWindow   int64
-	headerSent   bool
-	finished     bool
-	compressor   string // response encoding, "" for none
+	sendWindow int64
+	headerSent bool
+	finished   bool
+	compressor string // response encoding, "" for none
 	// wakeOnEnd: a sender waiting for window is woken when ctx ends
 	// (registered the first time one waits; under the writer's mu).
 	wakeOnEnd bool
 
 	// Receive side, reader only: the gRPC message being assembled.
-	prefix     [5]byte
-	prefixLen  int
-	body       []byte // the message's bytes so far (len: its size)
-	bodyLen    int
+	prefix    [5]byte
+	prefixLen int
+	body      []byte // the message's bytes so far (len: its size)
+	bodyLen   int
 	// Stream flow control, under c.mu: bytes received, window given back
 	// so far, and taken but not yet given back.
 	recvUsed, recvGiven, recvUnack int
@@ -63,20 +63,20 @@ type h2Stream struct {
 	backlog    int               // window held back while msgs wait for credit
 	sink       RequestSink
 	credit     int
-	delivering bool          // a goroutine is handing messages to sink
-	sinkEnded  bool          // sink.End was called
-	cutOff     bool          // the call ended on the wire
+	delivering bool // a goroutine is handing messages to sink
+	sinkEnded  bool // sink.End was called
+	cutOff     bool // the call ended on the wire
 	// requestIn is closed when Request has its answer (a message, the
 	// half-close or a refusal); requestInClosed says it is.
 	requestIn       chan struct{}
 	requestInClosed bool
 }
 
-func (s *h2Stream) Context() context.Context  { return s.ctx }
-func (s *h2Stream) Method() string            { return s.req.method }
-func (s *h2Stream) Header() [][2]string       { return s.req.header }
-func (s *h2Stream) Conn() *connState          { return s.c.cs }
-func (s *h2Stream) Security() *ConnSecurity   { return s.c.security }
+func (s *h2Stream) Context() context.Context    { return s.ctx }
+func (s *h2Stream) Method() string              { return s.req.method }
+func (s *h2Stream) Header() [][2]string         { return s.req.header }
+func (s *h2Stream) Conn() *connState            { return s.c.cs }
+func (s *h2Stream) Security() *ConnSecurity     { return s.c.security }
 func (s *h2Stream) ClientCompressors() []string { return s.req.accept }
 
 // Request waits for the call's one request (the reader dispatches unary
