@@ -49,7 +49,7 @@ echo "== go fuzz (${PGN_FUZZTIME:-a few seconds} per target)"
 # coordinator can fail a target with a bare "context deadline exceeded" as
 # the time runs out (golang/go#75804, fixed in Go 1.27). A longer hunt:
 # PGN_FUZZTIME=10m bash scripts/test.sh (for every target), or one by hand.
-for target in go/front:FuzzWire:30x go/front:FuzzSplitMethodPath:20000x go/front:FuzzMetadataChecks:6000x \
+for target in go/front:FuzzWire:30x go/front:FuzzMethodPath:20000x go/front:FuzzMetadataChecks:6000x \
   go/front:FuzzParseConfig:10000x go/capi:FuzzEncoder:16000x; do
   pkg=${target%%:*} rest=${target#*:}
   go test -run='^$' -fuzz="^${rest%%:*}\$" -fuzztime="${PGN_FUZZTIME:-${rest#*:}}" "./$pkg"

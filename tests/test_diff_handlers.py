@@ -12,6 +12,7 @@ import threading
 import grpc
 import pytest
 
+from diff import TRANSPORT
 from diff.flavours import ASYNCIO, SYNC, each_flavour, each_flavour_and_uvloop
 from diff.harness import SERVICE, call_stream, call_unary, method
 from diff.protos import generate
@@ -356,7 +357,10 @@ def test_known_difference_path_without_leading_slash(flavour):
 
     ref, ours = flavour.both(setup, lambda run: call_unary(run.channel, "Echo", b"x"))
     assert ref.responses == (b"echo:x",)
-    assert ours.brief() == (SC.UNIMPLEMENTED, 'malformed method name: "Echo"')
+    if TRANSPORT == "h2":
+        assert ours == ref  # the front's own transport serves any path
+    else:
+        assert ours.brief() == (SC.UNIMPLEMENTED, 'malformed method name: "Echo"')
 
 
 @each_flavour

@@ -13,6 +13,7 @@ import collections
 import grpc
 import pytest
 
+from diff import TRANSPORT
 from diff.flavours import SYNC, each_flavour, record_outcome
 from diff.harness import call_stream, call_unary, method
 
@@ -360,4 +361,7 @@ def test_known_difference_request_metadata_order(flavour):
 
     ref, ours = flavour.both(flavour.recording("M", handler), scenario)
     assert ref == ["x-zeta", "x-alpha", "x-mid"]
-    assert ours == ["x-alpha", "x-mid", "x-zeta"]
+    if TRANSPORT == "h2":
+        assert ours == ref  # the front's own transport keeps the order
+    else:
+        assert ours == ["x-alpha", "x-mid", "x-zeta"]

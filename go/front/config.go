@@ -204,8 +204,8 @@ func ParseConfig(doc []byte) (*Config, error) {
 		if !ok1 || !ok2 || !ok3 {
 			return nil, configErrorf("methods[%d] must be a (str, bool[, bool]) tuple", i)
 		}
-		if _, _, ok := splitMethodPath(path); !ok {
-			return nil, configErrorf("methods[%d]: %q is not a method path of the form /package.Service/Method", i, path)
+		if !validMethodPath(path) {
+			return nil, configErrorf("methods[%d]: %q is not a method path (a non-empty :path without control characters)", i, path)
 		}
 		if seen[path] {
 			return nil, configErrorf("methods[%d]: %q is listed twice", i, path)
@@ -356,16 +356,19 @@ func headerListLimit(soft, hard int64) uint32 {
 	return uint32(limit)
 }
 
-// splitMethodPath splits "/pkg.Service/Method" into its service and method
-// names. Either may be empty ("//Method"): grpc-go routes every path of the
-// form /service/method to the front, and grpcio serves such paths too.
-func splitMethodPath(path string) (service, method string, ok bool) {
-	if !strings.HasPrefix(path, "/") {
-		return "", "", false
+// validMethodPath reports a path the front can serve: any non-empty
+// :path value without control characters. Paths are usually
+// "/package.Service/Method", but grpcio serves any path a client sends
+// ("Echo" included), and so does the front's own transport; grpc-go's
+// answers paths without a leading "/" UNIMPLEMENTED itself.
+func validMethodPath(path string) bool {
+	if path == "" {
+		return false
 	}
-	i := strings.LastIndex(path, "/")
-	if i == 0 {
-		return "", "", false
+	for i := 0; i < len(path); i++ {
+		if c := path[i]; c < 0x20 || c == 0x7f {
+			return false
+		}
 	}
-	return path[1:i], path[i+1:], true
+	return true
 }

@@ -526,7 +526,7 @@ func TestAddMethodRefusesKindChange(t *testing.T) {
 	if _, err := f.AddMethod(Method{Path: sayPath, ServerStreaming: true}); err == nil {
 		t.Fatal("changing a method's kind must fail")
 	}
-	if _, err := f.AddMethod(Method{Path: "bad"}); err == nil {
+	if _, err := f.AddMethod(Method{Path: "bad\x00path"}); err == nil {
 		t.Fatal("a bad path must fail")
 	}
 }

@@ -48,8 +48,8 @@ func (t *methodTable) get(id int32) (Method, bool) {
 // add registers a method and returns its id. Adding a method that exists
 // with the same kind returns its id; with another kind it is an error.
 func (t *methodTable) add(m Method) (int32, error) {
-	if _, _, ok := splitMethodPath(m.Path); !ok {
-		return 0, configErrorf("%q is not a method path of the form /package.Service/Method", m.Path)
+	if !validMethodPath(m.Path) {
+		return 0, configErrorf("%q is not a method path (a non-empty :path without control characters)", m.Path)
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
