@@ -9,6 +9,7 @@ test_diff_compression.py.
 import grpc
 import pytest
 
+from diff import TRANSPORT
 from diff.compression import BODY, calls, on_wire
 from diff.harness import both, method, same, setup_handlers, unary
 
@@ -46,7 +47,10 @@ def test_disable_next_message_compression_after_a_compressed_request():
     scenario = on_wire(calls([("Uncompressed", False)]), grpc.Compression.Gzip)
     ref, ours = both(setup, scenario, compression=grpc.Compression.Gzip)
     assert ref == ([BODY], [[0]])
-    assert ours == ([BODY], [[1]])
+    if TRANSPORT == "h2":
+        assert ours == ref  # the front's own transport has a per-message flag
+    else:
+        assert ours == ([BODY], [[1]])
 
 
 def test_disable_next_message_compression_in_a_bidi_handler():

@@ -153,6 +153,17 @@ func (c *h2Conn) handshake() error {
 		c.w.nc = tc
 		c.w.mu.Unlock()
 	}
+	// Our SETTINGS go first, before the client's preface is read, so that
+	// a client sending calls at once learns the stream limit as early as
+	// it can (calls past it are refused).
+	c.w.controlSync(func(b []byte) []byte {
+		b = appendSettings(b,
+			http2.Setting{ID: http2.SettingMaxConcurrentStreams, Val: limits.MaxConcurrentStreams},
+			http2.Setting{ID: http2.SettingInitialWindowSize, Val: h2StreamWindow},
+			http2.Setting{ID: http2.SettingMaxHeaderListSize, Val: transportHeaderListLimit},
+		)
+		return appendWindowUpdate(b, 0, h2ConnWindow-65535)
+	})
 	br := bufio.NewReaderSize(c.nc, 32<<10)
 	var preface [len(http2.ClientPreface)]byte
 	if _, err := io.ReadFull(br, preface[:]); err != nil {
@@ -164,14 +175,6 @@ func (c *h2Conn) handshake() error {
 	c.fr = http2.NewFramer(nil, br)
 	c.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
 	c.fr.MaxHeaderListSize = transportHeaderListLimit
-	c.w.controlSync(func(b []byte) []byte {
-		b = appendSettings(b,
-			http2.Setting{ID: http2.SettingMaxConcurrentStreams, Val: limits.MaxConcurrentStreams},
-			http2.Setting{ID: http2.SettingInitialWindowSize, Val: h2StreamWindow},
-			http2.Setting{ID: http2.SettingMaxHeaderListSize, Val: transportHeaderListLimit},
-		)
-		return appendWindowUpdate(b, 0, h2ConnWindow-65535)
-	})
 	f, err := c.fr.ReadFrame()
 	if err != nil {
 		return fmt.Errorf("reading the client's first SETTINGS: %w", err)

@@ -1,0 +1,165 @@
+package front
+
+import (
+	"errors"
+	"net"
+	"sync"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// h2Socket is a connection's socket as the h2 transport writes it: a write
+// never waits for the peer. What the kernel takes at once is written by the
+// caller (a Python thread answering a call, with the GIL released); the rest
+// waits in pending, which a goroutine of the connection's writes out,
+// blocking, while the peer is slow. Reads go to the socket as they are.
+//
+// This keeps a handler's thread (or an event loop) off a full socket, as
+// the seam asks, at the cost of buffering: DATA is bounded by the peer's own
+// flow-control windows; beyond maxPending (a peer that grants windows and
+// doesn't read) writes do wait, as with any socket.
+type h2Socket struct {
+	net.Conn
+	raw syscall.RawConn // nil: the socket can't be written without waiting
+
+	mu sync.Mutex
+	// pending is what the kernel didn't take, in order; draining: the
+	// goroutine writing it runs; err is the first write error, returned by
+	// every later write; room is signalled when pending shrinks (writers
+	// over maxPending wait for it).
+	pending  []byte
+	draining bool
+	err      error
+	room     *sync.Cond
+}
+
+// maxPending bounds what waits for a slow peer before writers wait too.
+const maxPending = 16 << 20
+
+func newH2Socket(c net.Conn) *h2Socket {
+	s := &h2Socket{Conn: c}
+	s.room = sync.NewCond(&s.mu)
+	inner := c
+	if lc, ok := c.(*conn); ok {
+		inner = lc.Conn
+	}
+	if sc, ok := inner.(syscall.Conn); ok {
+		if raw, err := sc.SyscallConn(); err == nil {
+			s.raw = raw
+		}
+	}
+	return s
+}
+
+// Write takes all of b (or fails with the connection's error): the part
+// the kernel doesn't take at once is written later, in order.
+func (s *h2Socket) Write(b []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for len(s.pending) > maxPending && s.err == nil {
+		s.room.Wait()
+	}
+	if s.err != nil {
+		return 0, s.err
+	}
+	n := len(b)
+	if len(s.pending) == 0 {
+		k, err := s.tryWrite(b)
+		if err != nil {
+			s.err = err
+			return 0, err
+		}
+		b = b[k:]
+		if k > 0 {
+			s.countOut(k)
+		}
+	}
+	if len(b) > 0 {
+		s.pending = append(s.pending, b...)
+		if !s.draining {
+			s.draining = true
+			go s.drain()
+		}
+	}
+	return n, nil
+}
+
+// tryWrite writes what the kernel takes now, without waiting. Called with
+// mu held.
+func (s *h2Socket) tryWrite(b []byte) (int, error) {
+	if s.raw == nil {
+		// No raw socket (a test's pipe): an ordinary, waiting write.
+		return s.Conn.Write(b)
+	}
+	var n int
+	var werr error
+	err := s.raw.Write(func(fd uintptr) bool {
+		for len(b) > 0 {
+			k, err := unix.Write(int(fd), b)
+			if k > 0 {
+				n += k
+				b = b[k:]
+				continue
+			}
+			if err == unix.EINTR {
+				continue
+			}
+			if err != nil && err != unix.EAGAIN {
+				werr = err
+			}
+			break
+		}
+		return true // never wait here: drain does
+	})
+	if werr == nil {
+		werr = err
+	}
+	return n, werr
+}
+
+// drain writes pending out, waiting for the peer, until it is empty.
+func (s *h2Socket) drain() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for len(s.pending) > 0 && s.err == nil {
+		b := s.pending
+		s.pending = nil
+		s.mu.Unlock()
+		n, err := s.Conn.Write(b) // the net.Conn's own, waiting write
+		s.mu.Lock()
+		if err != nil {
+			s.err = err
+			break
+		}
+		_ = n
+		s.room.Broadcast()
+	}
+	if s.err != nil {
+		s.pending = nil
+	}
+	s.draining = false
+	s.room.Broadcast()
+}
+
+// countOut adds bytes written by tryWrite to the front's counters (the
+// listener's conn counts what goes through its own Write).
+func (s *h2Socket) countOut(n int) {
+	if lc, ok := s.Conn.(*conn); ok && s.raw != nil {
+		lc.m.bytesOut.Add(uint64(n))
+	}
+}
+
+// Close closes the socket; waiting writers see the error.
+func (s *h2Socket) Close() error {
+	err := s.Conn.Close()
+	s.mu.Lock()
+	if s.err == nil {
+		s.err = net.ErrClosed
+	}
+	s.room.Broadcast()
+	s.mu.Unlock()
+	return err
+}
+
+var _ = errors.New
