@@ -54,6 +54,7 @@ type h2Conn struct {
 	// raw is the accepted socket (closing it ends everything); nc is what
 	// the reader reads: raw, or the TLS connection over it.
 	raw      net.Conn
+	sock     *h2Socket // raw, written without waiting for the peer
 	nc       net.Conn
 	cs       *connState // nil for a connection no listener of ours accepted
 	security *ConnSecurity
@@ -101,7 +102,9 @@ func newH2Conn(s *h2Server, nc net.Conn) *h2Conn {
 		c.cs = lc.remote
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
-	c.w = newH2Writer(nc, func(err error) { c.close(err) })
+	c.sock = newH2Socket(nc)
+	c.nc = c.sock
+	c.w = newH2Writer(c.sock, func(err error) { c.close(err) })
 	return c
 }
 
@@ -138,8 +141,8 @@ func (c *h2Conn) serve() {
 func (c *h2Conn) handshake() error {
 	limits := c.srv.limits
 	_ = c.nc.SetDeadline(time.Now().Add(limits.HandshakeTimeout))
-	if lc, ok := c.nc.(*conn); ok && lc.tls != nil {
-		tc := tls.Server(c.nc, c.srv.tlsConfig(lc.tls))
+	if lc, ok := c.raw.(*conn); ok && lc.tls != nil {
+		tc := tls.Server(c.sock, c.srv.tlsConfig(lc.tls))
 		if err := tc.Handshake(); err != nil {
 			return fmt.Errorf("TLS handshake: %w", err)
 		}
@@ -156,7 +159,7 @@ func (c *h2Conn) handshake() error {
 	// Our SETTINGS go first, before the client's preface is read, so that
 	// a client sending calls at once learns the stream limit as early as
 	// it can (calls past it are refused).
-	c.w.controlSync(func(b []byte) []byte {
+	c.w.control(func(b []byte) []byte {
 		b = appendSettings(b,
 			http2.Setting{ID: http2.SettingMaxConcurrentStreams, Val: limits.MaxConcurrentStreams},
 			http2.Setting{ID: http2.SettingInitialWindowSize, Val: h2StreamWindow},
@@ -429,7 +432,7 @@ func (c *h2Conn) earlyAbort(id uint32, httpStatus int, st *status.Status, rst bo
 		if rst {
 			c.w.buf = appendRSTStream(c.w.buf, id, http2.ErrCodeNo)
 		}
-		c.w.flushAsyncLocked()
+		c.w.flushLocked()
 	}
 	c.w.mu.Unlock()
 }
@@ -733,7 +736,7 @@ func (c *h2Conn) goAwayError(code http2.ErrCode, debug string) {
 	if len(debug) > 256 {
 		debug = debug[:256]
 	}
-	c.w.controlSync(func(b []byte) []byte { return appendGoAway(b, c.maxStreamID.Load(), code, debug) })
+	c.w.control(func(b []byte) []byte { return appendGoAway(b, c.maxStreamID.Load(), code, debug) })
 }
 
 // close closes the connection (once): every call on it ends.
@@ -776,6 +779,9 @@ func (c *h2Conn) timers() {
 			return
 		}
 		if goneAway && active == 0 {
+			// Every call answered: the last frames go out, then the
+			// connection closes.
+			c.sock.waitWritten(time.Second)
 			c.close(errH2Stopped)
 			return
 		}

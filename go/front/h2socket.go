@@ -1,10 +1,10 @@
 package front
 
 import (
-	"errors"
 	"net"
 	"sync"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -64,7 +64,7 @@ func (s *h2Socket) Write(b []byte) (int, error) {
 		return 0, s.err
 	}
 	n := len(b)
-	if len(s.pending) == 0 {
+	if !s.draining { // nothing waits: the kernel may take b now, in order
 		k, err := s.tryWrite(b)
 		if err != nil {
 			s.err = err
@@ -150,6 +150,23 @@ func (s *h2Socket) countOut(n int) {
 	}
 }
 
+// waitWritten waits until nothing is pending (or timeout passes), so that
+// a connection closed on purpose loses none of what it wrote.
+func (s *h2Socket) waitWritten(timeout time.Duration) {
+	stop := time.AfterFunc(timeout, func() {
+		s.mu.Lock()
+		s.room.Broadcast()
+		s.mu.Unlock()
+	})
+	defer stop.Stop()
+	deadline := time.Now().Add(timeout)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for s.draining && s.err == nil && time.Now().Before(deadline) {
+		s.room.Wait()
+	}
+}
+
 // Close closes the socket; waiting writers see the error.
 func (s *h2Socket) Close() error {
 	err := s.Conn.Close()
@@ -161,5 +178,3 @@ func (s *h2Socket) Close() error {
 	s.mu.Unlock()
 	return err
 }
-
-var _ = errors.New

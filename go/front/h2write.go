@@ -15,7 +15,9 @@ import (
 // h2Writer is a connection's write side. Frames are encoded by whoever
 // sends them into buf, under mu, and written to the socket by whoever finds
 // nobody writing (flushLocked): a lone frame goes out at once, and frames
-// queued while a write is in progress go out together in the next one.
+// queued while a write is in progress go out together in the next one. The
+// socket is an h2Socket, whose writes never wait for the peer, so any
+// goroutine (the reader, a Python thread) may flush.
 //
 // Everything below is guarded by mu. The HPACK encoder's state is the
 // connection's, so header blocks are encoded under mu, in the order their
@@ -102,37 +104,10 @@ func (w *h2Writer) flushLocked() {
 	w.flushing = false
 }
 
-// flushAsync writes buf out from a new goroutine, for callers that must not
-// block on the socket (the connection's reader: a peer that stops reading
-// must not stop us reading its frames).
-func (w *h2Writer) flushAsyncLocked() {
-	if w.flushing || len(w.buf) == 0 || w.err != nil {
-		return
-	}
-	w.flushing = true
-	go func() {
-		w.mu.Lock()
-		w.flushing = false
-		w.flushLocked()
-		w.mu.Unlock()
-	}()
-}
-
-// control queues a small frame from the reader (SETTINGS ack, PING ack,
-// WINDOW_UPDATE, RST_STREAM, GOAWAY) and has it written without blocking
-// the reader.
+// control queues a small frame (SETTINGS ack, PING ack, WINDOW_UPDATE,
+// RST_STREAM, GOAWAY) and writes it out. The socket never waits for the
+// peer (h2Socket), so the reader may do this itself.
 func (w *h2Writer) control(f func(b []byte) []byte) {
-	w.mu.Lock()
-	if w.err == nil {
-		w.buf = f(w.buf)
-		w.flushAsyncLocked()
-	}
-	w.mu.Unlock()
-}
-
-// controlSync queues a frame and writes it before returning (GOAWAY before a
-// close).
-func (w *h2Writer) controlSync(f func(b []byte) []byte) {
 	w.mu.Lock()
 	if w.err == nil {
 		w.buf = f(w.buf)
