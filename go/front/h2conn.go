@@ -373,6 +373,7 @@ func (c *h2Conn) headers(f *http2.MetaHeadersFrame) error {
 		return nil
 	}
 	s := &h2Stream{c: c, id: id, req: req, requestIn: make(chan struct{})}
+	s.atHeaders, s.inline = c.srv.h.dispatchAtHeaders(req.method)
 	if req.hasTimeout {
 		s.ctx, s.cancel = context.WithTimeout(c.ctx, req.timeout)
 	} else {
@@ -408,7 +409,7 @@ func (c *h2Conn) headers(f *http2.MetaHeadersFrame) error {
 		c.dispatch(s)
 		return nil
 	}
-	if c.srv.h.dispatchAtHeaders(req.method) {
+	if s.atHeaders {
 		c.dispatch(s)
 	}
 	return nil
@@ -446,8 +447,11 @@ func (c *h2Conn) endUnstarted(s *h2Stream, st *status.Status, rst bool) {
 	}
 }
 
-// dispatch hands a call to the front: a worker runs the front's handler
-// for it, and owns it from here on.
+// dispatch hands a call to the front. A call the front serves without
+// waiting (inline: it leaves the call to be driven by Python's answers, or
+// refuses it) is handed over right here on the reader, so it reaches Python
+// with no goroutine hop; any other goes to a worker, which owns it from here
+// on.
 func (c *h2Conn) dispatch(s *h2Stream) {
 	c.mu.Lock()
 	if s.released || s.dispatched {
@@ -457,6 +461,10 @@ func (c *h2Conn) dispatch(s *h2Stream) {
 	s.dispatched = true
 	c.mu.Unlock()
 	c.srv.handlers.Add(1)
+	if s.inline {
+		s.serveCall()
+		return
+	}
 	c.srv.workers.run(s)
 }
 

@@ -150,11 +150,30 @@ func (w *h2Workers) work(s *h2Stream) {
 func (w *h2Workers) stop() { w.once.Do(func() { close(w.ch) }) }
 
 // serveCall runs the front's handler for the call, then ends the stream
-// if the handler didn't.
+// if the handler didn't, unless the front drives the call (errDriven): End
+// does that then.
 func (s *h2Stream) serveCall() {
-	defer s.c.srv.handlers.Done()
 	err := s.c.srv.h.serve(s)
+	if err == errDriven {
+		return
+	}
 	s.finishWith(err)
+	s.c.srv.handlers.Done()
+}
+
+// End is the end of a driven call (inlineStream).
+func (s *h2Stream) End(err error) {
+	s.finishWith(err)
+	s.c.srv.handlers.Done()
+}
+
+// SendWouldWait: the peer's windows can't take n bytes (and a little
+// more, for the prefix and what compression may add) now.
+func (s *h2Stream) SendWouldWait(n int) bool {
+	w := s.c.w
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.err == nil && int64(n)+64 > min(w.connWindow, s.sendWindow)
 }
 
 // h2TLSConfigs are listeners' TLS configurations with h2 offered in ALPN,

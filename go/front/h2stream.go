@@ -53,7 +53,11 @@ type h2Stream struct {
 	// so far, and taken but not yet given back.
 	recvUsed, recvGiven, recvUnack int
 	dispatched                     bool // handed to the front (under c.mu)
-	released                       bool // gone from the connection (under c.mu)
+	// atHeaders: handed over at once, not when its request is in; inline:
+	// handed over on the reader (handler.dispatchAtHeaders). Set before the
+	// stream is shared.
+	atHeaders, inline bool
+	released          bool // gone from the connection (under c.mu)
 
 	// Request hand-off, under rmu.
 	rmu        sync.Mutex

@@ -120,14 +120,17 @@ func (h *handler) serve(st ServerStream) error {
 // request streams, relayed calls, and paths the front answers or looks up
 // without reading a request first. Only known unary-request methods and
 // health wait for their request.
-func (h *handler) dispatchAtHeaders(path string) bool {
+//
+// inline says that serving the call won't wait (serve returns errDriven or
+// ends the call at once): the transport may serve it on its reader.
+func (h *handler) dispatchAtHeaders(path string) (atHeaders, inline bool) {
 	if h.health.answers(path) != nil {
-		return false
+		return false, false
 	}
 	if _, m, ok := h.methods.lookup(path); ok {
-		return m.ClientStreaming || m.Fallback
+		return m.ClientStreaming || m.Fallback, !m.Fallback
 	}
-	return true
+	return true, false
 }
 
 // relayToFallback hands a call to the fallback server; it keeps no place
@@ -197,11 +200,23 @@ func (h *handler) serveMethod(st ServerStream, methodID int32, c *call) error {
 		c.requests = newRequestStream(c, h.events, st)
 		st.StartRequests(c.requests)
 	}
+	s := &stream{h: h, c: c, out: st}
+	_, drive := st.(inlineStream)
+	drive = drive && first // a looked-up call is served where it was routed
+	if drive {
+		s.driven()
+	}
 	ev := Event{Kind: EventCall, CallID: c.id, MethodID: methodID, Payload: req, ClientKey: c.clientKey, call: c}
 	if err := h.deliver(c, ev, first); err != nil {
+		if drive {
+			s.c.ops.close()
+			s.stopHook()
+		}
 		return err
 	}
-	s := stream{h: h, c: c, out: st}
+	if drive {
+		return errDriven
+	}
 	return s.serve()
 }
 

@@ -74,6 +74,17 @@ type opQueue struct {
 	// made by the first sender that has to wait (most calls never do), and
 	// read under mu.
 	ready, room chan struct{}
+
+	// Driven calls (drive set; see stream.drive): no goroutine waits for
+	// ops; whoever queues one and finds nobody driving the call drives it
+	// (applies the ops) on its own thread. driving: someone is; abandoned:
+	// the call ended on the wire, for the driver to act on; closed: the call
+	// is over, and later ops report ResultEnded. All guarded by mu; drive
+	// is set before the call's first event is queued and never changes.
+	drive     func()
+	driving   bool
+	abandoned bool
+	closed    bool
 }
 
 func newOpQueue() opQueue {
@@ -98,10 +109,23 @@ func (q *opQueue) put(o op, block bool, ended <-chan struct{}) Result {
 		default:
 		}
 		q.mu.Lock()
+		if q.closed {
+			q.mu.Unlock()
+			return ResultEnded
+		}
 		n := len(q.ops)
 		if q.hasRoomLocked(size) {
 			q.ops = append(q.ops, o)
 			q.bytes += size
+			if q.drive != nil {
+				run := !q.driving
+				q.driving = true
+				q.mu.Unlock()
+				if run {
+					q.drive()
+				}
+				return ResultOK
+			}
 			q.mu.Unlock()
 			if n == 0 {
 				signal(q.ready)
@@ -129,6 +153,66 @@ func (q *opQueue) put(o op, block bool, ended <-chan struct{}) Result {
 // the call's goroutine when ready fires.
 func (q *opQueue) take(dst []op) []op {
 	q.mu.Lock()
+	return q.takeLocked(dst)
+}
+
+// takeDriven is take for the driver of a driven call: the queued ops, and
+// whether the call was abandoned. With neither (ok false) the caller stops
+// driving, in the same step, so an op queued after it starts a new driver.
+func (q *opQueue) takeDriven(dst []op) (ops []op, abandoned, ok bool) {
+	q.mu.Lock()
+	if len(q.ops) == 0 && !q.abandoned {
+		q.driving = false
+		q.mu.Unlock()
+		return dst, false, false
+	}
+	abandoned = q.abandoned
+	return q.takeLocked(dst), abandoned, true
+}
+
+// requeue puts ops the driver took but could not apply without waiting back
+// at the front of the queue, for the goroutine it hands the call to.
+func (q *opQueue) requeue(ops []op) {
+	q.mu.Lock()
+	q.ops = append(append(make([]op, 0, len(ops)+len(q.ops)), ops...), q.ops...)
+	for _, o := range ops {
+		q.bytes += o.message.Len()
+	}
+	q.mu.Unlock()
+}
+
+// abandon records that a driven call ended on the wire and drives it if
+// nobody is, so that its end is acted on.
+func (q *opQueue) abandon() {
+	q.mu.Lock()
+	if q.closed {
+		q.mu.Unlock()
+		return
+	}
+	q.abandoned = true
+	run := !q.driving
+	q.driving = true
+	q.mu.Unlock()
+	if run {
+		q.drive()
+	}
+}
+
+// close ends a driven call's queue: later ops report ResultEnded, and what
+// is still queued is dropped.
+func (q *opQueue) close() {
+	q.mu.Lock()
+	q.closed = true
+	for _, o := range q.ops {
+		o.message.Free()
+	}
+	clear(q.ops)
+	q.ops, q.bytes = nil, 0
+	q.mu.Unlock()
+}
+
+// takeLocked is take with mu held; it releases mu.
+func (q *opQueue) takeLocked(dst []op) []op {
 	dst = append(dst, q.ops...)
 	clear(q.ops)
 	q.ops, q.bytes = q.ops[:0], 0

@@ -1,6 +1,8 @@
 package front
 
 import (
+	"context"
+	"errors"
 	"fmt"
 
 	"google.golang.org/grpc/codes"
@@ -8,13 +10,18 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// stream is one call as the goroutine that owns it serves it: Python's ops
-// applied, in order, to the transport's stream, until the call ends. Only
-// that goroutine uses a stream, so nothing here is locked.
+// stream is one call as its owner serves it: Python's ops applied, in
+// order, to the transport's stream, until the call ends. The owner is the
+// goroutine in serve, or for a driven call whoever holds the right to drive
+// it (opQueue.driving); one at a time, so nothing here is locked.
 type stream struct {
 	h   *handler
 	c   *call
 	out ServerStream
+	// Driven calls only: the ops being applied (reused), and what stops
+	// the end-of-call callback (driven).
+	batch    []op
+	stopHook func() bool
 }
 
 // serve applies Python's ops to the call until Python finishes it, routes
@@ -108,8 +115,10 @@ func (s *stream) finish(o op) error {
 	if o.code != codes.OK {
 		st = status.New(o.code, o.details)
 	}
-	s.out.Finish(st, o.md)
+	// The call ends for Python before its status goes out, so that once a
+	// client has its answer, ops on the call report ResultEnded.
 	s.h.calls.end(c, outcomeCompleted)
+	s.out.Finish(st, o.md)
 	return nil
 }
 
@@ -150,4 +159,122 @@ func (s *stream) abandon(cause error) error {
 		return status.Error(codes.DeadlineExceeded, "Deadline Exceeded")
 	}
 	return status.Error(codes.Canceled, "Cancelled")
+}
+
+// A driven call (a transport with no goroutine per call, inlineStream) has
+// no goroutine waiting in serve: its ops are applied by whoever queues one
+// and finds nobody applying them (opQueue.put runs drive), which is most
+// often the Python thread that answers, so a reply goes from Python to the
+// socket with no goroutine in between. The call's end on the wire is acted
+// on the same way (opQueue.abandon, from a context callback).
+//
+// A driver never waits: an op the transport can't take at once (a message
+// beyond the client's flow-control window) hands the call to a goroutine
+// (driveWaiting) that applies it and what follows, waiting as serve does,
+// until the queue is empty again.
+
+// inlineStream is a ServerStream whose calls can be driven.
+type inlineStream interface {
+	ServerStream
+	// SendWouldWait reports that a message of n bytes (as queued: its
+	// wire size may differ a little) can't be sent now without waiting
+	// for flow control.
+	SendWouldWait(n int) bool
+	// End ends a driven call, once, when its driver is done with it: with
+	// err's status unless Finish already ended it (nil err: nothing more
+	// to send), or with a reset if the call already ended on the wire.
+	End(err error)
+}
+
+// errDriven is what handler.serve returns for a call it left to be driven:
+// the transport must not end it (inlineStream.End will).
+var errDriven = errors.New("front: the call is driven by its ops")
+
+// driven makes c's ops drive the call from now on; called before its first
+// event is queued.
+func (s *stream) driven() {
+	s.c.ops.drive = s.drive
+	s.stopHook = context.AfterFunc(s.c.ctx, s.c.ops.abandon)
+}
+
+// drive applies c's queued ops until none is left, the call ends, or an op
+// would wait (then a goroutine takes over). Run by opQueue with the right
+// to drive.
+func (s *stream) drive() {
+	for {
+		batch, abandoned, ok := s.c.ops.takeDriven(s.batch[:0])
+		s.batch = batch
+		if !ok {
+			return
+		}
+		if abandoned {
+			s.end(s.abandon(s.c.ctx.Err()))
+			return
+		}
+		for i, o := range batch {
+			if s.wouldWait(o) {
+				s.out.Flush()
+				s.c.ops.requeue(batch[i:])
+				clear(batch)
+				go s.driveWaiting()
+				return
+			}
+			if err, done := s.apply(o); done {
+				clear(batch[i+1:])
+				s.end(err)
+				return
+			}
+		}
+		clear(batch)
+		s.out.Flush()
+	}
+}
+
+// driveWaiting is drive on a goroutine of its own, which may wait for flow
+// control; it stops driving once the queue is empty.
+func (s *stream) driveWaiting() {
+	for {
+		batch, abandoned, ok := s.c.ops.takeDriven(s.batch[:0])
+		s.batch = batch
+		if !ok {
+			return
+		}
+		if abandoned {
+			s.end(s.abandon(s.c.ctx.Err()))
+			return
+		}
+		for i, o := range batch {
+			if err, done := s.apply(o); done {
+				clear(batch[i+1:])
+				s.end(err)
+				return
+			}
+		}
+		clear(batch)
+		s.out.Flush()
+	}
+}
+
+// wouldWait reports an op that sends a message the transport can't take
+// now.
+func (s *stream) wouldWait(o op) bool {
+	n := -1
+	switch {
+	case o.kind == opMessage && !s.c.unary:
+		n = o.message.Len()
+	case o.kind == opFinish && o.code == codes.OK && o.hasMessage:
+		n = o.message.Len()
+	case o.kind == opFinish && o.code == codes.OK && s.c.holdsReply:
+		n = s.c.heldReply.Len()
+	}
+	return n >= 0 && s.out.(inlineStream).SendWouldWait(n)
+}
+
+// end releases a driven call after its last op.
+func (s *stream) end(err error) {
+	s.c.ops.close()
+	if s.stopHook != nil {
+		s.stopHook()
+	}
+	s.out.(inlineStream).End(err)
 }
