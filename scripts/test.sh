@@ -66,6 +66,18 @@ echo "== pytest"
 # The package is imported from the venv: the source tree keeps it under python/.
 "$py" -m pytest -q -p no:cacheprovider tests
 
+echo "== the front's own transport (h2): Go tests, wire fuzzing, differential suites, interop"
+# The full suites above ran on the default transport (grpc-go's server);
+# the h2 transport is chosen per server (grpc.pygrpc_native.transport) or,
+# for whole suites, by PGN_TRANSPORT. On it: the Go tests (every front test,
+# since they make their fronts from the same configuration), the wire fuzzer,
+# the differential suites (grpc.server() and ours, compared), the TLS suites
+# and the interop matrix (plaintext and TLS).
+PGN_TRANSPORT=h2 go test -count=1 -race ./go/front
+PGN_TRANSPORT=h2 go test -run='^$' -fuzz='^FuzzWire$' -fuzztime="${PGN_FUZZTIME:-30x}" ./go/front
+PGN_TRANSPORT=h2 "$py" -m pytest -q -p no:cacheprovider tests/test_*diff*.py tests/test_tls_*.py \
+  tests/test_interop.py tests/test_lowlevel_*.py tests/test_server_request_streams.py tests/test_stream_memory.py
+
 if [ "${PGN_WHEELS:-}" = 1 ] || [ -n "${CI:-}" ]; then
   echo "== wheels"
   bash wheels/check.sh

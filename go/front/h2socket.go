@@ -32,6 +32,7 @@ type h2Socket struct {
 	draining bool
 	err      error
 	room     *sync.Cond
+	try      rawTry
 }
 
 // maxPending bounds what waits for a slow peer before writers wait too.
@@ -40,6 +41,7 @@ const maxPending = 16 << 20
 func newH2Socket(c net.Conn) *h2Socket {
 	s := &h2Socket{Conn: c}
 	s.room = sync.NewCond(&s.mu)
+	s.try.fn = s.try.write
 	inner := c
 	if lc, ok := c.(*conn); ok {
 		inner = lc.Conn
@@ -92,30 +94,44 @@ func (s *h2Socket) tryWrite(b []byte) (int, error) {
 		// No raw socket (a test's pipe): an ordinary, waiting write.
 		return s.Conn.Write(b)
 	}
-	var n int
-	var werr error
-	err := s.raw.Write(func(fd uintptr) bool {
-		for len(b) > 0 {
-			k, err := unix.Write(int(fd), b)
-			if k > 0 {
-				n += k
-				b = b[k:]
-				continue
-			}
-			if err == unix.EINTR {
-				continue
-			}
-			if err != nil && err != unix.EAGAIN {
-				werr = err
-			}
-			break
-		}
-		return true // never wait here: drain does
-	})
+	s.try.b, s.try.n, s.try.err = b, 0, nil
+	err := s.raw.Write(s.try.fn)
+	n, werr := s.try.n, s.try.err
+	s.try.b = nil
 	if werr == nil {
 		werr = err
 	}
 	return n, werr
+}
+
+// rawTry is tryWrite's state, in the socket so that a write allocates
+// nothing (fn is made once, in newH2Socket). Guarded by the socket's mu.
+type rawTry struct {
+	b   []byte
+	n   int
+	err error
+	fn  func(fd uintptr) bool
+}
+
+// write writes b to fd until the kernel takes no more; it never asks to
+// wait (drain does the waiting).
+func (t *rawTry) write(fd uintptr) bool {
+	for len(t.b) > 0 {
+		k, err := unix.Write(int(fd), t.b)
+		if k > 0 {
+			t.n += k
+			t.b = t.b[k:]
+			continue
+		}
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil && err != unix.EAGAIN {
+			t.err = err
+		}
+		break
+	}
+	return true
 }
 
 // drain writes pending out, waiting for the peer, until it is empty.

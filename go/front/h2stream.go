@@ -345,8 +345,12 @@ func (s *h2Stream) Finish(st *status.Status, trailer metadata.MD) {
 	if !s.requestEnded() {
 		after = func(b []byte) []byte { return appendRSTStream(b, s.id, http2.ErrCodeNo) }
 	}
-	_ = s.c.w.sendHeaders(s.id, true, fields, after)
+	// The stream leaves the connection's count before its status goes
+	// out: a client that has the status may open another stream at once,
+	// and must not find this one still counted against
+	// max_concurrent_streams.
 	s.c.endStream(s, code, false)
+	_ = s.c.w.sendHeaders(s.id, true, fields, after)
 }
 
 // finishWith ends a stream whose handler returned without Finish: with
