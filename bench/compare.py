@@ -36,10 +36,16 @@ BASELINE = "grpcio_sync"
 AIO_BASELINE = "grpcio_aio"
 CEILING = "ceiling"
 TLS_BASELINE = "grpcio_sync_tls"
-AIO_SERVERS = ("grpcio_aio", "native_aio", "native_aio_uvloop")
+AIO_SERVERS = ("grpcio_aio", "native_aio", "native_aio_uvloop", "native_aio_h2")
+
+# Our servers' environment, naming the transport behind the Go front: every
+# row says which it measures, whatever PGN_TRANSPORT the run inherited.
+ON_GRPCGO = {"PGN_TRANSPORT": "grpcgo"}
+ON_H2 = {"PGN_TRANSPORT": "h2"}
 
 DEFAULT_SERVERS = (
-    "grpcio_sync,native_sync,native_sync16,grpcio_aio,native_aio,native_aio_uvloop,lowlevel,ceiling,grpcgo"
+    "grpcio_sync,native_sync,native_sync16,grpcio_aio,native_aio,native_aio_uvloop,lowlevel,ceiling,grpcgo,"
+    "native_sync_h2,native_aio_h2,lowlevel_h2,ceiling_h2"
 )
 ALL_SERVERS = DEFAULT_SERVERS + ",grpcio_sync_tls,native_sync_tls"
 GRPCGO = "grpcgo"
@@ -176,6 +182,7 @@ def server_kinds(args, ceiling: Optional[Path], goserver: Optional[Path], tls, w
                 (py, "-m", "bench.servers.grpcio_sync", "--impl", "native", *workers),
                 requires="pygrpc_native",
                 counterpart="grpcio_sync",
+                env=ON_GRPCGO,
             ),
             ServerKind(
                 "native_sync16",
@@ -183,6 +190,7 @@ def server_kinds(args, ceiling: Optional[Path], goserver: Optional[Path], tls, w
                 (py, "-m", "bench.servers.grpcio_sync", "--impl", "native", "--workers", "16"),
                 requires="pygrpc_native",
                 counterpart="grpcio_sync",
+                env=ON_GRPCGO,
             ),
             ServerKind("grpcio_aio", "grpc.aio.server()", (py, "-m", "bench.servers.aio_echo", "--impl", "grpcio")),
             ServerKind(
@@ -191,6 +199,7 @@ def server_kinds(args, ceiling: Optional[Path], goserver: Optional[Path], tls, w
                 (py, "-m", "bench.servers.aio_echo", "--impl", "native"),
                 requires="pygrpc_native",
                 counterpart="grpcio_aio",
+                env=ON_GRPCGO,
             ),
             ServerKind(
                 "native_aio_uvloop",
@@ -198,6 +207,7 @@ def server_kinds(args, ceiling: Optional[Path], goserver: Optional[Path], tls, w
                 (py, "-m", "bench.servers.aio_echo", "--impl", "native", "--uvloop"),
                 requires="pygrpc_native.aio, uvloop",
                 counterpart="grpcio_aio",
+                env=ON_GRPCGO,
             ),
             ServerKind(
                 "lowlevel",
@@ -205,12 +215,46 @@ def server_kinds(args, ceiling: Optional[Path], goserver: Optional[Path], tls, w
                 (py, "-m", "bench.servers.lowlevel", "--threads", str(args.lowlevel_threads)),
                 requires="pygrpc_native",
                 counterpart="grpcio_sync",
+                env=ON_GRPCGO,
             ),
             ServerKind(
                 "ceiling",
                 "Ceiling: the Go front answering in Go",
                 (str(ceiling),),
                 unavailable=why.get("ceiling"),
+                env=ON_GRPCGO,
+            ),
+            # The same servers on the front's own transport (h2).
+            ServerKind(
+                "native_sync_h2",
+                "pygrpc_native.server(), h2 transport",
+                (py, "-m", "bench.servers.grpcio_sync", "--impl", "native", *workers),
+                requires="pygrpc_native",
+                counterpart="grpcio_sync",
+                env=ON_H2,
+            ),
+            ServerKind(
+                "native_aio_h2",
+                "pygrpc_native.aio.server(), h2 transport",
+                (py, "-m", "bench.servers.aio_echo", "--impl", "native"),
+                requires="pygrpc_native",
+                counterpart="grpcio_aio",
+                env=ON_H2,
+            ),
+            ServerKind(
+                "lowlevel_h2",
+                "Low-level API, h2 transport",
+                (py, "-m", "bench.servers.lowlevel", "--threads", str(args.lowlevel_threads)),
+                requires="pygrpc_native",
+                counterpart="grpcio_sync",
+                env=ON_H2,
+            ),
+            ServerKind(
+                "ceiling_h2",
+                "Ceiling, h2 transport",
+                (str(ceiling),),
+                unavailable=why.get("ceiling"),
+                env=ON_H2,
             ),
             ServerKind("grpcgo", "grpc-go alone", (str(goserver),), unavailable=why.get("goserver")),
             ServerKind(
@@ -226,7 +270,7 @@ def server_kinds(args, ceiling: Optional[Path], goserver: Optional[Path], tls, w
                 requires="pygrpc_native",
                 tls=True,
                 counterpart="grpcio_sync_tls",
-            ),
+                        ),
         )
     }
 

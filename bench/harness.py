@@ -38,7 +38,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Callable, Optional, Sequence
+from typing import Callable, Mapping, Optional, Sequence
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 BENCH_DIR = REPO_ROOT / "bench"
@@ -76,6 +76,7 @@ class ServerKind:
     tls: bool = False  # serves TLS: clients connect with the run's CA
     counterpart: Optional[str] = None  # the grpcio server this one replaces ("no cell slower than")
     short: str = ""  # label for the chart
+    env: Mapping[str, str] = dataclasses.field(default_factory=dict)  # added to its environment (PGN_TRANSPORT)
 
     def available(self) -> Optional[str]:
         """None if the server can run here, else why not."""
@@ -120,13 +121,15 @@ class Cell:
 class Proc:
     """A child process whose stdout lines are read by a thread into a queue."""
 
-    def __init__(self, argv: Sequence[str], label: str, logdir: Path):
+    def __init__(self, argv: Sequence[str], label: str, logdir: Path, env: Optional[Mapping[str, str]] = None):
         self.label = label
         self.stderr_path = logdir / f"{label}.stderr"
         self._stderr = open(self.stderr_path, "w+b")
+        extra_env = env
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
         env.setdefault("PYTHONUNBUFFERED", "1")
+        env.update(extra_env or {})
         self.popen = subprocess.Popen(
             list(argv),
             cwd=REPO_ROOT,
@@ -261,7 +264,7 @@ def measure_once(cell: Cell, duration: float, warmup: float, logdir: Path, tag: 
         "workload": workload.key,
         "ok": False,
     }
-    srv = Proc(server.argv, f"{tag}-server", logdir)
+    srv = Proc(server.argv, f"{tag}-server", logdir, env=server.env)
     cli = None
     try:
         deadline = time.monotonic() + SERVER_START_TIMEOUT_S

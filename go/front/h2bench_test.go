@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
@@ -33,9 +35,50 @@ func BenchmarkUnaryCall(b *testing.B) {
 			c := dialRaw(b, f.Port())
 			b.ReportAllocs()
 			b.ResetTimer()
+			cpu := processCPU()
 			for i := 0; i < b.N; i++ {
 				c.call(b)
 			}
+			reportCPU(b, cpu)
+		})
+	}
+}
+
+// BenchmarkUnaryCallLoaded is BenchmarkUnaryCall under load: 4
+// connections, each sending calls 32 at a time, as bench/loadgen does; ns/op
+// is wall time per call with every core busy, so it tracks CPU per call.
+func BenchmarkUnaryCallLoaded(b *testing.B) {
+	for _, transport := range []string{TransportGRPCGo, TransportH2} {
+		b.Run(transport, func(b *testing.B) {
+			f := startConfigured(b, fmt.Sprintf(`{"address": "127.0.0.1:0", "methods": [[%q, false]],
+				"options": [["grpc.pygrpc_native.transport", %q]]}`, sayPath, transport))
+			serveEvents(b, f, func(f *Front, e Event) {
+				if e.Kind == EventCall {
+					e.Release()
+					f.Calls().Respond(e.CallID, nil, true)
+				}
+			})
+			const conns, inFlight = 4, 32
+			clients := make([]*rawClient, conns)
+			for i := range clients {
+				clients[i] = dialRaw(b, f.Port())
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			cpu := processCPU()
+			done := make(chan struct{})
+			for _, c := range clients {
+				go func() {
+					defer func() { done <- struct{}{} }()
+					for n := 0; n < b.N/conns; n += inFlight {
+						c.calls(b, inFlight)
+					}
+				}()
+			}
+			for range clients {
+				<-done
+			}
+			reportCPU(b, cpu)
 		})
 	}
 }
@@ -76,18 +119,25 @@ func dialRaw(b *testing.B, port int) *rawClient {
 
 var emptyMessage = []byte{0, 0, 0, 0, 0}
 
-func (c *rawClient) call(b *testing.B) {
-	id := c.id
-	c.id += 2
-	_ = c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: c.header, EndHeaders: true})
-	_ = c.fr.WriteData(id, true, emptyMessage)
-	if err := c.w.Flush(); err != nil {
-		b.Fatal(err)
+func (c *rawClient) call(b *testing.B) { c.calls(b, 1) }
+
+// calls sends n calls at once and reads until every one has ended.
+func (c *rawClient) calls(b *testing.B, n int) {
+	for i := 0; i < n; i++ {
+		id := c.id + uint32(2*i)
+		_ = c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: c.header, EndHeaders: true})
+		_ = c.fr.WriteData(id, true, emptyMessage)
 	}
-	for {
+	c.id += uint32(2 * n)
+	if err := c.w.Flush(); err != nil {
+		b.Error(err)
+		return
+	}
+	for left := n; left > 0; {
 		f, err := c.fr.ReadFrame()
 		if err != nil {
-			b.Fatal(err)
+			b.Error(err)
+			return
 		}
 		switch f := f.(type) {
 		case *http2.SettingsFrame:
@@ -107,13 +157,28 @@ func (c *rawClient) call(b *testing.B) {
 				c.unack = 0
 			}
 		case *http2.HeadersFrame:
-			if f.StreamID == id && f.StreamEnded() {
-				return
+			if f.StreamEnded() {
+				left--
 			}
 		case *http2.RSTStreamFrame:
-			b.Fatalf("stream %d reset: %v", f.StreamID, f.ErrCode)
+			b.Errorf("stream %d reset: %v", f.StreamID, f.ErrCode)
+			return
 		case *http2.GoAwayFrame:
-			b.Fatalf("GOAWAY: %v", f.ErrCode)
+			b.Errorf("GOAWAY: %v", f.ErrCode)
+			return
 		}
 	}
+}
+
+// processCPU is the CPU time the process has used (user and system).
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// reportCPU reports the process's CPU time per call since start (server
+// and raw client together): steadier than ns/op on a shared machine.
+func reportCPU(b *testing.B, start time.Duration) {
+	b.ReportMetric(float64(processCPU()-start)/float64(b.N), "cpu-ns/op")
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net"
 	"sync"
+	"time"
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
@@ -34,6 +35,11 @@ type h2Writer struct {
 	// err is the first write error; frames after it are dropped, and the
 	// connection is closing.
 	err error
+	// lastWrite is when the last write began; flushReq wakes the
+	// connection's flusher (made on the first burst; closed by fail).
+	lastWrite   time.Time
+	flushReq    chan struct{}
+	flusherDone bool
 
 	henc *hpack.Encoder
 	hbuf bytes.Buffer
@@ -80,6 +86,7 @@ func (w *h2Writer) flushLocked() {
 		return
 	}
 	w.flushing = true
+	w.lastWrite = time.Now()
 	for len(w.buf) > 0 && w.err == nil {
 		b := w.buf
 		w.buf, w.spare = w.spare[:0], nil
@@ -202,7 +209,7 @@ func (w *h2Writer) sendHeaders(streamID uint32, endStream bool, fields []headerF
 	if after != nil {
 		w.buf = after(w.buf)
 	}
-	w.flushLocked()
+	w.answerFlushLocked()
 	return nil
 }
 
@@ -274,8 +281,43 @@ func (w *h2Writer) queueHeaders(streamID uint32, endStream bool, fields []header
 // it will).
 func (w *h2Writer) flush() {
 	w.mu.Lock()
-	w.flushLocked()
+	w.answerFlushLocked()
 	w.mu.Unlock()
+}
+
+// coalesceWindow: an answer that comes this soon after the connection's
+// last write is left to the connection's flusher goroutine, so that the
+// answers of a burst go out in one write; a lone answer is written at once
+// by its sender.
+const coalesceWindow = 30 * time.Microsecond
+
+// answerFlushLocked writes out queued answers (see coalesceWindow). mu
+// held.
+func (w *h2Writer) answerFlushLocked() {
+	if w.flushing || len(w.buf) == 0 || w.err != nil {
+		return
+	}
+	if time.Since(w.lastWrite) < coalesceWindow {
+		w.flushing = true // the flusher's now; senders meanwhile only append
+		if w.flushReq == nil {
+			w.flushReq = make(chan struct{}, 1)
+			go w.flusher()
+		}
+		signal(w.flushReq)
+		return
+	}
+	w.flushLocked()
+}
+
+// flusher is the connection's goroutine that writes bursts of answers
+// (answerFlushLocked); it ends with the connection.
+func (w *h2Writer) flusher() {
+	for range w.flushReq {
+		w.mu.Lock()
+		w.flushing = false
+		w.flushLocked()
+		w.mu.Unlock()
+	}
 }
 
 // growConn adds a connection WINDOW_UPDATE's increment; false if the window
@@ -318,6 +360,10 @@ func (w *h2Writer) fail(err error) {
 	if w.err == nil {
 		w.err = err
 		w.buf = nil
+	}
+	if w.flushReq != nil && !w.flusherDone {
+		w.flusherDone = true
+		close(w.flushReq)
 	}
 	w.windowWait.Broadcast()
 	w.mu.Unlock()
