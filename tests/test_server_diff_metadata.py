@@ -7,6 +7,7 @@ test_diff_metadata.py."""
 import grpc
 import pytest
 
+from diff import TRANSPORT
 from diff.flavours import SYNC
 from diff.harness import SERVICE, both, call_unary, method, unary
 
@@ -57,6 +58,8 @@ def test_known_difference_response_metadata_order_across_keys():
 
     ref, ours = both(setup, scenario)
     assert ref.initial_metadata == md and ref.trailing_metadata == md
+    if TRANSPORT == "h2":  # the front's own transport keeps the order
+        assert (ours.initial_metadata, ours.trailing_metadata) == (md, md)
     for got in (ours.initial_metadata, ours.trailing_metadata):
         assert sorted(got) == sorted(md)
         for key in ("x-a", "x-b"):

@@ -8,21 +8,20 @@ import "C"
 import (
 	"unsafe"
 
-	"google.golang.org/grpc/metadata"
+	"github.com/pygrpc-native/pygrpc-native/go/front"
 )
 
 // goMetadata copies metadata from C (pgn_metadata: (key, value) pairs in
-// the caller's memory, in order). No pairs pointer means no metadata (nil);
-// a pointer with count 0 is metadata with no entries.
-func goMetadata(m C.pgn_metadata) metadata.MD {
+// the caller's memory, in order), keeping the order. No pairs pointer means
+// no metadata (nil); a pointer with count 0 is metadata with no entries.
+func goMetadata(m C.pgn_metadata) front.Metadata {
 	if m.pairs == nil {
 		return nil
 	}
 	pairs := unsafe.Slice(m.pairs, int(m.count))
-	md := make(metadata.MD, len(pairs))
-	for _, p := range pairs {
-		k := goString(p.key)
-		md[k] = append(md[k], goString(p.value))
+	md := make(front.Metadata, len(pairs))
+	for i, p := range pairs {
+		md[i] = [2]string{goString(p.key), goString(p.value)}
 	}
 	return md
 }

@@ -5,7 +5,6 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/mem"
-	"google.golang.org/grpc/metadata"
 )
 
 // Calls is Python's side of a front's live calls: the call table, and the
@@ -60,8 +59,8 @@ const detailsInvalidMetadata = "Invalid metadata"
 type Ending struct {
 	Code    codes.Code
 	Details string
-	// Trailer is the trailing metadata.
-	Trailer metadata.MD
+	// Trailer is the trailing metadata, in order.
+	Trailer Metadata
 	// Message, when HasMessage, is a last message, sent only with code OK.
 	// The call owns it from here on (grpc-go frees pooled buffers once
 	// they are written).
@@ -158,7 +157,7 @@ func (cs *Calls) Send(id uint64, message mem.BufferSlice, block bool) Result {
 
 // SendHeader sends initial metadata. Invalid metadata ends the call with
 // INTERNAL "Invalid metadata", as with grpcio, and is reported as err.
-func (cs *Calls) SendHeader(id uint64, md metadata.MD, block bool) (Result, error) {
+func (cs *Calls) SendHeader(id uint64, md Metadata, block bool) (Result, error) {
 	if err := validateMetadata(md); err != nil {
 		return cs.post(id, op{kind: opFinish, code: codes.Internal, details: detailsInvalidMetadata}, block), err
 	}

@@ -140,7 +140,7 @@ func (cs *Calls) SetCompression(id uint64, name string, block bool) (Result, err
 		_, r := cs.table.lookup(id)
 		return r, nil
 	}
-	return cs.post(id, op{kind: opCompression, compressor: name}, block), nil
+	return cs.post(id, op{kind: opCompression, details: name}, block), nil
 }
 
 // DisableNextCompression sends the call's next message uncompressed

@@ -171,11 +171,11 @@ func TestServerStreamingWithMetadata(t *testing.T) {
 		if e.Kind != EventCall {
 			return
 		}
-		f.Calls().SendHeader(e.CallID, metadata.Pairs("x-head", "h"), true)
+		f.Calls().SendHeader(e.CallID, Metadata{{"x-head", "h"}}, true)
 		for i := 0; i < 3; i++ {
 			f.Calls().Send(e.CallID, msg(fmt.Sprint(i)), true)
 		}
-		f.Calls().Finish(e.CallID, Ending{Code: codes.OK, Trailer: metadata.Pairs("x-tail-bin", "\x00\xff")}, true)
+		f.Calls().Finish(e.CallID, Ending{Code: codes.OK, Trailer: Metadata{{"x-tail-bin", "\x00\xff"}}}, true)
 	})
 	s, err := cc.NewStream(context.Background(), &grpc.StreamDesc{ServerStreams: true}, countPath)
 	if err != nil {
@@ -332,7 +332,7 @@ func TestOrderedKeepsArrivalOrder(t *testing.T) {
 func TestReservedResponseMetadataEndsWithInternal(t *testing.T) {
 	_, cc := startFront(t, "", func(f *Front, e Event) {
 		if e.Kind == EventCall {
-			if _, err := f.Calls().Finish(e.CallID, Ending{Code: codes.OK, Trailer: metadata.Pairs("grpc-mine", "x"), Message: msg("m"), HasMessage: true}, true); err == nil {
+			if _, err := f.Calls().Finish(e.CallID, Ending{Code: codes.OK, Trailer: Metadata{{"grpc-mine", "x"}}, Message: msg("m"), HasMessage: true}, true); err == nil {
 				panic("reserved key accepted")
 			}
 		}
@@ -536,7 +536,7 @@ func TestRichStatusDetailsTravelInTheStatus(t *testing.T) {
 	raw, _ := proto.Marshal(rich)
 	_, cc := startFront(t, "", func(f *Front, e Event) {
 		if e.Kind == EventCall {
-			f.Calls().Finish(e.CallID, Ending{Code: codes.InvalidArgument, Details: "bad", Trailer: metadata.Pairs("grpc-status-details-bin", string(raw))}, true)
+			f.Calls().Finish(e.CallID, Ending{Code: codes.InvalidArgument, Details: "bad", Trailer: Metadata{{"grpc-status-details-bin", string(raw)}}}, true)
 		}
 	})
 	_, err := say(context.Background(), cc, "x")
@@ -563,7 +563,10 @@ func TestStatusDetailsAreSentAsGiven(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			_, cc := startFront(t, "", func(f *Front, e Event) {
 				if e.Kind == EventCall {
-					md := metadata.MD{"grpc-status-details-bin": tc.values}
+					var md Metadata
+					for _, v := range tc.values {
+						md = append(md, [2]string{"grpc-status-details-bin", v})
+					}
 					if _, err := f.Calls().Finish(e.CallID, Ending{Code: tc.code, Details: "msg", Trailer: md}, true); err != nil {
 						panic(err)
 					}

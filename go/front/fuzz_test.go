@@ -40,7 +40,7 @@ func FuzzMetadataChecks(f *testing.F) {
 	f.Fuzz(func(t *testing.T, k1, v1, k2, v2 string, limit uint32) {
 		md := metadata.MD{k1: {v1}}
 		md[k2] = append(md[k2], v2)
-		err := validateMetadata(md)
+		err := validateMetadata(metadataOf(md))
 		var want error
 		for k, vs := range md {
 			if !validKey(k) {

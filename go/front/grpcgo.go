@@ -275,7 +275,7 @@ func (s *grpcgoStream) readRequests(sink RequestSink) {
 	}
 }
 
-func (s *grpcgoStream) SendHeader(md metadata.MD) error { return s.ss.SendHeader(md) }
+func (s *grpcgoStream) SendHeader(md Metadata) error { return s.ss.SendHeader(md.md()) }
 
 func (s *grpcgoStream) SendMessage(b mem.BufferSlice, uncompressed bool) error {
 	if uncompressed {
@@ -326,9 +326,9 @@ func (s *grpcgoStream) SendCompressor() string {
 // Flush: grpc-go's transport writes on its own (its loopy writer).
 func (s *grpcgoStream) Flush() {}
 
-func (s *grpcgoStream) Finish(st *status.Status, trailer metadata.MD) {
+func (s *grpcgoStream) Finish(st *status.Status, trailer Metadata) {
 	if len(trailer) > 0 {
-		s.ss.SetTrailer(trailer)
+		s.ss.SetTrailer(trailer.md())
 	}
 	s.status = st.Err()
 }

@@ -13,7 +13,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/mem"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 )
@@ -173,7 +172,7 @@ func (s *h2Stream) deliver() {
 }
 
 // SendHeader queues the response headers; they go out with the next flush.
-func (s *h2Stream) SendHeader(md metadata.MD) error {
+func (s *h2Stream) SendHeader(md Metadata) error {
 	if s.headerSent {
 		return status.Error(codes.Internal, "transport: the stream has already sent its headers")
 	}
@@ -185,7 +184,7 @@ func (s *h2Stream) SendHeader(md metadata.MD) error {
 	return s.c.w.queueHeaders(s.id, false, fields)
 }
 
-func (s *h2Stream) responseHeader(md metadata.MD) []headerField {
+func (s *h2Stream) responseHeader(md Metadata) []headerField {
 	fields := make([]headerField, 0, 3+len(md))
 	fields = append(fields, headerField{":status", "200"}, headerField{"content-type", "application/grpc"})
 	if s.compressor != compressNone {
@@ -194,23 +193,21 @@ func (s *h2Stream) responseHeader(md metadata.MD) []headerField {
 	return appendMetadata(fields, md)
 }
 
-// appendMetadata adds metadata as header fields (values of -bin keys in
-// base64), leaving out what gRPC reserves for itself.
-func appendMetadata(fields []headerField, md metadata.MD) []headerField {
-	for k, vs := range md {
+// appendMetadata adds metadata as header fields, in order (values of -bin
+// keys in base64), leaving out what gRPC reserves for itself.
+func appendMetadata(fields []headerField, md Metadata) []headerField {
+	for _, kv := range md {
+		k, v := kv[0], kv[1]
 		if k == "" || k[0] == ':' || k == "content-type" || k == "te" || k == "user-agent" {
 			continue
 		}
 		if k == "grpc-status" || k == "grpc-message" || k == "grpc-encoding" || k == "grpc-timeout" || k == "grpc-message-type" {
 			continue
 		}
-		bin := strings.HasSuffix(k, "-bin")
-		for _, v := range vs {
-			if bin {
-				v = base64.RawStdEncoding.EncodeToString([]byte(v))
-			}
-			fields = append(fields, headerField{k, v})
+		if strings.HasSuffix(k, "-bin") {
+			v = base64.RawStdEncoding.EncodeToString([]byte(v))
 		}
+		fields = append(fields, headerField{k, v})
 	}
 	return fields
 }
@@ -313,7 +310,7 @@ func (s *h2Stream) Flush() { s.c.w.flush() }
 
 // Finish writes the status and trailers (trailers-only when no headers
 // went out) and ends the stream.
-func (s *h2Stream) Finish(st *status.Status, trailer metadata.MD) {
+func (s *h2Stream) Finish(st *status.Status, trailer Metadata) {
 	if s.finished {
 		return
 	}
@@ -336,7 +333,7 @@ func (s *h2Stream) Finish(st *status.Status, trailer metadata.MD) {
 	}
 	if details != nil {
 		fields = append(fields, headerField{statusDetailsKey, base64.RawStdEncoding.EncodeToString(details)})
-		trailer = withoutKey(trailer, statusDetailsKey)
+		trailer = trailer.without(statusDetailsKey)
 	}
 	fields = appendMetadata(fields, trailer)
 	// A client still sending is told to stop (RST_STREAM NO_ERROR after
@@ -383,17 +380,4 @@ func (s *h2Stream) requestEnded() bool {
 	s.rmu.Lock()
 	defer s.rmu.Unlock()
 	return s.recvEnd || s.recvErr != nil
-}
-
-func withoutKey(md metadata.MD, key string) metadata.MD {
-	if _, ok := md[key]; !ok {
-		return md
-	}
-	out := make(metadata.MD, len(md))
-	for k, v := range md {
-		if k != key {
-			out[k] = v
-		}
-	}
-	return out
 }

@@ -5,7 +5,6 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/mem"
-	"google.golang.org/grpc/metadata"
 )
 
 // opKind is what Python asked a call to do.
@@ -39,11 +38,10 @@ type op struct {
 	// opMessage, opFinish: the message; the call owns it from here on.
 	message mem.BufferSlice
 	// opHeader: initial metadata; opFinish: trailing metadata.
-	md metadata.MD
-	// opFinish, opRefused: the status details.
+	md Metadata
+	// opFinish, opRefused: the status details; opCompression: the
+	// compressor's name ("" for none).
 	details string
-	// opCompression: the compressor name ("" for none).
-	compressor string
 }
 
 // Limits of what Python may queue on one call before a send waits (or, for

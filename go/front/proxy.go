@@ -113,14 +113,14 @@ func (r *fallbackRelay) relay(st ServerStream, path string) error {
 			relayed.apply(st)
 			// A trailers-only answer has no headers: leave it so.
 			if hdr, herr := cs.Header(); herr == nil && len(hdr) > 0 {
-				if err := st.SendHeader(hdr); err != nil {
+				if err := st.SendHeader(metadataOf(hdr)); err != nil {
 					return err
 				}
 				st.Flush()
 			}
 		}
 		if errors.Is(err, io.EOF) {
-			st.Finish(status.New(codes.OK, ""), cs.Trailer())
+			st.Finish(status.New(codes.OK, ""), metadataOf(cs.Trailer()))
 			return nil
 		}
 		if err != nil {
@@ -128,7 +128,7 @@ func (r *fallbackRelay) relay(st ServerStream, path string) error {
 				// The relay's own early deadline (above), worded as grpcio's.
 				err = status.Error(codes.DeadlineExceeded, "Deadline Exceeded")
 			}
-			st.Finish(status.Convert(backendError(err)), cs.Trailer())
+			st.Finish(status.Convert(backendError(err)), metadataOf(cs.Trailer()))
 			return nil
 		}
 		if err := sendMessage(st, m, relayed.uncompressedInCompressed(), r.sendLimit); err != nil {

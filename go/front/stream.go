@@ -74,7 +74,7 @@ func (s *stream) apply(o op) (err error, done bool) {
 		}
 		return s.h.route(s.out, c, o.routeTo), true
 	case opCompression:
-		s.out.SetCompressor(o.compressor)
+		s.out.SetCompressor(o.details)
 		return nil, false
 	case opUncompressedNext:
 		c.uncompressedNext = true

@@ -7,7 +7,6 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/mem"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 )
 
@@ -70,7 +69,7 @@ type ServerStream interface {
 
 	// SendHeader sends the response's initial metadata; a second call is
 	// an error.
-	SendHeader(md metadata.MD) error
+	SendHeader(md Metadata) error
 	// SendMessage sends one response message (uncompressed: with the
 	// compressed flag off whatever the call's compression). The stream owns
 	// b from here on.
@@ -88,7 +87,7 @@ type ServerStream interface {
 	Flush()
 	// Finish ends the call with a status (its details proto included; nil
 	// is OK) and trailing metadata, and writes it out.
-	Finish(s *status.Status, trailer metadata.MD)
+	Finish(s *status.Status, trailer Metadata)
 }
 
 // RequestSink receives one call's request stream (ServerStream.

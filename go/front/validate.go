@@ -54,14 +54,13 @@ const statusDetailsKey = "grpc-status-details-bin"
 // (README: known differences), and values of keys without -bin must be
 // printable ASCII, as grpcio requires (grpc-go would drop such initial
 // metadata silently).
-func validateMetadata(md metadata.MD) error {
-	for k, vs := range md {
+func validateMetadata(md Metadata) error {
+	for _, kv := range md {
+		k, v := kv[0], kv[1]
 		if !strings.HasSuffix(k, "-bin") {
-			for _, v := range vs {
-				for i := 0; i < len(v); i++ {
-					if v[i] < 0x20 || v[i] > 0x7e {
-						return fmt.Errorf("metadata value of %q must be printable ASCII; use a -bin key for other data", k)
-					}
+			for i := 0; i < len(v); i++ {
+				if v[i] < 0x20 || v[i] > 0x7e {
+					return fmt.Errorf("metadata value of %q must be printable ASCII; use a -bin key for other data", k)
 				}
 			}
 		}
