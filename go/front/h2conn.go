@@ -63,7 +63,11 @@ type h2Conn struct {
 	w        *h2Writer
 
 	// Reader only.
-	fr         *http2.Framer
+	br *bufio.Reader
+	fr *http2.Framer
+	// readyCalls are calls handed over on the reader (inline), run once the
+	// reader has taken every frame already read (see readFrames).
+	readyCalls []*h2Stream
 	recvWindow int64 // connection window left to the client
 	connUnack  int
 	// lastRead is when a frame last arrived (keepalive), in Unix ns.
@@ -118,6 +122,7 @@ func (c *h2Conn) serve() {
 	go c.timers()
 	err := c.readFrames()
 	c.close(err)
+	c.runReady() // they end at once: the connection is closed
 	c.mu.Lock()
 	pending := make([]*h2Stream, 0, len(c.streams))
 	for _, s := range c.streams {
@@ -167,7 +172,8 @@ func (c *h2Conn) handshake() error {
 		)
 		return appendWindowUpdate(b, 0, h2ConnWindow-65535)
 	})
-	br := bufio.NewReaderSize(c.nc, 32<<10)
+	c.br = bufio.NewReaderSize(c.nc, 32<<10)
+	br := c.br
 	var preface [len(http2.ClientPreface)]byte
 	if _, err := io.ReadFull(br, preface[:]); err != nil {
 		return fmt.Errorf("reading the client preface: %w", err)
@@ -178,6 +184,9 @@ func (c *h2Conn) handshake() error {
 	c.fr = http2.NewFramer(nil, br)
 	c.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
 	c.fr.MaxHeaderListSize = transportHeaderListLimit
+	// Our SETTINGS keep HTTP/2's default largest frame; a larger one is a
+	// FRAME_SIZE_ERROR.
+	c.fr.SetMaxReadFrameSize(16384)
 	f, err := c.fr.ReadFrame()
 	if err != nil {
 		return fmt.Errorf("reading the client's first SETTINGS: %w", err)
@@ -220,7 +229,23 @@ func (c *h2Conn) readFrames() error {
 		if err := c.frame(f); err != nil {
 			return err
 		}
+		// The calls of frames read together reach the front together,
+		// once the reader has taken all of them: their events enter the
+		// queue as one burst (one trip to Python), and streams opened in
+		// that burst all count against max_concurrent_streams.
+		if c.br.Buffered() == 0 {
+			c.runReady()
+		}
 	}
+}
+
+// runReady hands the calls queued by dispatch to the front.
+func (c *h2Conn) runReady() {
+	for i, s := range c.readyCalls {
+		c.readyCalls[i] = nil
+		s.serveCall()
+	}
+	c.readyCalls = c.readyCalls[:0]
 }
 
 // frame acts on one frame; an error closes the connection (after a GOAWAY
@@ -449,7 +474,7 @@ func (c *h2Conn) endUnstarted(s *h2Stream, st *status.Status, rst bool) {
 
 // dispatch hands a call to the front. A call the front serves without
 // waiting (inline: it leaves the call to be driven by Python's answers, or
-// refuses it) is handed over right here on the reader, so it reaches Python
+// refuses it) is handed over on the reader (runReady), so it reaches Python
 // with no goroutine hop; any other goes to a worker, which owns it from here
 // on.
 func (c *h2Conn) dispatch(s *h2Stream) {
@@ -462,7 +487,7 @@ func (c *h2Conn) dispatch(s *h2Stream) {
 	c.mu.Unlock()
 	c.srv.handlers.Add(1)
 	if s.inline {
-		s.serveCall()
+		c.readyCalls = append(c.readyCalls, s)
 		return
 	}
 	c.srv.workers.run(s)
