@@ -1,7 +1,6 @@
 package front
 
 import (
-	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -46,8 +45,9 @@ type Config struct {
 	// counts calls, instead of only until the call ends on the wire.
 	HoldSlots bool
 	Limits    Limits
-	// TLS serves TLS with these credentials (ParseTLS); nil: plaintext.
-	TLS *tls.Config
+	// TLS secures the port with these credentials (ParseTLS); nil:
+	// plaintext.
+	TLS *PortSecurity
 }
 
 // Limits are the protocol settings that grpcio channel options control.

@@ -212,6 +212,9 @@ func (s *grpcgoStream) Security() *ConnSecurity {
 	}
 	ti, ok := p.AuthInfo.(credentials.TLSInfo)
 	if !ok {
+		if _, local := p.AuthInfo.(localAuthInfo); local {
+			return localSecurity
+		}
 		return plaintextSecurity
 	}
 	cs, _ := p.Addr.(*connState)

@@ -1,0 +1,98 @@
+package front
+
+import (
+	"crypto/tls"
+	"log"
+	"sync"
+	"sync/atomic"
+)
+
+// PortSecurity is how one port secures its connections (ParseTLS): TLS,
+// whose configuration may change between handshakes, or grpcio's local
+// credentials. A nil *PortSecurity is plaintext.
+type PortSecurity struct {
+	// tls is the configuration the port's handshakes start from; its
+	// GetConfigForClient answers with source's current one. nil: local.
+	tls    *tls.Config
+	source *tlsSource
+	// local is LOCAL_TCP or UDS for local credentials.
+	local localKind
+}
+
+// Update replaces the key material of a TLS port (grpcio's
+// ServerCertificateConfiguration as the "tls" JSON's pairs and roots) for
+// the handshakes that start from now on; connections already made keep
+// theirs. The client-authentication requirement stays the port's.
+func (p *PortSecurity) Update(doc []byte) error {
+	if p == nil || p.source == nil {
+		return configErrorf("these credentials are not TLS credentials; only TLS key material can be replaced")
+	}
+	return p.source.replace(doc)
+}
+
+// tlsSource is the current configuration of a TLS port. Handshakes read
+// it through GetConfigForClient; refresh, when set, may replace it first
+// (a fetcher in Python, files on disk). Calls on existing connections
+// never come here: a configuration is chosen once, at the handshake.
+type tlsSource struct {
+	current           atomic.Pointer[tls.Config]
+	requireClientAuth bool
+	// refresh returns new key material, or nil to keep the current one
+	// (its problems are logged by it). Handshakes call it one at a time.
+	refresh   func() *tlsMaterial
+	refreshMu sync.Mutex
+}
+
+func newTLSSource(cfg *tls.Config, requireClientAuth bool) *tlsSource {
+	s := &tlsSource{requireClientAuth: requireClientAuth}
+	s.current.Store(cfg)
+	return s
+}
+
+// listenerConfig is the configuration a listener hands to grpc-go: every
+// handshake asks the source for the current one. Session tickets are
+// this configuration's (crypto/tls uses the original configuration's
+// ticket keys when the one returned sets none), so a client resumes
+// across a rotation as it would without one.
+func (s *tlsSource) listenerConfig() *tls.Config {
+	return &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		NextProtos: []string{"h2"},
+		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
+			return s.forHandshake(), nil
+		},
+	}
+}
+
+// forHandshake is the configuration of a new handshake, refreshed first
+// when the source can be. While one handshake refreshes, others wait for
+// its result rather than ask again.
+func (s *tlsSource) forHandshake() *tls.Config {
+	if s.refresh != nil {
+		s.refreshMu.Lock()
+		if m := s.refresh(); m != nil {
+			if cfg, err := newServerTLS(*m, s.requireClientAuth); err != nil {
+				log.Printf("pygrpc_native: new TLS credentials refused, the current ones stay in use: %v", err)
+			} else {
+				s.current.Store(cfg)
+			}
+		}
+		s.refreshMu.Unlock()
+	}
+	return s.current.Load()
+}
+
+// replace parses key material ({"pairs": ..., "roots": ...}) and makes it
+// current; an error leaves the current configuration.
+func (s *tlsSource) replace(doc []byte) error {
+	m, err := parseMaterial(doc)
+	if err != nil {
+		return err
+	}
+	cfg, err := newServerTLS(*m, s.requireClientAuth)
+	if err != nil {
+		return err
+	}
+	s.current.Store(cfg)
+	return nil
+}
