@@ -231,7 +231,7 @@ def _describe_dynamic(
     certificate_configuration_fetcher: Any,
     require_client_authentication: bool = False,
 ) -> Dict[str, Any]:
-    initial = _remembered.get(initial_certificate_configuration)
+    initial = _lookup(initial_certificate_configuration)
     if not isinstance(initial, dict):
         raise ValueError(
             "the initial configuration was not made by grpc.ssl_server_certificate_configuration() "
@@ -272,11 +272,19 @@ def install() -> None:
     grpc.xds_server_credentials = _remembering("xds_server_credentials", _describe_xds)
 
 
+def _lookup(made: Any) -> Any:
+    """What made was made from (see _remembered); None if unknown."""
+    try:
+        return _remembered.get(made)
+    except TypeError:  # not weakly referenceable: not made by grpcio
+        return None
+
+
 def material_json(configuration: Any) -> Optional[str]:
     """The key material of a ServerCertificateConfiguration a fetcher
     returned, as the Go core reads it; None for one pygrpc_native can't
     read (the caller logs it)."""
-    material = _remembered.get(configuration)
+    material = _lookup(configuration)
     return json.dumps(material) if isinstance(material, dict) else None
 
 
@@ -288,7 +296,7 @@ def tls_config(credentials: Any, where: str) -> Optional[Dict[str, Any]]:
         return None
     if isinstance(credentials, ServerCredentials):
         return credentials._tls
-    remembered = _remembered.get(credentials)
+    remembered = _lookup(credentials)
     if isinstance(remembered, dict):
         if "fetch" in remembered:
             _tls_fetch.start()
