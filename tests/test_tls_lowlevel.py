@@ -68,6 +68,9 @@ def test_mutual_tls_identity_in_call_details(pki):
         "peer_uri",
         "peer_email",
         "security_level",
+        "ssl_session_reused",
+        "ssl_tls_version",
+        "ssl_negotiated_key_exchange_group",
         "peer_spiffe_id",
     ]
     assert all(isinstance(v, list) and all(type(b) is bytes for b in v) for v in auth.values())
@@ -91,6 +94,9 @@ def test_server_auth_only(pki):
     assert details["auth_context"] == {
         "transport_security_type": [b"ssl"],
         "security_level": [b"TSI_PRIVACY_AND_INTEGRITY"],
+        "ssl_session_reused": [b"false"],
+        "ssl_tls_version": [b"TLSv1.3"],
+        "ssl_negotiated_key_exchange_group": [b"X25519MLKEM768"],
     }
     assert details["peer_identity_key"] is None
 
