@@ -21,10 +21,12 @@ type authProperty struct {
 // grpcio's API, and not in the protocol core.
 func authContext(s *front.ConnSecurity) (props []authProperty, identityKey string) {
 	if s.Local {
+		// grpc-core makes the security type the identity of a local
+		// connection.
 		return []authProperty{
 			{"transport_security_type", [][]byte{[]byte("local")}},
 			{"security_level", [][]byte{[]byte("TSI_PRIVACY_AND_INTEGRITY")}},
-		}, ""
+		}, "transport_security_type"
 	}
 	if !s.TLS {
 		return []authProperty{

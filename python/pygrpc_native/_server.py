@@ -373,7 +373,9 @@ def server(
     can't serve: the first call brings it down (README: known differences).
     """
     if xds:
-        raise ValueError("xds=True is not supported")
+        raise ValueError(
+            "xds=True is not supported: pygrpc_native has no xDS client; serve xDS with grpc.server(xds=True)"
+        )
     return _Server(
         ServerArguments(thread_pool, handlers, interceptors, options, maximum_concurrent_rpcs, compression)
     )

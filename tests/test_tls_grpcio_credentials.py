@@ -1,0 +1,238 @@
+"""grpcio's own server credentials on pygrpc_native's servers, compared
+with grpcio's servers (sync and aio) for the same credentials and clients.
+
+A grpcio TLS user changes only the line that creates the server: the
+credentials of grpc.ssl_server_credentials(), grpc.local_server_credentials()
+and grpc.dynamic_ssl_server_credentials() (test_tls_rotation.py) are served
+as grpcio serves them, auth_context() included. Credentials pygrpc_native
+can't read are a TypeError that says why.
+"""
+
+import ipaddress
+import socket
+from concurrent import futures
+
+import grpc
+import pytest
+from cryptography import x509
+from grpc.experimental import session_cache
+
+import pygrpc_native
+from tls_certs import issue, make_pki, name
+from tls_serving import call, presented, serving
+
+pytestmark = pytest.mark.timeout(60)
+
+FLAVOURS = ("sync", "aio")
+
+
+@pytest.fixture(scope="module")
+def pki():
+    return make_pki()
+
+
+def observe(kind, flavour, creds, channel_credentials, target_host="127.0.0.1", address="127.0.0.1:0"):
+    with serving(kind, flavour, [(address, creds)]) as served:
+        target = address if address.startswith("unix:") else f"{target_host}:{served.ports[0]}"
+        code = call(target, channel_credentials)
+        return {"code": code, "seen": served.seen}
+
+
+CASES = {
+    # name: (server credentials, client credentials, expected code)
+    "server auth": (
+        lambda p: grpc.ssl_server_credentials([(p.server.key, p.server.chain)]),
+        lambda p: grpc.ssl_channel_credentials(p.ca.cert),
+        grpc.StatusCode.OK,
+    ),
+    "mutual, required": (
+        lambda p: grpc.ssl_server_credentials([(p.server.key, p.server.chain)], p.ca.cert, True),
+        lambda p: grpc.ssl_channel_credentials(p.ca.cert, p.client.key, p.client.chain),
+        grpc.StatusCode.OK,
+    ),
+    "mutual, required, no client certificate": (
+        lambda p: grpc.ssl_server_credentials([(p.server.key, p.server.chain)], p.ca.cert, True),
+        lambda p: grpc.ssl_channel_credentials(p.ca.cert),
+        grpc.StatusCode.UNAVAILABLE,
+    ),
+    "mutual, required, certificate of another CA": (
+        lambda p: grpc.ssl_server_credentials([(p.server.key, p.server.chain)], p.ca.cert, True),
+        lambda p: grpc.ssl_channel_credentials(p.ca.cert, p.other_client.key, p.other_client.chain),
+        grpc.StatusCode.UNAVAILABLE,
+    ),
+    "roots, not required": (
+        lambda p: grpc.ssl_server_credentials([(p.server.key, p.server.chain)], p.ca.cert, False),
+        lambda p: grpc.ssl_channel_credentials(p.ca.cert, p.client.key, p.client.chain),
+        grpc.StatusCode.OK,
+    ),
+    "local tcp": (
+        lambda p: grpc.local_server_credentials(grpc.LocalConnectionType.LOCAL_TCP),
+        lambda p: grpc.local_channel_credentials(grpc.LocalConnectionType.LOCAL_TCP),
+        grpc.StatusCode.OK,
+    ),
+}
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_credentials_of_grpcio_served_as_grpcio(pki, case, flavour):
+    make_creds, make_channel, code = CASES[case]
+    got = {
+        kind: observe(kind, flavour, make_creds(pki), make_channel(pki)) for kind in ("grpcio", "native")
+    }
+    assert got["native"] == got["grpcio"]
+    assert got["native"]["code"] == code
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_local_uds(pki, flavour, tmp_path):
+    got = {}
+    for kind in ("grpcio", "native"):
+        address = f"unix:{tmp_path}/{kind}.sock"
+        got[kind] = observe(
+            kind,
+            flavour,
+            grpc.local_server_credentials(grpc.LocalConnectionType.UDS),
+            grpc.local_channel_credentials(grpc.LocalConnectionType.UDS),
+            address=address,
+        )
+    assert got["native"] == got["grpcio"]
+    assert got["native"]["seen"][0]["auth_context"] == {
+        "transport_security_type": [b"local"],
+        "security_level": [b"TSI_PRIVACY_AND_INTEGRITY"],
+    }
+
+
+def _own_address():
+    """This machine's non-loopback IPv4 address, or None."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        try:
+            s.connect(("192.0.2.1", 9))  # no packet is sent
+            address = s.getsockname()[0]
+        except OSError:
+            return None
+    return None if ipaddress.ip_address(address).is_loopback else address
+
+
+def test_local_tcp_refuses_peers_not_on_loopback():
+    own = _own_address()
+    if own is None:
+        pytest.skip("no non-loopback address here; go/front's TestLocalCredentialsCheck covers the check")
+    got = {}
+    for kind in ("grpcio", "native"):
+        creds = grpc.local_server_credentials(grpc.LocalConnectionType.LOCAL_TCP)
+        with serving(kind, "sync", [("0.0.0.0:0", creds)]) as served:
+            port = served.ports[0]
+            # A local handshake is none at all, so a plaintext client shows
+            # the server's check alone.
+            got[kind] = (call(f"127.0.0.1:{port}"), call(f"{own}:{port}"))
+    assert got["native"] == got["grpcio"] == (grpc.StatusCode.OK, grpc.StatusCode.UNAVAILABLE)
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_session_resumption_and_ssl_keys(pki, flavour):
+    def scenario(kind):
+        creds = grpc.ssl_server_credentials([(pki.server.key, pki.server.chain)])
+        cache = session_cache.ssl_session_cache_lru(4)
+        options = [("grpc.ssl_session_cache", cache)]
+        with serving(kind, flavour, [("localhost:0", creds)]) as served:
+            target = f"localhost:{served.ports[0]}"
+            codes = [call(target, grpc.ssl_channel_credentials(pki.ca.cert), options) for _ in range(2)]
+            return codes, [seen["auth_context"] for seen in served.seen]
+
+    got = {kind: scenario(kind) for kind in ("grpcio", "native")}
+    assert got["native"] == got["grpcio"]
+    codes, (first, second) = got["native"]
+    assert codes == [grpc.StatusCode.OK] * 2
+    assert first["ssl_session_reused"] == [b"false"] and second["ssl_session_reused"] == [b"true"]
+    assert first["ssl_requested_server_name"] == [b"localhost"]
+    assert list(first) == [
+        "transport_security_type",
+        "security_level",
+        "ssl_session_reused",
+        "ssl_requested_server_name",
+        "ssl_tls_version",
+        "ssl_negotiated_key_exchange_group",
+    ]
+
+
+def test_several_pairs_chosen_by_server_name(pki):
+    other = issue(pki.ca, name("b.example"), sans=[x509.DNSName("b.example")], server=True)
+    creds = grpc.ssl_server_credentials([(pki.server.key, pki.server.chain), (other.key, other.chain)])
+    got = {}
+    for kind in ("grpcio", "native"):
+        with serving(kind, "sync", [("127.0.0.1:0", creds)]) as served:
+            port = served.ports[0]
+            got[kind] = {
+                sni: presented(port, sni) for sni in ("localhost", "b.example", "unknown.example", None)
+            }
+            got[kind]["call"] = call(
+                f"127.0.0.1:{port}",
+                grpc.ssl_channel_credentials(pki.ca.cert),
+                [("grpc.ssl_target_name_override", "b.example")],
+            )
+    assert got["native"] == got["grpcio"]
+    assert got["native"]["b.example"] == "CN=b.example"
+    assert got["native"]["localhost"] == got["native"][None] == "CN=localhost"
+
+
+def test_several_ports_each_with_its_own_credentials(pki):
+    other = make_pki()
+    got = {}
+    for kind in ("grpcio", "native"):
+        ports = [
+            ("127.0.0.1:0", grpc.ssl_server_credentials([(pki.server.key, pki.server.chain)])),
+            ("127.0.0.1:0", grpc.ssl_server_credentials([(other.server.key, other.server.chain)], other.ca.cert, True)),
+            ("127.0.0.1:0", None),
+        ]
+        with serving(kind, "sync", ports) as served:
+            tls, mutual, plain = served.ports
+            got[kind] = (
+                call(f"127.0.0.1:{tls}", grpc.ssl_channel_credentials(pki.ca.cert)),
+                call(f"127.0.0.1:{mutual}", grpc.ssl_channel_credentials(other.ca.cert, other.client.key, other.client.chain)),
+                call(f"127.0.0.1:{mutual}", grpc.ssl_channel_credentials(pki.ca.cert)),
+                call(f"127.0.0.1:{plain}"),
+                [sorted(s["auth_context"]["transport_security_type"]) for s in served.seen],
+            )
+    assert got["native"] == got["grpcio"]
+
+
+def test_credentials_made_before_import_are_a_clear_error(pki):
+    made_before = grpc.ssl_server_credentials.__wrapped__([(pki.server.key, pki.server.chain)])
+    server = pygrpc_native.server(futures.ThreadPoolExecutor(1))
+    try:
+        with pytest.raises(TypeError, match="made after pygrpc_native was imported"):
+            server.add_secure_port("127.0.0.1:0", made_before)
+    finally:
+        server.stop(None)
+
+
+def test_xds_credentials_are_a_clear_error():
+    creds = grpc.xds_server_credentials(grpc.insecure_server_credentials())
+    server = pygrpc_native.server(futures.ThreadPoolExecutor(1))
+    try:
+        with pytest.raises(TypeError, match="xDS credentials need an xDS control plane"):
+            server.add_secure_port("127.0.0.1:0", creds)
+    finally:
+        server.stop(None)
+    with pytest.raises(ValueError, match="xds=True"):
+        pygrpc_native.server(futures.ThreadPoolExecutor(1), xds=True)
+
+
+def test_factories_still_make_grpcios_objects(pki):
+    creds = grpc.ssl_server_credentials([(pki.server.key, pki.server.chain)])
+    assert type(creds) is grpc.ServerCredentials
+    assert grpc.ssl_server_credentials.__name__ == "ssl_server_credentials"
+    with pytest.raises(ValueError):
+        grpc.ssl_server_credentials([])  # grpcio's own error, as before
+
+
+def test_unusable_key_material_is_refused_by_add_secure_port(pki):
+    other = make_pki()
+    creds = grpc.ssl_server_credentials([(other.server.key, pki.server.chain)])  # grpcio checks nothing here
+    server = pygrpc_native.server(futures.ThreadPoolExecutor(1))
+    try:
+        with pytest.raises(RuntimeError, match="does not match"):
+            server.add_secure_port("127.0.0.1:0", creds)
+    finally:
+        server.stop(None)
