@@ -12,13 +12,14 @@ import (
 // posts a request here and waits; a Python thread of pygrpc_native waits
 // in NextFetch (GIL released), runs the fetcher registered under the
 // request's number with the GIL, and answers with FetchDone. A handshake
-// that gets no answer within FetchTimeout keeps the current configuration,
+// that gets no answer within fetchTimeout keeps the current configuration,
 // so a stuck fetcher or a busy interpreter delays new connections by at
 // most that, and never stops them. Calls on connections already made
 // don't come here.
 
-// FetchTimeout is how long a handshake waits for Python's fetcher.
-const FetchTimeout = 5 * time.Second
+// fetchTimeout is how long a handshake waits for Python's fetcher (a
+// variable for tests only).
+var fetchTimeout = 5 * time.Second
 
 type fetchRequest struct {
 	id     uint64
@@ -40,7 +41,7 @@ func fetchRefresh(source int64) func() *tlsMaterial {
 	return func() *tlsMaterial {
 		doc, ok := askFetcher(source)
 		if !ok {
-			log.Printf("pygrpc_native: the TLS credentials fetcher did not answer within %v; the current credentials stay in use", FetchTimeout)
+			log.Printf("pygrpc_native: the TLS credentials fetcher did not answer within %v; the current credentials stay in use", fetchTimeout)
 			return nil
 		}
 		if doc == nil {
@@ -56,7 +57,7 @@ func fetchRefresh(source int64) func() *tlsMaterial {
 }
 
 // askFetcher posts a request and waits for its answer; ok false: none
-// within FetchTimeout.
+// within fetchTimeout.
 func askFetcher(source int64) (doc []byte, ok bool) {
 	req := &fetchRequest{source: source, reply: make(chan []byte, 1)}
 	fetches.mu.Lock()
@@ -69,7 +70,7 @@ func askFetcher(source int64) (doc []byte, ok bool) {
 		delete(fetches.pending, req.id)
 		fetches.mu.Unlock()
 	}()
-	timer := time.NewTimer(FetchTimeout)
+	timer := time.NewTimer(fetchTimeout)
 	defer timer.Stop()
 	select {
 	case fetches.queue <- req:
