@@ -74,6 +74,9 @@ type Limits struct {
 	// otherwise (compression=, grpc.default_compression_algorithm and
 	// grpc.default_compression_level).
 	Compression Compression
+	// DisabledCompression refuses requests in these encodings
+	// (grpc.compression_enabled_algorithms_bitset); nil: none.
+	DisabledCompression DisabledCompression
 }
 
 func defaultLimits() Limits {
@@ -242,6 +245,8 @@ func (l *Limits) apply(name string, n int64, softMeta, hardMeta *int64) error {
 		return l.Compression.setAlgorithm(n)
 	case "grpc.default_compression_level":
 		return l.Compression.setLevel(n)
+	case "grpc.compression_enabled_algorithms_bitset":
+		l.DisabledCompression = disabledByBitset(n)
 	case "grpc.max_receive_message_length":
 		l.MaxRecvMsgSize = sizeLimit(n)
 	case "grpc.max_send_message_length":
