@@ -2,6 +2,7 @@ package front
 
 import (
 	"fmt"
+	"io"
 	"log"
 	"os"
 	"path/filepath"
@@ -80,23 +81,51 @@ func (s *filesSource) filesStamp() (string, error) {
 }
 
 func (s *filesSource) read() (tlsMaterial, error) {
-	key, err := os.ReadFile(s.files.Key)
+	key, err := readPEMFile(s.files.Key, "the private key")
 	if err != nil {
-		return tlsMaterial{}, fmt.Errorf("cannot read the private key: %v", err)
+		return tlsMaterial{}, err
 	}
-	chain, err := os.ReadFile(s.files.Chain)
+	chain, err := readPEMFile(s.files.Chain, "the certificate chain")
 	if err != nil {
-		return tlsMaterial{}, fmt.Errorf("cannot read the certificate chain: %v", err)
+		return tlsMaterial{}, err
 	}
 	m := tlsMaterial{Pairs: [][2][]byte{{key, chain}}}
 	if s.files.Roots != "" {
-		roots, err := os.ReadFile(s.files.Roots)
+		roots, err := readPEMFile(s.files.Roots, "the root certificates")
 		if err != nil {
-			return tlsMaterial{}, fmt.Errorf("cannot read the root certificates: %v", err)
+			return tlsMaterial{}, err
 		}
 		m.Roots = &roots
 	}
 	return m, nil
+}
+
+// maxPEMFile bounds what a credentials file may hold: PEM chains are a few
+// KiB, and a path to a device or a huge file must not take the process.
+const maxPEMFile = 1 << 20
+
+// readPEMFile reads a regular file of at most maxPEMFile bytes.
+func readPEMFile(path, what string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("cannot read %s: %v", what, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("cannot read %s: %v", what, err)
+	}
+	if !fi.Mode().IsRegular() || fi.Size() > maxPEMFile {
+		return nil, fmt.Errorf("cannot read %s: %s is not a regular file of at most %d bytes", what, path, maxPEMFile)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxPEMFile+1))
+	if err != nil {
+		return nil, fmt.Errorf("cannot read %s: %v", what, err)
+	}
+	if len(data) > maxPEMFile {
+		return nil, fmt.Errorf("cannot read %s: %s holds more than %d bytes", what, path, maxPEMFile)
+	}
+	return data, nil
 }
 
 // refresh is the tlsSource's: new material when the files changed since
