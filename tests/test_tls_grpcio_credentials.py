@@ -10,6 +10,8 @@ can't read are a TypeError that says why.
 
 import ipaddress
 import socket
+import subprocess
+import sys
 from concurrent import futures
 
 import grpc
@@ -236,3 +238,17 @@ def test_unusable_key_material_is_refused_by_add_secure_port(pki):
             server.add_secure_port("127.0.0.1:0", creds)
     finally:
         server.stop(None)
+
+
+def test_grpc_beta_alias_imported_first_is_rebound():
+    # grpc.beta.implementations binds grpc's factory when it is imported;
+    # imported before pygrpc_native, its alias still makes readable
+    # credentials. Run in a fresh interpreter, where the order is ours.
+    script = (
+        "from grpc.beta import implementations\n"
+        "import pygrpc_native, grpc\n"
+        "assert implementations.ssl_server_credentials is grpc.ssl_server_credentials\n"
+        "print('ok')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "ok", out.stderr

@@ -23,6 +23,7 @@ import base64
 import functools
 import json
 import os
+import sys
 import weakref
 from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
@@ -270,6 +271,12 @@ def install() -> None:
     grpc.dynamic_ssl_server_credentials = _remembering("dynamic_ssl_server_credentials", _describe_dynamic)
     grpc.local_server_credentials = _remembering("local_server_credentials", _describe_local)
     grpc.xds_server_credentials = _remembering("xds_server_credentials", _describe_xds)
+    # grpcio's own alias, bound when grpc.beta.implementations was imported:
+    # rebound if that happened before this import (the module takes
+    # grpc's factory at its own import otherwise).
+    beta = sys.modules.get("grpc.beta.implementations")
+    if beta is not None and getattr(beta, "ssl_server_credentials", None) is _ORIGINAL["ssl_server_credentials"]:
+        beta.ssl_server_credentials = grpc.ssl_server_credentials
 
 
 def _lookup(made: Any) -> Any:
