@@ -252,3 +252,26 @@ def test_grpc_beta_alias_imported_first_is_rebound():
     )
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "ok", out.stderr
+
+
+def test_sessions_resume_only_on_the_server_that_issued_them(pki):
+    """As grpcio's _session_cache_test: a session from one server is not
+    resumed by another of the same name, nor by the same address served
+    again after a restart."""
+
+    def scenario(kind):
+        cache = session_cache.ssl_session_cache_lru(1)
+        options = [("grpc.ssl_session_cache", cache)]
+
+        got = []
+        creds = grpc.ssl_server_credentials([(pki.server.key, pki.server.chain)])
+        with serving(kind, "sync", [("localhost:0", creds)]) as first:
+            with serving(kind, "sync", [("localhost:0", creds)]) as second:
+                for served in (first, first, second, second, first):
+                    before = len(served.seen)
+                    call(f"localhost:{served.ports[0]}", grpc.ssl_channel_credentials(pki.ca.cert), options)
+                    got.append(served.seen[before]["auth_context"]["ssl_session_reused"])
+        return got
+
+    got = {kind: scenario(kind) for kind in ("grpcio", "native")}
+    assert got["native"] == got["grpcio"] == [[b"false"], [b"true"], [b"false"], [b"true"], [b"false"]]
