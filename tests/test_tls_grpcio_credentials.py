@@ -275,3 +275,21 @@ def test_sessions_resume_only_on_the_server_that_issued_them(pki):
 
     got = {kind: scenario(kind) for kind in ("grpcio", "native")}
     assert got["native"] == got["grpcio"] == [[b"false"], [b"true"], [b"false"], [b"true"], [b"false"]]
+
+
+def test_insecure_server_credentials_make_a_plaintext_port():
+    got = {}
+    for kind in ("grpcio", "native"):
+        with serving(kind, "sync", [("127.0.0.1:0", grpc.insecure_server_credentials())]) as served:
+            got[kind] = (call(f"127.0.0.1:{served.ports[0]}"), served.seen[0]["auth_context"])
+    assert got["native"] == got["grpcio"]
+    assert got["native"][0] == grpc.StatusCode.OK
+
+
+def test_alts_credentials_are_a_clear_error():
+    server = pygrpc_native.server(futures.ThreadPoolExecutor(1))
+    try:
+        with pytest.raises(TypeError, match="ALTS handshaker service"):
+            server.add_secure_port("127.0.0.1:0", grpc.alts_server_credentials())
+    finally:
+        server.stop(None)

@@ -216,3 +216,27 @@ def test_thread_pool_is_not_needed_for_fetching(pki, renewed):
     finally:
         server.stop(None).wait(5)
         pool.shutdown(wait=False)
+
+
+def test_existing_connections_keep_their_certificate_and_ask_no_fetcher(pki, renewed):
+    """As grpcio's _server_ssl_cert_config_test: after a rotation, a channel
+    connected before it still works, and its calls don't run the fetcher."""
+
+    def scenario(kind):
+        fetcher = Fetcher()
+        initial = grpc.ssl_server_certificate_configuration([(pki.server.key, pki.server.chain)])
+        creds = grpc.dynamic_ssl_server_credentials(initial, fetcher)
+        with serving(kind, "sync", [("127.0.0.1:0", creds)]) as served:
+            target = f"127.0.0.1:{served.ports[0]}"
+            with grpc.secure_channel(target, grpc.ssl_channel_credentials(pki.ca.cert)) as channel:
+                who = channel.unary_unary("/tls.Creds/Who")
+                who(b"before", timeout=5)
+                calls_before = fetcher.calls
+                fetcher.next = grpc.ssl_server_certificate_configuration([(renewed.key, renewed.chain)])
+                rotated_to = presented(served.ports[0])
+                calls_after_rotation = fetcher.calls
+                who(b"after", timeout=5)
+                return calls_before, rotated_to, fetcher.calls - calls_after_rotation
+
+    got = {kind: scenario(kind) for kind in ("grpcio", "native")}
+    assert got["native"] == got["grpcio"] == (1, "CN=renewed", 0)

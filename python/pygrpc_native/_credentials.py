@@ -5,10 +5,11 @@ grpc-core. So when pygrpc_native is imported it wraps grpcio's credential
 factories (``grpc.ssl_server_credentials``,
 ``grpc.ssl_server_certificate_configuration``,
 ``grpc.dynamic_ssl_server_credentials``, ``grpc.local_server_credentials``,
-``grpc.xds_server_credentials``): each wrapper calls grpcio's factory,
-returns grpcio's own object unchanged (so it keeps working on
-``grpc.server()``), and remembers the arguments it was made from, keyed
-weakly by that object. Credentials made before the import, or by a factory
+``grpc.insecure_server_credentials``, and, to refuse them clearly,
+``grpc.xds_server_credentials`` and ``grpc.alts_server_credentials``):
+each wrapper calls grpcio's factory, returns grpcio's own object unchanged
+(so it keeps working on ``grpc.server()``), and remembers the arguments it
+was made from, keyed weakly by that object. Credentials made before the import, or by a factory
 that isn't wrapped, are unknown and get an error that says so.
 
 ``pygrpc_native.ssl_server_credentials()`` makes credentials too, and
@@ -252,6 +253,19 @@ def _describe_local(local_connect_type: Any = grpc.LocalConnectionType.LOCAL_TCP
     raise ValueError(f"unknown local connection type {local_connect_type!r}")
 
 
+# What grpc.insecure_server_credentials() is remembered as: a plaintext
+# port, as grpcio serves it on add_secure_port().
+_PLAINTEXT = object()
+
+
+def _describe_insecure() -> object:
+    return _PLAINTEXT
+
+
+def _describe_alts(*args: Any, **kwargs: Any) -> str:
+    return "ALTS credentials need Google's ALTS handshaker service, which pygrpc_native does not talk to"
+
+
 def _describe_xds(*args: Any, **kwargs: Any) -> str:
     return (
         "xDS credentials need an xDS control plane, which pygrpc_native does not talk to; "
@@ -271,6 +285,8 @@ def install() -> None:
     grpc.dynamic_ssl_server_credentials = _remembering("dynamic_ssl_server_credentials", _describe_dynamic)
     grpc.local_server_credentials = _remembering("local_server_credentials", _describe_local)
     grpc.xds_server_credentials = _remembering("xds_server_credentials", _describe_xds)
+    grpc.insecure_server_credentials = _remembering("insecure_server_credentials", _describe_insecure)
+    grpc.alts_server_credentials = _remembering("alts_server_credentials", _describe_alts)
     # grpcio's own alias, bound when grpc.beta.implementations was imported:
     # rebound if that happened before this import (the module takes
     # grpc's factory at its own import otherwise).
@@ -304,6 +320,8 @@ def tls_config(credentials: Any, where: str) -> Optional[Dict[str, Any]]:
     if isinstance(credentials, ServerCredentials):
         return credentials._tls
     remembered = _lookup(credentials)
+    if remembered is _PLAINTEXT:
+        return None
     if isinstance(remembered, dict):
         if "fetch" in remembered:
             _tls_fetch.start()
