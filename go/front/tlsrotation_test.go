@@ -177,3 +177,46 @@ func TestFilesFollowSymlinkSwaps(t *testing.T) {
 		t.Errorf("after the interval: serving %q, want localhost", got)
 	}
 }
+
+// Concurrent handshakes on a fetching source: each asks once, one at a
+// time, and every handshake gets the configuration fetched.
+func TestConcurrentHandshakesShareFetches(t *testing.T) {
+	p := newTestPKI(t)
+	renewed := issue(t, &x509.Certificate{Subject: pkix.Name{CommonName: "renewed"}}, p.ca)
+	sec, err := ParseTLS([]byte(tlsDoc(p.server.key, p.server.cert, nil, false)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sec.source.refresh = fetchRefresh(11)
+	done := make(chan struct{})
+	answered := make(chan int)
+	go func() {
+		n := 0
+		defer func() { answered <- n }()
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			if id, _, ok := NextFetch(20 * time.Millisecond); ok {
+				n++
+				FetchDone(id, materialDoc(renewed.key, renewed.cert))
+			}
+		}
+	}()
+	const handshakes = 16
+	names := make(chan string, handshakes)
+	for range handshakes {
+		go func() { names <- leafName(sec.source.forHandshake()) }()
+	}
+	for range handshakes {
+		if got := <-names; got != "renewed" {
+			t.Errorf("a handshake served %q, want renewed", got)
+		}
+	}
+	close(done)
+	if n := <-answered; n != handshakes {
+		t.Errorf("%d fetches answered, want one per handshake (%d)", n, handshakes)
+	}
+}

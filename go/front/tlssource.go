@@ -65,8 +65,9 @@ func (s *tlsSource) listenerConfig() *tls.Config {
 }
 
 // forHandshake is the configuration of a new handshake, refreshed first
-// when the source can be. While one handshake refreshes, others wait for
-// its result rather than ask again.
+// when the source can be. Handshakes refresh one at a time, each once (as
+// grpcio runs its fetcher once per handshake), so a fetcher never runs
+// concurrently with itself.
 func (s *tlsSource) forHandshake() *tls.Config {
 	if s.refresh != nil {
 		s.refreshMu.Lock()
