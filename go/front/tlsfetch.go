@@ -14,8 +14,8 @@ import (
 // request's number with the GIL, and answers with FetchDone. A handshake
 // that gets no answer within fetchTimeout keeps the current configuration,
 // so a stuck fetcher or a busy interpreter delays new connections by at
-// most that, and never stops them. Calls on connections already made
-// don't come here.
+// most that, once, and never stops them (see fetchRefresh). Calls on
+// connections already made don't come here.
 
 // fetchTimeout is how long a handshake waits for Python's fetcher (a
 // variable for tests only).
@@ -28,7 +28,8 @@ type fetchRequest struct {
 }
 
 // fetches are the requests waiting for Python: queued ones in queue, all
-// of them by id in pending until answered or given up.
+// of them by id in pending until answered (a source has at most one
+// unanswered, so pending stays small; the queue bounds the rest).
 var fetches = struct {
 	mu      sync.Mutex
 	next    uint64
@@ -37,82 +38,93 @@ var fetches = struct {
 }{pending: make(map[uint64]*fetchRequest), queue: make(chan *fetchRequest, 256)}
 
 // fetchRefresh is a tlsSource's refresh that asks fetcher number source.
+// Its calls are serialized by the source (refreshMu). A request that isn't
+// answered within fetchTimeout stays posted: until Python answers it, the
+// following handshakes don't wait (a stuck fetcher costs one timeout, not
+// one per handshake), and its late answer serves the next handshake.
 func fetchRefresh(source int64) func() *tlsMaterial {
+	var late *fetchRequest
 	return func() *tlsMaterial {
-		doc, ok := askFetcher(source)
-		if !ok {
-			log.Printf("pygrpc_native: the TLS credentials fetcher did not answer within %v; the current credentials stay in use", fetchTimeout)
+		if late != nil {
+			select {
+			case doc := <-late.reply:
+				late = nil
+				return fetchedMaterial(doc)
+			default:
+				return nil
+			}
+		}
+		req := postFetch(source)
+		if req == nil {
+			log.Printf("pygrpc_native: too many TLS credential fetches are waiting; the current credentials stay in use")
 			return nil
 		}
-		if doc == nil {
+		timer := time.NewTimer(fetchTimeout)
+		defer timer.Stop()
+		select {
+		case doc := <-req.reply:
+			return fetchedMaterial(doc)
+		case <-timer.C:
+			late = req
+			log.Printf("pygrpc_native: the TLS credentials fetcher did not answer within %v; the current credentials stay in use until it does", fetchTimeout)
 			return nil
 		}
-		m, err := parseMaterial(doc)
-		if err != nil {
-			log.Printf("pygrpc_native: the TLS credentials fetcher returned credentials that can't be used, the current ones stay in use: %v", err)
-			return nil
-		}
-		return m
 	}
 }
 
-// askFetcher posts a request and waits for its answer; ok false: none
-// within fetchTimeout.
-func askFetcher(source int64) (doc []byte, ok bool) {
+// fetchedMaterial reads a fetcher's answer; nil (keep the current
+// configuration) for none or one that can't be read, which is logged.
+func fetchedMaterial(doc []byte) *tlsMaterial {
+	if doc == nil {
+		return nil
+	}
+	m, err := parseMaterial(doc)
+	if err != nil {
+		log.Printf("pygrpc_native: the TLS credentials fetcher returned credentials that can't be used, the current ones stay in use: %v", err)
+		return nil
+	}
+	return m
+}
+
+// postFetch queues a request for Python; nil when the queue is full.
+func postFetch(source int64) *fetchRequest {
 	req := &fetchRequest{source: source, reply: make(chan []byte, 1)}
 	fetches.mu.Lock()
 	fetches.next++
 	req.id = fetches.next
 	fetches.pending[req.id] = req
 	fetches.mu.Unlock()
-	defer func() {
+	select {
+	case fetches.queue <- req:
+		return req
+	default:
 		fetches.mu.Lock()
 		delete(fetches.pending, req.id)
 		fetches.mu.Unlock()
-	}()
-	timer := time.NewTimer(fetchTimeout)
-	defer timer.Stop()
-	select {
-	case fetches.queue <- req:
-	case <-timer.C:
-		return nil, false
-	}
-	select {
-	case doc := <-req.reply:
-		return doc, true
-	case <-timer.C:
-		return nil, false
+		return nil
 	}
 }
 
 // NextFetch waits up to wait for a handshake's request and returns its id
-// and the number of the fetcher to run; ok false: none came. Requests
-// whose handshake gave up waiting are skipped.
+// and the number of the fetcher to run; ok false: none came.
 func NextFetch(wait time.Duration) (id uint64, source int64, ok bool) {
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
-	for {
-		select {
-		case req := <-fetches.queue:
-			fetches.mu.Lock()
-			_, waiting := fetches.pending[req.id]
-			fetches.mu.Unlock()
-			if waiting {
-				return req.id, req.source, true
-			}
-		case <-timer.C:
-			return 0, 0, false
-		}
+	select {
+	case req := <-fetches.queue:
+		return req.id, req.source, true
+	case <-timer.C:
+		return 0, 0, false
 	}
 }
 
 // FetchDone answers request id: doc is new key material ({"pairs": ...,
-// "roots": ...}), or nil to keep the current configuration. An answer
-// that comes too late is dropped.
+// "roots": ...}), or nil to keep the current configuration. A request is
+// answered once; other answers are dropped.
 func FetchDone(id uint64, doc []byte) {
 	fetches.mu.Lock()
 	req := fetches.pending[id]
-	delete(fetches.pending, id) // answered once
+	delete(fetches.pending, id)
 	fetches.mu.Unlock()
 	if req != nil {
 		req.reply <- doc
