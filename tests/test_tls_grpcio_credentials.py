@@ -293,3 +293,14 @@ def test_alts_credentials_are_a_clear_error():
             server.add_secure_port("127.0.0.1:0", grpc.alts_server_credentials())
     finally:
         server.stop(None)
+
+
+def test_local_credentials_of_the_other_kind_refuse_connections(tmp_path):
+    got = {}
+    for kind in ("grpcio", "native"):
+        uds = grpc.local_server_credentials(grpc.LocalConnectionType.UDS)
+        tcp = grpc.local_server_credentials(grpc.LocalConnectionType.LOCAL_TCP)
+        sock = f"unix:{tmp_path}/{kind}.sock"
+        with serving(kind, "sync", [("127.0.0.1:0", uds), (sock, tcp)]) as served:
+            got[kind] = (call(f"127.0.0.1:{served.ports[0]}"), call(sock))
+    assert got["native"] == got["grpcio"] == (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.UNAVAILABLE)
