@@ -191,7 +191,10 @@ def test_several_ports_each_with_its_own_credentials(pki):
             tls, mutual, plain = served.ports
             got[kind] = (
                 call(f"127.0.0.1:{tls}", grpc.ssl_channel_credentials(pki.ca.cert)),
-                call(f"127.0.0.1:{mutual}", grpc.ssl_channel_credentials(other.ca.cert, other.client.key, other.client.chain)),
+                call(
+                    f"127.0.0.1:{mutual}",
+                    grpc.ssl_channel_credentials(other.ca.cert, other.client.key, other.client.chain),
+                ),
                 call(f"127.0.0.1:{mutual}", grpc.ssl_channel_credentials(pki.ca.cert)),
                 call(f"127.0.0.1:{plain}"),
                 [sorted(s["auth_context"]["transport_security_type"]) for s in served.seen],

@@ -194,8 +194,11 @@ _ORIGINAL: Dict[str, Callable[..., Any]] = {}
 
 def _remembering(name: str, describe: Callable[..., Any]) -> Callable[..., Any]:
     """grpcio's factory ``name``, which also remembers what describe()
-    makes of its arguments. describe runs first, so arguments grpcio
-    refuses are refused by grpcio, with grpcio's error."""
+    makes of its arguments. grpcio's factory runs first, so arguments
+    grpcio refuses are refused by grpcio, with grpcio's error; arguments it
+    takes and pygrpc_native can't serve are remembered as the reason, for
+    add_secure_port() to give. Nothing here can make grpcio's factory
+    fail."""
     original = getattr(grpc, name)
     _ORIGINAL[name] = original
 
@@ -204,7 +207,7 @@ def _remembering(name: str, describe: Callable[..., Any]) -> Callable[..., Any]:
         made = original(*args, **kwargs)
         try:
             _remembered[made] = describe(*args, **kwargs)
-        except (TypeError, ValueError) as err:
+        except Exception as err:  # noqa: BLE001 - grpcio's factory must keep working
             _remembered[made] = f"pygrpc_native can't serve them: {err}"
         return made
 
@@ -336,7 +339,9 @@ def tls_config(credentials: Any, where: str) -> Optional[Dict[str, Any]]:
             "name imported from grpc earlier). Import pygrpc_native first, or make them with "
             "pygrpc_native.ssl_server_credentials() (same arguments)."
         )
-    raise TypeError(f"{where} needs server credentials such as grpc.ssl_server_credentials(), not {type(credentials).__name__}")
+    raise TypeError(
+        f"{where} needs server credentials such as grpc.ssl_server_credentials(), not {type(credentials).__name__}"
+    )
 
 
 def set_front_tls(front: Any, credentials: Any, where: str = "add_secure_port()") -> None:
