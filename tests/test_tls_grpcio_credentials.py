@@ -230,6 +230,21 @@ def test_factories_still_make_grpcios_objects(pki):
     assert grpc.ssl_server_credentials.__name__ == "ssl_server_credentials"
     with pytest.raises(ValueError):
         grpc.ssl_server_credentials([])  # grpcio's own error, as before
+    with pytest.raises(TypeError):
+        grpc.dynamic_ssl_server_credentials(None, str)  # grpcio's own check
+    # Keyword arguments, by grpcio's names, are read as well.
+    by_keyword = grpc.dynamic_ssl_server_credentials(
+        initial_certificate_configuration=grpc.ssl_server_certificate_configuration(
+            private_key_certificate_chain_pairs=[(pki.server.key, pki.server.chain)], root_certificates=pki.ca.cert
+        ),
+        certificate_configuration_fetcher=lambda: None,
+        require_client_authentication=True,
+    )
+    with serving("native", "sync", [("127.0.0.1:0", by_keyword)]) as served:
+        target = f"127.0.0.1:{served.ports[0]}"
+        assert call(target, grpc.ssl_channel_credentials(pki.ca.cert)) == grpc.StatusCode.UNAVAILABLE
+        with_cert = grpc.ssl_channel_credentials(pki.ca.cert, pki.client.key, pki.client.chain)
+        assert call(target, with_cert) == grpc.StatusCode.OK
 
 
 def test_unusable_key_material_is_refused_by_add_secure_port(pki):

@@ -124,8 +124,10 @@ class NativeGrpcFront(_native.Front):
     ``"unix:///path/to/sock"``) of a server that gets, relayed by Go, the
     calls Python routes to ``FALLBACK``, the methods added with
     ``add_fallback_method``, and (without ``resolve_unknown``) every unknown
-    path. ``credentials`` (from ``pygrpc_native.ssl_server_credentials()``)
-    serves TLS; ``call_details()`` then reports the client's identity.
+    path. ``credentials`` (grpcio's server credentials, made after
+    ``pygrpc_native`` was imported, or ``pygrpc_native.ssl_server_credentials()``)
+    serves TLS or local credentials; ``call_details()`` then reports the
+    client's identity, and ``update_credentials()`` rotates TLS key material.
     ``health=True`` answers ``grpc.health.v1.Health``'s Check and Watch in
     Go, before any event reaches Python, from a status table that
     ``set_health()`` updates (``enable_health()`` does the same later).
