@@ -190,3 +190,19 @@ def test_compression_enabled_algorithms_bitset(flavour, bits, request_compressio
     grpcio (tests_aio/unit/compression_test)."""
     options = [("grpc.compression_enabled_algorithms_bitset", bits)]
     assert flavour.same(_setup(flavour), _request_in(request_compression), options=options) == want
+
+
+@each_flavour
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"options": [("grpc.compression_enabled_algorithms_bitset", 3), ("grpc.default_compression_algorithm", 2)]},
+        {"options": [("grpc.compression_enabled_algorithms_bitset", 3)], "compression": grpc.Compression.Gzip},
+    ],
+    ids=["option", "argument"],
+)
+def test_disabled_default_compression_falls_back_to_none(flavour, kwargs):
+    """A server default the bitset disables compresses nothing, as grpcio
+    switches it to none; a handler's set_compression() still compresses."""
+    ref = flavour.same(_setup(flavour), on_wire(calls([("Echo", False), ("SetGzip", False)])), **kwargs)
+    assert ref == ([BODY, BODY], [[0], [1]])

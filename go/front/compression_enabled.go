@@ -28,6 +28,16 @@ func disabledByBitset(bits int64) DisabledCompression {
 	return d
 }
 
+// dropDisabled turns a server default algorithm the bitset disables into
+// none, as grpc-core does ("default compression algorithm ... not enabled:
+// switching to none"). A handler's set_compression() still compresses with
+// it, as in grpcio.
+func (c *Compression) dropDisabled(d DisabledCompression) {
+	if d[c.Algorithm] {
+		c.Algorithm = compressNone
+	}
+}
+
 // check refuses a call whose request encoding (grpc-encoding) is
 // disabled.
 func (d DisabledCompression) check(encoding string) error {

@@ -210,6 +210,7 @@ func ParseConfig(doc []byte) (*Config, error) {
 		}
 	}
 	cfg.Limits.MaxHeaderListSize = headerListLimit(soft, hard)
+	cfg.Limits.Compression.dropDisabled(cfg.Limits.DisabledCompression)
 	return cfg, nil
 }
 
