@@ -17,6 +17,7 @@ from concurrent import futures
 import grpc
 import pytest
 from cryptography import x509
+from grpc.experimental import session_cache
 
 import pygrpc_native
 from tls_certs import issue, make_pki, name
@@ -240,3 +241,25 @@ def test_existing_connections_keep_their_certificate_and_ask_no_fetcher(pki, ren
 
     got = {kind: scenario(kind) for kind in ("grpcio", "native")}
     assert got["native"] == got["grpcio"] == (1, "CN=renewed", 0)
+
+
+def test_a_rotation_ends_resumption_of_earlier_sessions(pki, renewed):
+    """After the fetcher rotates, a client's cached session is not resumed:
+    it verifies the new certificate in a full handshake, as with grpcio."""
+
+    def scenario(kind):
+        fetcher = Fetcher()
+        initial = grpc.ssl_server_certificate_configuration([(pki.server.key, pki.server.chain)])
+        creds = grpc.dynamic_ssl_server_credentials(initial, fetcher)
+        options = [("grpc.ssl_session_cache", session_cache.ssl_session_cache_lru(4))]
+        reused = []
+        with serving(kind, "sync", [("localhost:0", creds)]) as served:
+            for step in range(4):
+                fetcher.next = renewed_config if step == 2 else None
+                call(f"localhost:{served.ports[0]}", grpc.ssl_channel_credentials(pki.ca.cert), options)
+                reused.append(served.seen[-1]["auth_context"]["ssl_session_reused"])
+        return reused
+
+    renewed_config = grpc.ssl_server_certificate_configuration([(renewed.key, renewed.chain)])
+    got = {kind: scenario(kind) for kind in ("grpcio", "native")}
+    assert got["native"] == got["grpcio"] == [[b"false"], [b"true"], [b"false"], [b"true"]]

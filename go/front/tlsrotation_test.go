@@ -230,3 +230,30 @@ func TestConcurrentHandshakesShareFetches(t *testing.T) {
 		t.Errorf("%d fetches answered, want one per handshake (%d)", n, handshakes)
 	}
 }
+
+func TestSessionTicketKeysRenewAndRotate(t *testing.T) {
+	var tickets sessionTickets
+	cfg := &tls.Config{}
+	tickets.renew(cfg)
+	first := tickets.keys[0]
+	tickets.rotate(cfg) // not a day old: unchanged
+	if len(tickets.keys) != 1 {
+		t.Fatalf("rotated early: %d keys", len(tickets.keys))
+	}
+	for day := 1; day <= 10; day++ {
+		tickets.created = tickets.created.Add(-ticketKeyRotation)
+		tickets.rotate(cfg)
+	}
+	if n := len(tickets.keys); n != int(ticketKeyLifetime/ticketKeyRotation) {
+		t.Errorf("after ten days: %d keys, want a week's", n)
+	}
+	for _, k := range tickets.keys {
+		if k == first {
+			t.Error("a key older than a week is still accepted")
+		}
+	}
+	tickets.renew(cfg)
+	if len(tickets.keys) != 1 {
+		t.Errorf("new key material kept %d old keys", len(tickets.keys)-1)
+	}
+}

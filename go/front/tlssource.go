@@ -41,19 +41,27 @@ type tlsSource struct {
 	// (its problems are logged by it). Handshakes call it one at a time.
 	refresh   func() *tlsMaterial
 	refreshMu sync.Mutex
+	tickets   sessionTickets
 }
 
 func newTLSSource(cfg *tls.Config, requireClientAuth bool) *tlsSource {
 	s := &tlsSource{requireClientAuth: requireClientAuth}
-	s.current.Store(cfg)
+	s.install(cfg)
 	return s
 }
 
+// install makes cfg, new key material, current, with session ticket keys
+// of its own: sessions of the configuration it replaces are not resumed,
+// so every client verifies the new certificate in a full handshake, as
+// with grpcio (whose new configuration brings new ticket keys).
+func (s *tlsSource) install(cfg *tls.Config) {
+	s.tickets.renew(cfg)
+	s.current.Store(cfg)
+}
+
 // listenerConfig is the configuration a listener hands to grpc-go: every
-// handshake asks the source for the current one. Session tickets are
-// this configuration's (crypto/tls uses the original configuration's
-// ticket keys when the one returned sets none), so a client resumes
-// across a rotation as it would without one.
+// handshake asks the source for the current one, whose session ticket
+// keys are used (sessionTickets).
 func (s *tlsSource) listenerConfig() *tls.Config {
 	return &tls.Config{
 		MinVersion: tls.VersionTLS12,
@@ -75,12 +83,14 @@ func (s *tlsSource) forHandshake() *tls.Config {
 			if cfg, err := newServerTLS(*m, s.requireClientAuth); err != nil {
 				log.Printf("pygrpc_native: new TLS credentials refused, the current ones stay in use: %v", err)
 			} else {
-				s.current.Store(cfg)
+				s.install(cfg)
 			}
 		}
 		s.refreshMu.Unlock()
 	}
-	return s.current.Load()
+	cfg := s.current.Load()
+	s.tickets.rotate(cfg)
+	return cfg
 }
 
 // replace parses key material ({"pairs": ..., "roots": ...}) and makes it
@@ -94,6 +104,6 @@ func (s *tlsSource) replace(doc []byte) error {
 	if err != nil {
 		return err
 	}
-	s.current.Store(cfg)
+	s.install(cfg)
 	return nil
 }
