@@ -275,6 +275,19 @@ def test_wait_for_termination_timeout_and_after_stop():
     assert for_both(check) == (True, True, False)
 
 
+def test_del_stops_a_started_server():
+    def check(kind):
+        s = _Server(kind)
+        try:
+            s.start()
+            s.server.__del__()
+            return s.loop.bounded(s.server.wait_for_termination(timeout=5), 8)
+        finally:
+            s.close()
+
+    assert for_both(check) is False
+
+
 def test_wait_for_termination_returns_when_stopped():
     def check(kind):
         s = _Server(kind)

@@ -156,3 +156,53 @@ def test_client_streaming_handler_compression(flavour):
 
     assert flavour.same(setup, on_wire(drive)) == ([BODY + BODY] * 2, [[1], [0]])
     assert flavour.same(setup, on_wire(drive), compression=grpc.Compression.Deflate) == ([BODY + BODY] * 2, [[1], [1]])
+
+
+def _request_in(compression):
+    """A scenario: one call whose request is compressed so; "OK" or the
+    error's code and details."""
+
+    def scenario(run):
+        with grpc.insecure_channel(run.target, compression=compression) as channel:
+            try:
+                channel.unary_unary(method("Echo"))(BODY, timeout=5)
+            except grpc.RpcError as err:
+                return err.code(), err.details()
+        return "OK"
+
+    return scenario
+
+
+@each_flavour
+@pytest.mark.parametrize(
+    "bits, request_compression, want",
+    [
+        (1, grpc.Compression.Gzip, (grpc.StatusCode.UNIMPLEMENTED, "Compression algorithm 'gzip' is disabled.")),
+        (1, grpc.Compression.Deflate, (grpc.StatusCode.UNIMPLEMENTED, "Compression algorithm 'deflate' is disabled.")),
+        (1, grpc.Compression.NoCompression, "OK"),
+        (5, grpc.Compression.Gzip, "OK"),
+        (3, grpc.Compression.Deflate, "OK"),
+    ],
+    ids=["gzip-off", "deflate-off", "identity", "gzip-on", "deflate-on"],
+)
+def test_compression_enabled_algorithms_bitset(flavour, bits, request_compression, want):
+    """Requests in an encoding the server disabled are UNIMPLEMENTED, as in
+    grpcio (tests_aio/unit/compression_test)."""
+    options = [("grpc.compression_enabled_algorithms_bitset", bits)]
+    assert flavour.same(_setup(flavour), _request_in(request_compression), options=options) == want
+
+
+@each_flavour
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"options": [("grpc.compression_enabled_algorithms_bitset", 3), ("grpc.default_compression_algorithm", 2)]},
+        {"options": [("grpc.compression_enabled_algorithms_bitset", 3)], "compression": grpc.Compression.Gzip},
+    ],
+    ids=["option", "argument"],
+)
+def test_disabled_default_compression_falls_back_to_none(flavour, kwargs):
+    """A server default the bitset disables compresses nothing, as grpcio
+    switches it to none; a handler's set_compression() still compresses."""
+    ref = flavour.same(_setup(flavour), on_wire(calls([("Echo", False), ("SetGzip", False)])), **kwargs)
+    assert ref == ([BODY, BODY], [[0], [1]])

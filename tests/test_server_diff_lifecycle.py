@@ -382,6 +382,22 @@ def test_wait_for_termination_returns_when_stopped_from_another_thread():
     assert for_both(check) == (False, True)
 
 
+def test_del_stops_the_server_and_unblocks_wait_for_termination():
+    # grpcio's _server_wait_for_termination_test calls __del__() by hand.
+    def check(kind):
+        s = _Server(kind)
+        try:
+            s.server.add_insecure_port("127.0.0.1:0")
+            s.server.start()
+            threading.Timer(0.2, s.server.__del__).start()
+            waited_out = s.server.wait_for_termination(timeout=5)
+            return waited_out, s.server.wait_for_termination(timeout=0)
+        finally:
+            s.close()
+
+    assert for_both(check) == (False, False)
+
+
 # -- ports after start ---------------------------------------------------------------------
 
 

@@ -104,12 +104,13 @@ def test_mutual_tls_refuses(pki, client):
     }
 
 
-def test_grpcio_credentials_are_a_type_error(pki):
+def test_unreadable_grpcio_credentials_are_a_type_error(pki):
     async def scenario():
         server = pygrpc_native.aio.server()
         try:
+            unreadable = grpc.ssl_server_credentials.__wrapped__([(pki.server.key, pki.server.chain)])
             with pytest.raises(TypeError, match=r"pygrpc_native\.ssl_server_credentials\(\)"):
-                server.add_secure_port("127.0.0.1:0", grpc.ssl_server_credentials([(pki.server.key, pki.server.chain)]))
+                server.add_secure_port("127.0.0.1:0", unreadable)
         finally:
             await server.stop(None)
 

@@ -60,12 +60,6 @@ def test_grpcios_own_errors(args):
     assert str(ours.value) == str(theirs.value)
 
 
-def test_more_than_one_pair_is_refused(pki):
-    pair = (pki.server.key, pki.server.chain)
-    with pytest.raises(ValueError, match="one private key and certificate chain; got 2 pairs"):
-        pygrpc_native.ssl_server_credentials([pair, pair])
-
-
 def _bad_credentials(pki):
     other = make_ca("unrelated")
     corrupt_cert = _pem_block(b"CERTIFICATE", b"bm90IERFUg==")
@@ -141,13 +135,15 @@ def test_key_formats(key_kind, key_format):
     pygrpc_native.ssl_server_credentials([(b"comment\n" + pem, b"subject=CN=localhost\n" + pki.server.chain)])
 
 
-def test_grpcio_credentials_are_a_clear_type_error(pki):
-    grpcio_creds = grpc.ssl_server_credentials([(pki.server.key, pki.server.chain)])
+def test_unreadable_grpcio_credentials_are_a_clear_type_error(pki):
+    # grpcio's factory as it was before pygrpc_native wrapped it: what a
+    # name imported from grpc before pygrpc_native calls.
+    grpcio_creds = grpc.ssl_server_credentials.__wrapped__([(pki.server.key, pki.server.chain)])
     server = pygrpc_native.server(futures.ThreadPoolExecutor(1))
     try:
-        with pytest.raises(TypeError, match=r"pygrpc_native\.ssl_server_credentials\(\)"):
+        with pytest.raises(TypeError, match=r"made after pygrpc_native was imported.*pygrpc_native\.ssl_server_credentials\(\)"):
             server.add_secure_port("127.0.0.1:0", grpcio_creds)
-        with pytest.raises(TypeError, match=r"pygrpc_native\.ssl_server_credentials\(\)"):
+        with pytest.raises(TypeError, match=r"needs server credentials"):
             server.add_secure_port("127.0.0.1:0", object())
         # Nothing was bound: the server can still take its port.
         assert server.add_insecure_port("127.0.0.1:0") > 0

@@ -68,6 +68,9 @@ def test_mutual_tls_identity_in_call_details(pki):
         "peer_uri",
         "peer_email",
         "security_level",
+        "ssl_session_reused",
+        "ssl_tls_version",
+        "ssl_negotiated_key_exchange_group",
         "peer_spiffe_id",
     ]
     assert all(isinstance(v, list) and all(type(b) is bytes for b in v) for v in auth.values())
@@ -91,6 +94,9 @@ def test_server_auth_only(pki):
     assert details["auth_context"] == {
         "transport_security_type": [b"ssl"],
         "security_level": [b"TSI_PRIVACY_AND_INTEGRITY"],
+        "ssl_session_reused": [b"false"],
+        "ssl_tls_version": [b"TLSv1.3"],
+        "ssl_negotiated_key_exchange_group": [b"X25519MLKEM768"],
     }
     assert details["peer_identity_key"] is None
 
@@ -115,3 +121,19 @@ def test_tls_cannot_change_once_started(pki):
     with started_front(credentials=creds) as front:
         with pytest.raises(RuntimeError, match="already started"):
             front._set_tls("null")
+
+
+def test_local_credentials_on_a_unix_socket(tmp_path):
+    seen = []
+    address = f"unix:{tmp_path}/front.sock"
+    creds = grpc.local_server_credentials(grpc.LocalConnectionType.UDS)
+    with serving(_recording(seen), address=address, credentials=creds):
+        channel_creds = grpc.local_channel_credentials(grpc.LocalConnectionType.UDS)
+        with grpc.secure_channel(address, channel_creds) as ch:
+            assert say(ch)(b"x", timeout=5) == b"ok"
+    (details,) = seen
+    assert details["auth_context"] == {
+        "transport_security_type": [b"local"],
+        "security_level": [b"TSI_PRIVACY_AND_INTEGRITY"],
+    }
+    assert details["peer_identity_key"] == "transport_security_type"

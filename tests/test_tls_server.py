@@ -1,13 +1,11 @@
 """TLS and mutual TLS under pygrpc_native.server(), compared with
 grpc.server() for the same certificates.
 
-Each case starts a server of each kind with the same credentials (grpcio's
-from grpc.ssl_server_credentials, ours from pygrpc_native's), calls it with
-one grpcio secure channel, and compares what the client saw and what the
-handler read from its context: auth_context(), peer_identities(),
-peer_identity_key(). grpcio's ssl_ keys (ssl_session_reused,
-ssl_tls_version, ...) are left out of the comparison: pygrpc_native doesn't
-report them (docs/tls.md).
+Each case starts a server of each kind with the same grpcio credentials
+(grpc.ssl_server_credentials), calls it with one grpcio secure channel,
+and compares what the client saw and what the handler read from its
+context: auth_context() (grpcio's ssl_ keys included), peer_identities(),
+peer_identity_key().
 
 aio.server() shares the ports and credentials code; test_tls_aio.py checks
 its identity and refusals against grpc.aio.server(). More aio cases (the
@@ -42,8 +40,9 @@ def pki():
 
 
 def server_credentials(kind, pki, *, roots=None, require=False):
-    make = grpc.ssl_server_credentials if kind == "grpcio" else pygrpc_native.ssl_server_credentials
-    return make([(pki.server.key, pki.server.chain)], roots, require)
+    # The same grpcio credentials for both: a grpcio user changes only the
+    # line that creates the server.
+    return grpc.ssl_server_credentials([(pki.server.key, pki.server.chain)], roots, require)
 
 
 def _record(state, name):
@@ -116,10 +115,6 @@ def channel_credentials(pki, client=None):
     return grpc.ssl_channel_credentials(pki.ca.cert, client.key, client.chain)
 
 
-def _without_ssl_keys(auth):
-    return {k: v for k, v in auth.items() if not k.startswith("ssl_")}
-
-
 def observe(kind, pki, client=None, *, roots=None, require=False):
     """What one call to a TLS server of this kind shows: the client's status
     and the identity the handler read (None if the call failed)."""
@@ -132,7 +127,6 @@ def observe(kind, pki, client=None, *, roots=None, require=False):
             except grpc.RpcError as err:
                 return {"code": err.code()}
         seen = state.wait_for("who")
-        seen["auth_context"] = _without_ssl_keys(seen["auth_context"])
         seen["peer"] = seen["peer"].rsplit(":", 1)[0]
         return {"code": grpc.StatusCode.OK, **seen}
 
@@ -152,6 +146,10 @@ def test_server_auth_tls(pki):
     assert got["auth_context"] == {
         "transport_security_type": [b"ssl"],
         "security_level": [b"TSI_PRIVACY_AND_INTEGRITY"],
+        # No ssl_requested_server_name: a client of 127.0.0.1 sends no SNI.
+        "ssl_session_reused": [b"false"],
+        "ssl_tls_version": [b"TLSv1.3"],
+        "ssl_negotiated_key_exchange_group": [b"X25519MLKEM768"],
     }
     assert got["peer_identities"] is None and got["peer_identity_key"] is None
     assert got["peer"] == "ipv4:127.0.0.1"
@@ -318,7 +316,13 @@ def test_roots_without_require_ask_for_no_certificate(pki, client):
     got = same(pki, getattr(pki, client, None), roots=pki.ca.cert, require=False)
     assert got["code"] == grpc.StatusCode.OK
     assert got["peer_identity_key"] is None
-    assert set(got["auth_context"]) == {"transport_security_type", "security_level"}
+    assert set(got["auth_context"]) == {
+        "transport_security_type",
+        "security_level",
+        "ssl_session_reused",
+        "ssl_tls_version",
+        "ssl_negotiated_key_exchange_group",
+    }
 
 
 # -- TLS versions -----------------------------------------------------------------

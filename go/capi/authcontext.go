@@ -1,6 +1,8 @@
 package main
 
 import (
+	"crypto/tls"
+	"strconv"
 	"strings"
 
 	"github.com/pygrpc-native/pygrpc-native/go/front"
@@ -15,10 +17,17 @@ type authProperty struct {
 // authContext is a connection's security in grpcio's terms: the properties
 // of auth_context(), named and ordered as grpc-core sets them, and
 // peer_identity_key() ("" for none; peer_identities() are its values).
-// grpc-core's ssl_ properties (ssl_session_reused, ssl_tls_version, ...)
-// are not reported. This is grpcio's vocabulary, so it lives here, at the
-// boundary to grpcio's API, and not in the protocol core.
+// This is grpcio's vocabulary, so it lives here, at the boundary to
+// grpcio's API, and not in the protocol core.
 func authContext(s *front.ConnSecurity) (props []authProperty, identityKey string) {
+	if s.Local {
+		// grpc-core makes the security type the identity of a local
+		// connection.
+		return []authProperty{
+			{"transport_security_type", [][]byte{[]byte("local")}},
+			{"security_level", [][]byte{[]byte("TSI_PRIVACY_AND_INTEGRITY")}},
+		}, "transport_security_type"
+	}
 	if !s.TLS {
 		return []authProperty{
 			{"transport_security_type", [][]byte{[]byte("insecure")}},
@@ -56,10 +65,50 @@ func authContext(s *front.ConnSecurity) (props []authProperty, identityKey strin
 		}
 	}
 	a.add("security_level", "TSI_PRIVACY_AND_INTEGRITY")
+	if ss := s.Session; ss != nil {
+		a.addSession(ss)
+	}
 	if spiffeID != "" {
 		a.add("peer_spiffe_id", spiffeID)
 	}
 	return a, identityKey
+}
+
+// addSession adds grpc-core's ssl_ properties, as BoringSSL names the
+// version and the group. A client that sent no name (SNI) gets no
+// ssl_requested_server_name, as in grpcio.
+func (a *authProperties) addSession(ss *front.TLSSession) {
+	a.add("ssl_session_reused", strconv.FormatBool(ss.Resumed))
+	if ss.ServerName != "" {
+		a.add("ssl_requested_server_name", ss.ServerName)
+	}
+	switch ss.Version {
+	case tls.VersionTLS12:
+		a.add("ssl_tls_version", "TLSv1.2")
+	case tls.VersionTLS13:
+		a.add("ssl_tls_version", "TLSv1.3")
+	}
+	if ss.Group != 0 {
+		a.add("ssl_negotiated_key_exchange_group", groupName(ss.Group))
+	}
+}
+
+// groupName is a key exchange group as BoringSSL's SSL_get_group_name
+// writes it.
+func groupName(g tls.CurveID) string {
+	switch g {
+	case tls.CurveP256:
+		return "P-256"
+	case tls.CurveP384:
+		return "P-384"
+	case tls.CurveP521:
+		return "P-521"
+	case tls.X25519:
+		return "X25519"
+	case tls.X25519MLKEM768:
+		return "X25519MLKEM768"
+	}
+	return g.String()
 }
 
 // altNameProperty is grpc-core's property for each named kind of SAN.

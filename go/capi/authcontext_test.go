@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/tls"
 	"strings"
 	"testing"
 
@@ -86,6 +87,32 @@ func TestAuthContextWithoutClientCertificate(t *testing.T) {
 		if got := flatten(props); got != tc.want || key != "" {
 			t.Errorf("%+v: %q with identity key %q, want %q and none", tc.security, got, key, tc.want)
 		}
+	}
+}
+
+func TestAuthContextSSLKeysAsGrpcCore(t *testing.T) {
+	for _, tc := range []struct {
+		session *front.TLSSession
+		want    string
+	}{
+		{&front.TLSSession{Version: tls.VersionTLS13, Group: tls.X25519MLKEM768, ServerName: "localhost"},
+			"ssl_session_reused=false\nssl_requested_server_name=localhost\nssl_tls_version=TLSv1.3\nssl_negotiated_key_exchange_group=X25519MLKEM768"},
+		{&front.TLSSession{Resumed: true, Version: tls.VersionTLS12, Group: tls.CurveP256},
+			"ssl_session_reused=true\nssl_tls_version=TLSv1.2\nssl_negotiated_key_exchange_group=P-256"},
+		{&front.TLSSession{Version: tls.VersionTLS13, Group: tls.X25519}, "ssl_session_reused=false\nssl_tls_version=TLSv1.3\nssl_negotiated_key_exchange_group=X25519"},
+	} {
+		props, _ := authContext(&front.ConnSecurity{TLS: true, Session: tc.session})
+		want := "transport_security_type=ssl\nsecurity_level=TSI_PRIVACY_AND_INTEGRITY\n" + tc.want
+		if got := flatten(props); got != want {
+			t.Errorf("%+v: got\n%s\nwant\n%s", tc.session, got, want)
+		}
+	}
+}
+
+func TestAuthContextOfLocalCredentials(t *testing.T) {
+	props, key := authContext(&front.ConnSecurity{Local: true})
+	if got := flatten(props); got != "transport_security_type=local\nsecurity_level=TSI_PRIVACY_AND_INTEGRITY" || key != "transport_security_type" {
+		t.Errorf("local: %q, identity key %q", got, key)
 	}
 }
 

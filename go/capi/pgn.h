@@ -262,6 +262,17 @@ int pgn_check_tls(pgn_bytes tls_json, char **err);
  * before it starts. Fails. */
 int pgn_set_tls(int64_t front, pgn_bytes tls_json, char **err);
 
+/* TLS rotation (front/tlsfetch.go). pgn_tls_next_fetch waits up to wait_ms
+ * (call it without the GIL) for a handshake that asks a Python fetcher for
+ * new key material: 1 and *id, *fetcher set, or 0 if none came. Answer each
+ * with pgn_tls_fetch_done: material is {"pairs": [[key, chain], ...],
+ * "roots": ...} (base64 PEM), or keep nonzero to keep the current
+ * configuration; a late answer is dropped. pgn_tls_update replaces the key
+ * material of every TLS port of a front for handshakes from now on. Fails. */
+int pgn_tls_next_fetch(int32_t wait_ms, uint64_t *id, int64_t *fetcher);
+void pgn_tls_fetch_done(uint64_t id, pgn_bytes material, int32_t keep);
+int pgn_tls_update(int64_t front, pgn_bytes material, char **err);
+
 /* pgn_metrics sets *out to the front's counters (encode.go: a dict of str
  * to int). */
 int pgn_metrics(int64_t front, pgn_buffer *out);

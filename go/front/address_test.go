@@ -2,7 +2,6 @@ package front
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
 	"net"
 	"os"
@@ -41,7 +40,7 @@ func TestParseBindAddress(t *testing.T) {
 // its TLS configuration, and answers every call with its peer's security.
 func newBoundFront(t *testing.T, extra string, listeners ...struct {
 	addr string
-	tls  *tls.Config
+	tls  *PortSecurity
 }) (*Front, []int) {
 	t.Helper()
 	cfg, err := ParseConfig([]byte(fmt.Sprintf(`{"address": "127.0.0.1:0", "methods": [[%q, false]]%s}`, sayPath, extra)))
@@ -97,7 +96,7 @@ func TestSeveralListenersEachWithItsOwnSecurity(t *testing.T) {
 	sock := filepath.Join(t.TempDir(), "s.sock")
 	type l = struct {
 		addr string
-		tls  *tls.Config
+		tls  *PortSecurity
 	}
 	_, ports := newBoundFront(t, "", l{"127.0.0.1:0", nil}, l{"127.0.0.1:0", serverTLS}, l{"unix:" + sock, nil})
 	if ports[2] != 1 {
@@ -149,7 +148,7 @@ func TestStaleSocketFileIsReplacedAndRemovedAtStop(t *testing.T) {
 	stale.Close()
 	f, _ := newBoundFront(t, "", struct {
 		addr string
-		tls  *tls.Config
+		tls  *PortSecurity
 	}{"unix:" + sock, nil})
 	if _, err := callTarget(t, "unix://"+sock, insecure.NewCredentials()); err != nil {
 		t.Fatal(err)
@@ -163,7 +162,7 @@ func TestStaleSocketFileIsReplacedAndRemovedAtStop(t *testing.T) {
 func TestConnectionLimitClosesExtraConnections(t *testing.T) {
 	_, ports := newBoundFront(t, `, "options": [["grpc.max_allowed_incoming_connections", 1]]`, struct {
 		addr string
-		tls  *tls.Config
+		tls  *PortSecurity
 	}{"127.0.0.1:0", nil})
 	target := fmt.Sprintf("127.0.0.1:%d", ports[0])
 	first, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithDefaultCallOptions(grpc.ForceCodecV2(clientCodec{})))

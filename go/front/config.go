@@ -1,7 +1,6 @@
 package front
 
 import (
-	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -47,8 +46,9 @@ type Config struct {
 	// counts calls, instead of only until the call ends on the wire.
 	HoldSlots bool
 	Limits    Limits
-	// TLS serves TLS with these credentials (ParseTLS); nil: plaintext.
-	TLS *tls.Config
+	// TLS secures the port with these credentials (ParseTLS); nil:
+	// plaintext.
+	TLS *PortSecurity
 	// Transport is the HTTP/2 transport behind the seam: TransportGRPCGo
 	// (grpc-go's server, the default) or TransportH2 (the front's own).
 	Transport string
@@ -101,6 +101,9 @@ type Limits struct {
 	// otherwise (compression=, grpc.default_compression_algorithm and
 	// grpc.default_compression_level).
 	Compression Compression
+	// DisabledCompression refuses requests in these encodings
+	// (grpc.compression_enabled_algorithms_bitset); nil: none.
+	DisabledCompression DisabledCompression
 }
 
 func defaultLimits() Limits {
@@ -242,6 +245,7 @@ func ParseConfig(doc []byte) (*Config, error) {
 		}
 	}
 	cfg.Limits.MaxHeaderListSize = headerListLimit(soft, hard)
+	cfg.Limits.Compression.dropDisabled(cfg.Limits.DisabledCompression)
 	if cfg.Transport == "" {
 		cfg.Transport = TransportGRPCGo
 		if t := os.Getenv(transportEnv); t != "" {
@@ -286,6 +290,8 @@ func (l *Limits) apply(name string, n int64, softMeta, hardMeta *int64) error {
 		return l.Compression.setAlgorithm(n)
 	case "grpc.default_compression_level":
 		return l.Compression.setLevel(n)
+	case "grpc.compression_enabled_algorithms_bitset":
+		l.DisabledCompression = disabledByBitset(n)
 	case "grpc.max_receive_message_length":
 		l.MaxRecvMsgSize = sizeLimit(n)
 	case "grpc.max_send_message_length":

@@ -48,10 +48,16 @@ func (lc *listenerCreds) forConfig(cfg *tls.Config) credentials.TransportCredent
 
 func (lc *listenerCreds) ServerHandshake(raw net.Conn) (net.Conn, credentials.AuthInfo, error) {
 	c, ok := raw.(*conn)
-	if !ok || c.tls == nil {
+	if !ok || c.sec == nil {
 		return raw, nil, nil
 	}
-	return lc.forConfig(c.tls).ServerHandshake(raw)
+	if c.sec.local != localNone {
+		if err := checkLocal(c.sec.local, c.Conn.RemoteAddr()); err != nil {
+			return nil, nil, err
+		}
+		return raw, localAuthInfo{credentials.CommonAuthInfo{SecurityLevel: credentials.PrivacyAndIntegrity}}, nil
+	}
+	return lc.forConfig(c.sec.tls).ServerHandshake(raw)
 }
 
 func (lc *listenerCreds) ClientHandshake(context.Context, string, net.Conn) (net.Conn, credentials.AuthInfo, error) {

@@ -1,7 +1,6 @@
 package front
 
 import (
-	"crypto/tls"
 	"sync"
 	"time"
 )
@@ -35,9 +34,9 @@ type Front struct {
 	stats   CallStats // nil: no stats (SetStats)
 
 	mu sync.Mutex // serializes Bind, Start, SetTLS and BeginStop; guards the fields below
-	// tls is the TLS configuration of listeners bound from now on (SetTLS);
-	// nil: plaintext.
-	tls       *tls.Config
+	// tls is the security of listeners bound from now on (SetTLS); nil:
+	// plaintext.
+	tls       *PortSecurity
 	srv       transportServer
 	listeners listenerSet
 	serveDone sync.WaitGroup // one per listener's Serve
@@ -118,7 +117,7 @@ func (f *Front) Bind(address string) (int, error) {
 // configured address) serve TLS with cfg (nil: plaintext); it replaces the
 // credentials the front was created with. Listeners bound earlier keep
 // theirs. Only before Start.
-func (f *Front) SetTLS(cfg *tls.Config) error {
+func (f *Front) SetTLS(cfg *PortSecurity) error {
 	if err := f.phase.checkNew(); err != nil {
 		return err
 	}
@@ -128,6 +127,28 @@ func (f *Front) SetTLS(cfg *tls.Config) error {
 		return err
 	}
 	f.tls = cfg
+	return nil
+}
+
+// UpdateTLS replaces the key material of every TLS port (see
+// PortSecurity.Update) for handshakes from now on. Errors when no port
+// serves TLS.
+func (f *Front) UpdateTLS(material []byte) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	updated := map[*tlsSource]bool{}
+	for _, lis := range f.listeners.all {
+		if lis.sec == nil || lis.sec.source == nil || updated[lis.sec.source] {
+			continue
+		}
+		if err := lis.sec.Update(material); err != nil {
+			return err
+		}
+		updated[lis.sec.source] = true
+	}
+	if len(updated) == 0 {
+		return configErrorf("no port of this front serves TLS; there are no credentials to replace")
+	}
 	return nil
 }
 
@@ -161,7 +182,7 @@ func (f *Front) Start() error {
 	if f.cfg.Transport == TransportH2 {
 		f.srv = newH2Server(&f.cfg.Limits, f.handler, f.stats)
 	} else {
-		f.srv = newGRPCGoServer(&f.cfg.Limits, f.handler, f.listeners.anyTLS(), f.stats)
+		f.srv = newGRPCGoServer(&f.cfg.Limits, f.handler, f.listeners.anySecure(), f.stats)
 	}
 	f.phase.set(phaseServing)
 	for _, lis := range f.listeners.all {

@@ -151,6 +151,16 @@ func (g grpcgoHandler) tap(ctx context.Context, info *tap.Info) (context.Context
 // every method takes grpc-go's streaming path, so one handler serves every
 // kind of method.
 func (g grpcgoHandler) dispatch(_ any, ss grpc.ServerStream) error {
+	if d := g.h.cfg.Limits.DisabledCompression; d != nil {
+		// grpc-go keeps the request's encoding out of the metadata the
+		// admission hook sees, so it is checked here.
+		if rc, ok := grpc.ServerTransportStreamFromContext(ss.Context()).(recvCompressor); ok {
+			if err := d.check(rc.RecvCompress()); err != nil {
+				g.h.m.callsRefused.Add(1)
+				return err
+			}
+		}
+	}
 	st := &grpcgoStream{ss: ss, ctx: ss.Context()}
 	if err := g.h.serve(st); err != nil {
 		return err
@@ -212,6 +222,9 @@ func (s *grpcgoStream) Security() *ConnSecurity {
 	}
 	ti, ok := p.AuthInfo.(credentials.TLSInfo)
 	if !ok {
+		if _, local := p.AuthInfo.(localAuthInfo); local {
+			return localSecurity
+		}
 		return plaintextSecurity
 	}
 	cs, _ := p.Addr.(*connState)

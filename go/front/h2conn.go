@@ -32,6 +32,11 @@ const (
 	h2ConnWindow   = 4 << 20
 )
 
+// maxReadyWait bounds how many frames a call handed over on the reader
+// waits for (readFrames): a client that keeps the socket full doesn't hold
+// its calls back.
+const maxReadyWait = 32
+
 // h2DrainPing is the PING payload that marks a graceful GOAWAY's first
 // phase; its ack (or h2DrainTimeout) starts the second.
 var h2DrainPing = [8]byte{'p', 'g', 'n', 'd', 'r', 'a', 'i', 'n'}
@@ -68,6 +73,7 @@ type h2Conn struct {
 	// readyCalls are calls handed over on the reader (inline), run once the
 	// reader has taken every frame already read (see readFrames).
 	readyCalls []*h2Stream
+	readyWait  int   // frames read since the first of readyCalls
 	recvWindow int64 // connection window left to the client
 	connUnack  int
 	// lastRead is when a frame last arrived (keepalive), in Unix ns.
@@ -146,8 +152,18 @@ func (c *h2Conn) serve() {
 func (c *h2Conn) handshake() error {
 	limits := c.srv.limits
 	_ = c.nc.SetDeadline(time.Now().Add(limits.HandshakeTimeout))
-	if lc, ok := c.raw.(*conn); ok && lc.tls != nil {
-		tc := tls.Server(c.sock, c.srv.tlsConfig(lc.tls))
+	lc, _ := c.raw.(*conn)
+	switch {
+	case lc == nil || lc.sec == nil:
+	case lc.sec.local != localNone:
+		// grpcio's local credentials: no TLS, only a check of the peer.
+		if err := checkLocal(lc.sec.local, lc.Conn.RemoteAddr()); err != nil {
+			return err
+		}
+		c.security = localSecurity
+	default:
+		// The port's configuration offers h2 in ALPN (tlssource.go).
+		tc := tls.Server(c.sock, lc.sec.tls)
 		if err := tc.Handshake(); err != nil {
 			return fmt.Errorf("TLS handshake: %w", err)
 		}
@@ -233,8 +249,10 @@ func (c *h2Conn) readFrames() error {
 		// once the reader has taken all of them: their events enter the
 		// queue as one burst (one trip to Python), and streams opened in
 		// that burst all count against max_concurrent_streams.
-		if c.br.Buffered() == 0 {
-			c.runReady()
+		if len(c.readyCalls) > 0 {
+			if c.readyWait++; c.br.Buffered() == 0 || c.readyWait >= maxReadyWait {
+				c.runReady()
+			}
 		}
 	}
 }
@@ -245,7 +263,7 @@ func (c *h2Conn) runReady() {
 		c.readyCalls[i] = nil
 		s.serveCall()
 	}
-	c.readyCalls = c.readyCalls[:0]
+	c.readyCalls, c.readyWait = c.readyCalls[:0], 0
 }
 
 // frame acts on one frame; an error closes the connection (after a GOAWAY
@@ -408,6 +426,13 @@ func (c *h2Conn) headers(f *http2.MetaHeadersFrame) error {
 		s.stats = cs.Begin(req.method, time.Now())
 	}
 	ctx, err := c.srv.h.admit(s.ctx, req.md, c.cs)
+	if err == nil && c.srv.limits.DisabledCompression != nil {
+		// grpc.compression_enabled_algorithms_bitset: a request in a
+		// disabled encoding is refused, as grpcio refuses it.
+		if err = c.srv.limits.DisabledCompression.check(req.encoding); err != nil {
+			c.srv.h.m.callsRefused.Add(1)
+		}
+	}
 	if err != nil {
 		c.endUnstarted(s, status.Convert(err), !f.StreamEnded())
 		return nil
@@ -614,11 +639,11 @@ func (c *h2Conn) decode(s *h2Stream) (mem.BufferSlice, error) {
 }
 
 // takeStreamWindow accounts for n bytes of s's request taken by the reader:
-// given back to the client at once, unless messages wait for credit (then
-// when they are handed over).
+// given back to the client at once, unless messages wait to be handed over
+// (for credit, or for the call to start): then when they are.
 func (c *h2Conn) takeStreamWindow(s *h2Stream, n int) {
 	s.rmu.Lock()
-	if len(s.msgs) > 0 && s.sink != nil {
+	if len(s.msgs) > 0 {
 		s.backlog += n
 		s.rmu.Unlock()
 		return

@@ -2,9 +2,7 @@ package front
 
 import (
 	"bytes"
-	"crypto/tls"
 	"io"
-	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -174,28 +172,4 @@ func (s *h2Stream) SendWouldWait(n int) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.err == nil && int64(n)+64 > min(w.connWindow, s.sendWindow)
-}
-
-// h2TLSConfigs are listeners' TLS configurations with h2 offered in ALPN,
-// made once per configuration.
-type h2TLSConfigs struct {
-	mu  sync.Mutex
-	byC map[*tls.Config]*tls.Config
-}
-
-func (t *h2TLSConfigs) get(cfg *tls.Config) *tls.Config {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if c, ok := t.byC[cfg]; ok {
-		return c
-	}
-	c := cfg.Clone()
-	if !slices.Contains(c.NextProtos, "h2") {
-		c.NextProtos = append([]string{"h2"}, c.NextProtos...)
-	}
-	if t.byC == nil {
-		t.byC = make(map[*tls.Config]*tls.Config)
-	}
-	t.byC[cfg] = c
-	return c
 }

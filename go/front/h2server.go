@@ -1,7 +1,6 @@
 package front
 
 import (
-	"crypto/tls"
 	"errors"
 	"net"
 	"sync"
@@ -48,11 +47,7 @@ type h2Server struct {
 	// front can close the event queues behind them.
 	handlers sync.WaitGroup
 	workers  *h2Workers
-	tls      h2TLSConfigs
 }
-
-// tlsConfig is a listener's TLS configuration as the transport serves it.
-func (s *h2Server) tlsConfig(cfg *tls.Config) *tls.Config { return s.tls.get(cfg) }
 
 func newH2Server(l *Limits, h *handler, cs CallStats) *h2Server {
 	return &h2Server{

@@ -2,7 +2,6 @@ package front
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
 	"net"
 	"sync"
@@ -14,12 +13,12 @@ import (
 
 // listener counts connections and bytes, and gives every accepted
 // connection its connState, which grpc-go then reports as the call's peer
-// address. Each listener has its own TLS configuration (nil:
-// plaintext), which listenerCreds applies to its connections.
+// address. Each listener has its own security (nil: plaintext), which
+// listenerCreds applies to its connections.
 type listener struct {
 	net.Listener
 	m   *metrics
-	tls *tls.Config
+	sec *PortSecurity
 	// maxConns closes connections accepted while that many are open on
 	// the whole front (grpc.max_allowed_incoming_connections); 0: no limit.
 	maxConns int64
@@ -27,7 +26,7 @@ type listener struct {
 
 // listen binds one address in grpcio's syntax (see parseBindAddress), for
 // connections under limits, counted in m.
-func listen(address string, limits *Limits, tlsConfig *tls.Config, m *metrics) (*listener, error) {
+func listen(address string, limits *Limits, sec *PortSecurity, m *metrics) (*listener, error) {
 	ba, err := parseBindAddress(address)
 	if err != nil {
 		return nil, &BindError{Address: address, Err: err}
@@ -54,7 +53,7 @@ func listen(address string, limits *Limits, tlsConfig *tls.Config, m *metrics) (
 	if err != nil {
 		return nil, &BindError{Address: address, Err: err}
 	}
-	return &listener{Listener: l, m: m, tls: tlsConfig, maxConns: int64(limits.MaxConnections)}, nil
+	return &listener{Listener: l, m: m, sec: sec, maxConns: int64(limits.MaxConnections)}, nil
 }
 
 // port is what add_*_port() returns for this listener: the TCP port, or 1
@@ -80,8 +79,8 @@ type listenerSet struct {
 // bind listens on address and returns the bound port. For "localhost" it
 // binds both loopbacks on one port, as grpcio does; the IPv6 one is
 // skipped where it can't be bound, as grpcio skips it.
-func (s *listenerSet) bind(address string, tlsConfig *tls.Config) (int, error) {
-	lis, err := listen(address, s.limits, tlsConfig, s.m)
+func (s *listenerSet) bind(address string, sec *PortSecurity) (int, error) {
+	lis, err := listen(address, s.limits, sec, s.m)
 	if err != nil {
 		return 0, err
 	}
@@ -90,7 +89,7 @@ func (s *listenerSet) bind(address string, tlsConfig *tls.Config) (int, error) {
 	}
 	s.all = append(s.all, lis)
 	if isLocalhost(address) {
-		if lis6, err := listen(fmt.Sprintf("[::1]:%d", lis.port()), s.limits, tlsConfig, s.m); err == nil {
+		if lis6, err := listen(fmt.Sprintf("[::1]:%d", lis.port()), s.limits, sec, s.m); err == nil {
 			s.all = append(s.all, lis6)
 		}
 	}
@@ -102,11 +101,11 @@ func (s *listenerSet) empty() bool { return len(s.all) == 0 }
 // firstPort is the port of the first address bound, 0 before any.
 func (s *listenerSet) firstPort() int { return int(s.first.Load()) }
 
-// anyTLS reports whether a listener serves TLS: only then do connections
-// go through listenerCreds.
-func (s *listenerSet) anyTLS() bool {
+// anySecure reports whether a listener serves TLS or local credentials:
+// only then do connections go through listenerCreds.
+func (s *listenerSet) anySecure() bool {
 	for _, lis := range s.all {
-		if lis.tls != nil {
+		if lis.sec != nil {
 			return true
 		}
 	}
@@ -147,7 +146,7 @@ func (l *listener) Accept() (net.Conn, error) {
 			c.Close()
 			continue
 		}
-		return &conn{Conn: c, m: l.m, remote: newConnState(c.RemoteAddr()), tls: l.tls}, nil
+		return &conn{Conn: c, m: l.m, remote: newConnState(c.RemoteAddr()), sec: l.sec}, nil
 	}
 }
 
@@ -156,7 +155,7 @@ type conn struct {
 	net.Conn
 	m      *metrics
 	remote *connState
-	tls    *tls.Config // its listener's; nil: plaintext
+	sec    *PortSecurity // its listener's; nil: plaintext
 	closed atomic.Bool
 }
 

@@ -18,6 +18,19 @@ type ConnSecurity struct {
 	// Cert is the client's verified certificate; nil when it sent none
 	// (certificates are only asked for with require_client_auth).
 	Cert *ClientCert
+	// Session is the TLS session's parameters; nil unless TLS.
+	Session *TLSSession
+	// Local: grpcio's local credentials accepted the connection (no TLS).
+	Local bool
+}
+
+// TLSSession is what was negotiated on a TLS connection.
+type TLSSession struct {
+	Resumed bool        // an earlier session was resumed
+	Version uint16      // tls.VersionTLS12 or tls.VersionTLS13
+	Group   tls.CurveID // the key exchange group; 0 when none was used
+	// ServerName is the name the client asked for (SNI); "" when it sent none.
+	ServerName string
 }
 
 // ClientCert is a client certificate as grpc-core describes it.
@@ -66,11 +79,17 @@ func connSecurity(state *tls.ConnectionState, cs *connState) *ConnSecurity {
 // tlsSecurity describes a TLS connection and its client certificate, if
 // any.
 func tlsSecurity(state *tls.ConnectionState) *ConnSecurity {
+	session := &TLSSession{
+		Resumed:    state.DidResume,
+		Version:    state.Version,
+		Group:      state.CurveID,
+		ServerName: state.ServerName,
+	}
 	if len(state.PeerCertificates) == 0 {
-		return &ConnSecurity{TLS: true}
+		return &ConnSecurity{TLS: true, Session: session}
 	}
 	leaf := state.PeerCertificates[0]
-	return &ConnSecurity{TLS: true, Cert: &ClientCert{
+	return &ConnSecurity{TLS: true, Session: session, Cert: &ClientCert{
 		Subject:    formatSubject(leaf.RawSubject),
 		CommonName: firstCommonName(leaf.RawSubject),
 		PEM:        pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: leaf.Raw}),

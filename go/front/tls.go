@@ -8,7 +8,9 @@ import (
 	"strings"
 )
 
-// TLS: the server credentials (pygrpc_native.ssl_server_credentials). What
+// TLS: reading server credentials (pygrpc_native.ssl_server_credentials,
+// and grpcio's credential factories as pygrpc_native remembers them). How
+// a port's configuration changes while it serves is in tlssource.go; what
 // a TLS connection proves about its client is in security.go.
 //
 // Client certificates are asked for only with require_client_auth, as
@@ -18,22 +20,41 @@ import (
 // tlsJSON is the "tls" member of the configuration (see ParseTLS). PEM
 // travels base64-encoded ([]byte), so that the bytes arrive as given.
 type tlsJSON struct {
-	Key               []byte  `json:"key"`
-	Chain             []byte  `json:"chain"`
-	Roots             *[]byte `json:"roots"` // nil: no root certificates
-	RequireClientAuth bool    `json:"require_client_auth"`
+	Pairs             [][2][]byte `json:"pairs"`
+	Roots             *[]byte     `json:"roots"` // nil: no root certificates
+	RequireClientAuth bool        `json:"require_client_auth"`
+	// Fetch: the configuration may be replaced before each handshake by
+	// the fetcher Python registered under this number (see tlsfetch.go).
+	Fetch int64 `json:"fetch"`
+	// Files: the key, chain and roots are read from these paths, and read
+	// again when they change (see tlsfiles.go); Pairs and Roots are unused.
+	Files *tlsFiles `json:"files"`
+	// Local: grpcio's local credentials, "tcp" (LOCAL_TCP) or "uds"; no
+	// TLS, and nothing else is read.
+	Local string `json:"local"`
 }
 
-// ParseTLS reads TLS credentials:
+// tlsMaterial is the part of the credentials that rotation replaces: the
+// key/certificate pairs and the roots (grpcio's ServerCertificateConfiguration).
+type tlsMaterial struct {
+	Pairs [][2][]byte `json:"pairs"`
+	Roots *[]byte     `json:"roots"`
+}
+
+// ParseTLS reads a port's security:
 //
-//	{"key": base64 PEM, "chain": base64 PEM, "roots": base64 PEM or null,
-//	 "require_client_auth": false}
+//	{"pairs": [[base64 key PEM, base64 chain PEM], ...],
+//	 "roots": base64 PEM or null, "require_client_auth": false,
+//	 "fetch": 0, "files": null, "local": ""}
 //
-// and checks them: the key parses and matches the first certificate of the
-// chain, every certificate parses, root certificates hold at least one
-// certificate. A JSON null gives a nil config (plaintext). Problems are
-// ConfigErrors that name the ssl_server_credentials() argument at fault.
-func ParseTLS(doc []byte) (*tls.Config, error) {
+// and checks it: every key parses and matches the first certificate of
+// its chain, every certificate parses, root certificates hold at least one
+// certificate. Several pairs are chosen between by the name the client
+// asks for (SNI), as grpcio does: crypto/tls serves the first pair whose
+// certificate is valid for that name, else the first pair. A JSON null
+// gives nil (plaintext). Problems are ConfigErrors that name the
+// argument at fault.
+func ParseTLS(doc []byte) (*PortSecurity, error) {
 	var raw *tlsJSON
 	if err := json.Unmarshal(doc, &raw); err != nil {
 		return nil, configErrorf("invalid TLS credentials: %v", err)
@@ -41,39 +62,81 @@ func ParseTLS(doc []byte) (*tls.Config, error) {
 	if raw == nil {
 		return nil, nil
 	}
-	return newServerTLS(raw)
+	if raw.Local != "" {
+		return newLocalSecurity(raw.Local)
+	}
+	var material tlsMaterial
+	var files *filesSource
+	if raw.Files != nil {
+		var err error
+		if files, material, err = newFilesSource(*raw.Files); err != nil {
+			return nil, err
+		}
+	} else {
+		material = tlsMaterial{Pairs: raw.Pairs, Roots: raw.Roots}
+	}
+	cfg, err := newServerTLS(material, raw.RequireClientAuth)
+	if err != nil {
+		return nil, err
+	}
+	src := newTLSSource(cfg, raw.RequireClientAuth)
+	switch {
+	case files != nil:
+		src.refresh = files.refresh
+	case raw.Fetch != 0:
+		src.refresh = fetchRefresh(raw.Fetch)
+	}
+	return &PortSecurity{tls: src.listenerConfig(), source: src}, nil
 }
 
-func newServerTLS(raw *tlsJSON) (*tls.Config, error) {
-	if err := checkChain(raw.Chain); err != nil {
-		return nil, err
-	}
-	if err := checkKey(raw.Key); err != nil {
-		return nil, err
-	}
-	pair, err := tls.X509KeyPair(raw.Chain, raw.Key)
-	if err != nil {
-		return nil, configErrorf("the private key does not match the first certificate of its certificate chain (%v)", err)
+// newServerTLS is the configuration of one set of key material.
+func newServerTLS(m tlsMaterial, requireClientAuth bool) (*tls.Config, error) {
+	if len(m.Pairs) == 0 {
+		return nil, configErrorf("at least one (private_key, certificate_chain) pair is required")
 	}
 	cfg := &tls.Config{
-		Certificates: []tls.Certificate{pair},
-		MinVersion:   tls.VersionTLS12,
-		NextProtos:   []string{"h2"},
+		MinVersion: tls.VersionTLS12,
+		NextProtos: []string{"h2"},
 	}
-	if raw.Roots != nil {
-		pool, err := rootPool(*raw.Roots)
+	for i, p := range m.Pairs {
+		pair, err := keyPair(p[0], p[1])
+		if err != nil {
+			if len(m.Pairs) > 1 {
+				return nil, configErrorf("pair %d: %v", i+1, err)
+			}
+			return nil, err
+		}
+		cfg.Certificates = append(cfg.Certificates, pair)
+	}
+	if m.Roots != nil {
+		pool, err := rootPool(*m.Roots)
 		if err != nil {
 			return nil, err
 		}
 		cfg.ClientCAs = pool
 	}
-	if raw.RequireClientAuth {
+	if requireClientAuth {
 		if cfg.ClientCAs == nil {
 			return nil, configErrorf("require_client_auth needs root_certificates to verify client certificates with")
 		}
 		cfg.ClientAuth = tls.RequireAndVerifyClientCert
 	}
 	return cfg, nil
+}
+
+// keyPair checks and pairs one private key with its certificate chain.
+func keyPair(key, chain []byte) (tls.Certificate, error) {
+	if err := checkChain(chain); err != nil {
+		return tls.Certificate{}, err
+	}
+	if err := checkKey(key); err != nil {
+		return tls.Certificate{}, err
+	}
+	pair, err := tls.X509KeyPair(chain, key)
+	if err != nil {
+		return tls.Certificate{}, configErrorf("the private key does not match the first certificate of its certificate chain (%v)", err)
+	}
+	return pair, nil
 }
 
 // pemBlocks returns the PEM blocks of data; text around them is ignored.

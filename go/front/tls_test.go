@@ -116,8 +116,7 @@ func newTestPKI(t *testing.T) *testPKI {
 // tlsDoc is the "tls" member of a config.
 func tlsDoc(key, chain, roots []byte, require bool) string {
 	m := map[string]any{
-		"key":                 base64.StdEncoding.EncodeToString(key),
-		"chain":               base64.StdEncoding.EncodeToString(chain),
+		"pairs":               [][2]string{{base64.StdEncoding.EncodeToString(key), base64.StdEncoding.EncodeToString(chain)}},
 		"require_client_auth": require,
 	}
 	if roots != nil {
@@ -145,7 +144,9 @@ func TestParseTLSRefusesBadCredentials(t *testing.T) {
 		{"garbage roots", tlsDoc(p.server.key, p.server.cert, []byte("junk"), true), "root_certificates holds no PEM certificate"},
 		{"corrupt roots", tlsDoc(p.server.key, p.server.cert, corrupt, true), "root_certificates: certificate 1 cannot be read"},
 		{"require without roots", tlsDoc(p.server.key, p.server.cert, nil, true), "require_client_auth needs root_certificates"},
-		{"not json", `{"key": 1}`, "invalid TLS credentials"},
+		{"not json", `{"pairs": 1}`, "invalid TLS credentials"},
+		{"no pairs", `{"pairs": []}`, "at least one"},
+		{"bad local", `{"local": "tcp6"}`, "local credentials"},
 	}
 	for _, c := range cases {
 		_, err := ParseTLS([]byte(c.doc))
@@ -157,17 +158,18 @@ func TestParseTLSRefusesBadCredentials(t *testing.T) {
 	if cfg, err := ParseTLS([]byte("null")); cfg != nil || err != nil {
 		t.Errorf("null: got %v, %v; want plaintext", cfg, err)
 	}
-	cfg, err := ParseTLS([]byte(tlsDoc(p.server.key, append(p.server.cert, p.ca.cert...), p.ca.cert, true)))
+	sec, err := ParseTLS([]byte(tlsDoc(p.server.key, append(p.server.cert, p.ca.cert...), p.ca.cert, true)))
 	if err != nil {
 		t.Fatal(err)
 	}
+	cfg := sec.source.current.Load()
 	if cfg.MinVersion != tls.VersionTLS12 || cfg.ClientAuth != tls.RequireAndVerifyClientCert || cfg.NextProtos[0] != "h2" {
 		t.Errorf("unexpected config: min %x, client auth %v, ALPN %v", cfg.MinVersion, cfg.ClientAuth, cfg.NextProtos)
 	}
 	// As grpcio: roots without require_client_auth ask for no certificate.
-	cfg, err = ParseTLS([]byte(tlsDoc(p.server.key, p.server.cert, p.ca.cert, false)))
-	if err != nil || cfg.ClientAuth != tls.NoClientCert {
-		t.Errorf("roots without require: got %v, %v; want NoClientCert", cfg.ClientAuth, err)
+	sec, err = ParseTLS([]byte(tlsDoc(p.server.key, p.server.cert, p.ca.cert, false)))
+	if err != nil || sec.source.current.Load().ClientAuth != tls.NoClientCert {
+		t.Errorf("roots without require: got %v; want NoClientCert", err)
 	}
 	if _, err := ParseConfig([]byte(`{"address": "127.0.0.1:0", "methods": [], "tls": ` + tlsDoc(other.key, p.server.cert, nil, false) + `}`)); err == nil {
 		t.Error("ParseConfig accepted a mismatched key")

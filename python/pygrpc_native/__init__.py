@@ -6,7 +6,7 @@ is :class:`NativeGrpcFront` (docs/low-level-api.md).
 
 import logging as _logging
 
-from ._credentials import ServerCredentials, ssl_server_credentials
+from ._credentials import ServerCredentials, ssl_server_credentials, ssl_server_credentials_from_files
 from ._front import (
     EVENT_CALL,
     EVENT_CANCEL,
@@ -37,5 +37,6 @@ __all__ = [
     "ServerCredentials",
     "server",
     "ssl_server_credentials",
+    "ssl_server_credentials_from_files",
 ]
 __version__ = "0.1.0"

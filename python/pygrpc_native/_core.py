@@ -288,7 +288,12 @@ class ServerCore:
         with self.lock:
             if self.stage is not Stage.NEW:
                 return self.add_insecure_port(address)  # raises, as it does
-            set_front_tls(self.front, server_credentials)
+            try:
+                set_front_tls(self.front, server_credentials)
+            except ValueError as err:
+                # Key material grpcio's factory took unchecked: grpcio
+                # refuses it here too, with this error.
+                raise RuntimeError(f"Failed to bind to address {address}: {err}") from err
             try:
                 return self.add_insecure_port(address)
             finally:

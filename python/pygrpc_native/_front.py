@@ -12,7 +12,7 @@ import json
 from typing import Any, Iterable, Mapping, Optional, Sequence, Tuple
 
 from . import _native
-from ._credentials import tls_config
+from ._credentials import tls_config, update_front_tls
 
 EVENT_CALL: int = _native.EVENT_CALL
 EVENT_CANCEL: int = _native.EVENT_CANCEL
@@ -124,8 +124,10 @@ class NativeGrpcFront(_native.Front):
     ``"unix:///path/to/sock"``) of a server that gets, relayed by Go, the
     calls Python routes to ``FALLBACK``, the methods added with
     ``add_fallback_method``, and (without ``resolve_unknown``) every unknown
-    path. ``credentials`` (from ``pygrpc_native.ssl_server_credentials()``)
-    serves TLS; ``call_details()`` then reports the client's identity.
+    path. ``credentials`` (grpcio's server credentials, made after
+    ``pygrpc_native`` was imported, or ``pygrpc_native.ssl_server_credentials()``)
+    serves TLS or local credentials; ``call_details()`` then reports the
+    client's identity, and ``update_credentials()`` rotates TLS key material.
     ``health=True`` answers ``grpc.health.v1.Health``'s Check and Watch in
     Go, before any event reaches Python, from a status table that
     ``set_health()`` updates (``enable_health()`` does the same later).
@@ -162,6 +164,16 @@ class NativeGrpcFront(_native.Front):
         self.address = address
         if health:
             self.enable_health()
+
+    def update_credentials(self, configuration: Any) -> None:
+        """Replaces the key material of the TLS ports while serving: new
+        connections get it, connections already made keep theirs. Takes
+        ``grpc.ssl_server_certificate_configuration(...)`` or
+        ``pygrpc_native.ssl_server_credentials(...)`` (its pairs and roots;
+        whether client certificates are required stays as created).
+        ValueError for key material that can't be served (the current
+        stays)."""
+        update_front_tls(self, configuration)
 
     def __repr__(self) -> str:
         return f"<NativeGrpcFront {self.address!r} port={self.port}>"

@@ -1327,6 +1327,18 @@ static PyObject *Front_set_tls(PyObject *self, PyObject *arg) {
     Py_RETURN_NONE;
 }
 
+/* _update_tls(material_json) replaces the key material of the front's TLS
+ * ports for handshakes from now on (NativeGrpcFront.update_credentials). */
+static PyObject *Front_update_tls(PyObject *self, PyObject *arg) {
+    int64_t h = front_handle(self);
+    pgn_bytes doc;
+    char *err = NULL;
+    if (h == 0 || str_arg(arg, "material_json", &doc) < 0 || failed(pgn_tls_update(h, doc, &err), &err) < 0) {
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
 static PyObject *Front_metrics(PyObject *self, PyObject *unused) {
     int64_t h = front_handle(self);
     pgn_buffer out = {NULL, 0};
@@ -1453,6 +1465,8 @@ static PyMethodDef Front_methods[] = {
     {"metrics", (PyCFunction)Front_metrics, METH_NOARGS, "metrics($self, /)\n--\n\nThe front's counters."},
     {"_set_tls", (PyCFunction)Front_set_tls, METH_O,
      "_set_tls($self, tls_json, /)\n--\n\nReplace the TLS credentials before start() (internal)."},
+    {"_update_tls", (PyCFunction)Front_update_tls, METH_O,
+     "_update_tls($self, material_json, /)\n--\n\nReplace the TLS key material while serving (internal)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1507,9 +1521,53 @@ static PyObject *native_check_tls(PyObject *module, PyObject *arg) {
     Py_RETURN_NONE;
 }
 
+/* tls_next_fetch(wait_ms) waits (GIL released) for a handshake that asks a
+ * Python fetcher for TLS key material: (request id, fetcher number), or
+ * None when none came within wait_ms. pygrpc_native's fetch thread serves
+ * it (_tls_fetch.py). */
+static PyObject *native_tls_next_fetch(PyObject *module, PyObject *arg) {
+    long wait_ms = PyLong_AsLong(arg);
+    if (wait_ms == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (check_not_forked() < 0) {
+        return NULL;
+    }
+    uint64_t id = 0;
+    int64_t fetcher = 0;
+    int got;
+    Py_BEGIN_ALLOW_THREADS
+    got = pgn_tls_next_fetch((int32_t)wait_ms, &id, &fetcher);
+    Py_END_ALLOW_THREADS
+    if (!got) {
+        Py_RETURN_NONE;
+    }
+    return Py_BuildValue("(KL)", (unsigned long long)id, (long long)fetcher);
+}
+
+/* tls_fetch_done(id, material_json) answers a fetch: the JSON of the new key
+ * material, or None to keep the current configuration. */
+static PyObject *native_tls_fetch_done(PyObject *module, PyObject *args) {
+    unsigned long long id;
+    PyObject *material;
+    if (!PyArg_ParseTuple(args, "KO:tls_fetch_done", &id, &material)) {
+        return NULL;
+    }
+    pgn_bytes doc = {NULL, 0};
+    if (material != Py_None && str_arg(material, "material_json", &doc) < 0) {
+        return NULL;
+    }
+    pgn_tls_fetch_done((uint64_t)id, doc, material == Py_None);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef native_functions[] = {
     {"check_tls", (PyCFunction)native_check_tls, METH_O,
      "check_tls(tls_json, /)\n--\n\nCheck TLS credentials; ValueError if they can't be served."},
+    {"tls_next_fetch", (PyCFunction)native_tls_next_fetch, METH_O,
+     "tls_next_fetch(wait_ms, /)\n--\n\nWait for a TLS fetch request (internal)."},
+    {"tls_fetch_done", (PyCFunction)native_tls_fetch_done, METH_VARARGS,
+     "tls_fetch_done(id, material_json, /)\n--\n\nAnswer a TLS fetch request (internal)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -161,6 +161,19 @@ class _Server(ServerCore, grpc.Server):
             for event in self._shutdown_events:
                 event.set()
 
+    def __del__(self) -> None:
+        """A server that is deallocated (or whose ``__del__`` is called, as
+        grpcio's tests do) stops, as grpcio's does: new calls are refused
+        and wait_for_termination() returns once it has stopped. The stop
+        runs on a thread of its own: nothing waits here, and no lock is
+        taken by a collection that may run while this thread holds it."""
+        if not hasattr(self, "_termination") or self._termination.is_set():
+            return
+        try:
+            threading.Thread(target=self.stop, args=(None,), name="pygrpc_native-del", daemon=True).start()
+        except RuntimeError:
+            pass  # interpreter shutdown: no new threads; the process is ending anyway
+
     def wait_for_termination(self, timeout: Optional[float] = None) -> bool:
         """Waits in short slices so that Ctrl+C interrupts it, as in grpcio.
         Returns True if the timeout passed first."""
@@ -373,7 +386,9 @@ def server(
     can't serve: the first call brings it down (README: known differences).
     """
     if xds:
-        raise ValueError("xds=True is not supported")
+        raise ValueError(
+            "xds=True is not supported: pygrpc_native has no xDS client; serve xDS with grpc.server(xds=True)"
+        )
     return _Server(
         ServerArguments(thread_pool, handlers, interceptors, options, maximum_concurrent_rpcs, compression)
     )

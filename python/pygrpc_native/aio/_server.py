@@ -111,6 +111,19 @@ class _AioServer(ServerCore, grpc.aio.Server):
         # stopped.
         await self._terminated.wait()
 
+    def __del__(self) -> None:
+        """A started server that is deallocated (or whose ``__del__`` is
+        called) stops on its loop, as grpc.aio's does: new calls are refused
+        and wait_for_termination() returns once it has stopped. Nothing
+        waits here."""
+        loop = getattr(self, "_loop", None)
+        if loop is None or loop.is_closed() or getattr(self, "stage", None) is not Stage.STARTED:
+            return
+        try:
+            asyncio.run_coroutine_threadsafe(self.stop(None), loop)
+        except RuntimeError:
+            pass  # the loop is shutting down; so is the server
+
     async def wait_for_termination(self, timeout: Optional[float] = None) -> bool:
         """Returns True if the timeout passed first, as grpc.aio does."""
         try:
