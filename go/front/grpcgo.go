@@ -32,7 +32,7 @@ import (
 // listener serves TLS (listenerCreds picks each listener's); cs, if not
 // nil, is told of every call's life (CallStats).
 func newGRPCGoServer(l *Limits, h *handler, tls bool, cs CallStats) transportServer {
-	g := grpcgoHandler{h: h}
+	g := grpcgoHandler{h: h, cs: cs}
 	opts := []grpc.ServerOption{
 		grpc.ForceServerCodecV2(rawCodec{}),
 		grpc.UnknownServiceHandler(g.dispatch),
@@ -133,7 +133,10 @@ const streamWorkers = 256
 const transportHeaderListLimit = 16 << 20
 
 // grpcgoHandler adapts grpc-go's server callbacks to the front's handler.
-type grpcgoHandler struct{ h *handler }
+type grpcgoHandler struct {
+	h  *handler
+	cs CallStats // nil: no stats
+}
 
 // tap runs in the connection's reader goroutine, in arrival order, before
 // any handler: the front's admission hook.
@@ -144,7 +147,15 @@ func (g grpcgoHandler) tap(ctx context.Context, info *tap.Info) (context.Context
 			conn, _ = p.Addr.(*connState)
 		}
 	}
-	return g.h.admit(ctx, info.Header, conn)
+	ctx, err := g.h.admit(ctx, info.Header, conn)
+	if err != nil && g.cs != nil {
+		// grpc-go's stats handler never hears of a call its tap refused
+		// (it answers before the call begins): report it here, as a call
+		// of no duration, so that CallStats sees every call.
+		now := time.Now()
+		g.cs.End(g.cs.Begin(info.FullMethodName, now), now, status.Code(err), false)
+	}
+	return ctx, err
 }
 
 // dispatch is grpc-go's handler for every call (grpc.UnknownServiceHandler):
