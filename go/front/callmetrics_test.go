@@ -188,7 +188,13 @@ func TestPrometheusEndpoint(t *testing.T) {
 	if err := f.Start(); err != nil {
 		t.Fatal(err)
 	}
-	serveEvents(t, f, echo)
+	serveEvents(t, f, func(f *Front, e Event) {
+		if string(e.Payload.Materialize()) == "missing" {
+			f.Calls().Finish(e.CallID, Ending{Code: codes.NotFound}, true)
+			return
+		}
+		echo(f, e)
+	})
 	cc := dial(t, f)
 	authed := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer s3cret")
 	for range 3 {
@@ -196,6 +202,8 @@ func TestPrometheusEndpoint(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	_, err = say(authed, cc, "missing")
+	wantStatus(t, err, codes.NotFound, "")
 	_, err = say(context.Background(), cc, "ping") // refused by the tap
 	wantStatus(t, err, codes.Unauthenticated, "")
 	var body string
@@ -210,11 +218,12 @@ func TestPrometheusEndpoint(t *testing.T) {
 		return strings.Contains(body, `grpc_server_call_duration_seconds_count{grpc_method="/echo.Echo/Say",grpc_status="OK"} 3`)
 	})
 	for _, want := range []string{
-		`grpc_server_call_started_total{grpc_method="/echo.Echo/Say"} 4`,
+		`grpc_server_call_started_total{grpc_method="/echo.Echo/Say"} 5`,
+		`grpc_server_call_duration_seconds_count{grpc_method="/echo.Echo/Say",grpc_status="NOT_FOUND"} 1`,
 		`grpc_server_call_duration_seconds_count{grpc_method="/echo.Echo/Say",grpc_status="UNAUTHENTICATED"} 1`,
 		`grpc_server_call_rcvd_total_compressed_message_size_bytes_sum{grpc_method="/echo.Echo/Say",grpc_status="OK"} 27`, // 3 x (4 bytes + 5 of framing),
 		"pygrpc_native_connections_active 1",
-		"pygrpc_native_calls_started_total 3",
+		"pygrpc_native_calls_started_total 4",
 		"pygrpc_native_connections_total 1",
 		"# TYPE pygrpc_native_calls_active gauge",
 	} {

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	_ "google.golang.org/grpc/encoding/gzip" // gzip for requests and responses, as grpcio
 	"google.golang.org/grpc/experimental"
@@ -84,9 +83,10 @@ func (g grpcgoStats) TagRPC(ctx context.Context, info *stats.RPCTagInfo) context
 // grpcgoCallStats is one call's value from CallStats.Begin, set at its
 // Begin (grpc-go reports a call's stats from one goroutine at a time).
 type grpcgoCallStats struct {
-	method string
-	call   any
-	begun  bool
+	method   string
+	call     any
+	begun    bool
+	trailers bool // the status went out in trailers (stats.OutTrailer)
 }
 
 func (g grpcgoStats) HandleRPC(ctx context.Context, s stats.RPCStats) {
@@ -105,12 +105,15 @@ func (g grpcgoStats) HandleRPC(ctx context.Context, s stats.RPCStats) {
 		if c.begun {
 			g.cs.Message(c.call, true, s.WireLength)
 		}
+	case *stats.OutTrailer:
+		c.trailers = true
 	case *stats.End:
 		if c.begun {
-			// A call whose context ended before its handler returned was
-			// reset (by the client, or by the transport at its deadline).
-			reset := ctx.Err() != nil && status.Code(s.Error) != codes.OK
-			g.cs.End(c.call, s.EndTime, status.Code(s.Error), reset)
+			// A call whose status never went out in trailers was reset (by
+			// the client, or by the transport at its deadline). The call's
+			// context tells nothing here: grpc-go cancels it once the
+			// trailers are written, before End.
+			g.cs.End(c.call, s.EndTime, status.Code(s.Error), !c.trailers)
 		}
 	}
 }

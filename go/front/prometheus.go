@@ -42,7 +42,7 @@ type metricsServer struct {
 func serveMetrics(address string, exposition func(*bytes.Buffer)) (*metricsServer, error) {
 	lis, err := net.Listen("tcp", address)
 	if err != nil {
-		return nil, configErrorf("can't serve metrics on %q: %v", address, err)
+		return nil, &BindError{Address: address, Err: err}
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, _ *http.Request) {
