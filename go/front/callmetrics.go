@@ -2,6 +2,7 @@ package front
 
 import (
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,7 +26,9 @@ import (
 // per-call state comes from a pool, and the method table is copied on write.
 // Cardinality is bounded: a method is named only when registered
 // (RegisterMethod: what generated code registers) or, with AllMethods, for
-// the first maxNamedMethods paths seen; every other call is "other".
+// the first maxNamedMethods paths seen; every other call is "other". A
+// method's name is its path without the leading slash
+// ("package.Service/Method"), as A66 and grpcio write it.
 
 // LatencyBounds and SizeBounds are A66's histogram bucket boundaries
 // (seconds and bytes). A bucket i counts values in (bounds[i-1], bounds[i]];
@@ -137,7 +140,7 @@ func (c *CallMetrics) add(path string, registered bool) *methodSeries {
 	if !registered && len(list) > maxNamedMethods {
 		return list[0]
 	}
-	m := &methodSeries{name: path, slot: uint32(len(list))}
+	m := &methodSeries{name: strings.TrimPrefix(path, "/"), slot: uint32(len(list))}
 	byName := make(map[string]*methodSeries, len(old)+1)
 	for k, v := range old {
 		byName[k] = v
@@ -161,7 +164,8 @@ func (c *CallMetrics) lookup(path string) *methodSeries {
 	return (*c.methods.Load())[0]
 }
 
-// MethodNames are the grpc.method values by slot (CallRecord.Slot).
+// MethodNames are the grpc.method values by slot (CallRecord.Slot): paths
+// without their leading slash, and "other".
 func (c *CallMetrics) MethodNames() []string {
 	list := *c.methods.Load()
 	out := make([]string, len(list))
@@ -188,13 +192,19 @@ func (c *CallMetrics) Begin(method string, t time.Time) any {
 	return cm
 }
 
+// messageHeader is the gRPC message prefix (flag and length) that a wire
+// size includes and A66's compressed message bytes don't (grpcio and
+// grpc-go count the message alone).
+const messageHeader = 5
+
 // Message implements CallStats.
 func (c *CallMetrics) Message(call any, out bool, wireSize int) {
 	cm := call.(*callMeasure)
+	n := uint64(max(wireSize-messageHeader, 0))
 	if out {
-		cm.sent += uint64(wireSize)
+		cm.sent += n
 	} else {
-		cm.rcvd += uint64(wireSize)
+		cm.rcvd += n
 	}
 }
 

@@ -32,8 +32,8 @@ func TestBucketOfIsUpperInclusive(t *testing.T) {
 func measure(c *CallMetrics, method string, d time.Duration, in, out int, code codes.Code) {
 	t0 := time.Unix(1000, 0)
 	call := c.Begin(method, t0)
-	c.Message(call, false, in)
-	c.Message(call, true, out)
+	c.Message(call, false, in+messageHeader)
+	c.Message(call, true, out+messageHeader)
 	c.End(call, t0.Add(d), code, false)
 }
 
@@ -42,21 +42,21 @@ func TestCallMetricsNameRegisteredMethodsOnly(t *testing.T) {
 	c.RegisterMethod(sayPath)
 	measure(c, sayPath, 50*time.Millisecond, 9, 2000, codes.OK)
 	measure(c, "/x.Y/Z", time.Millisecond, 0, 0, codes.Unimplemented)
-	if got := fmt.Sprint(c.MethodNames()); got != "[other "+sayPath+"]" {
+	if got := fmt.Sprint(c.MethodNames()); got != "[other echo.Echo/Say]" {
 		t.Fatalf("methods %s", got)
 	}
 	var b bytes.Buffer
 	c.WritePrometheus(&b)
 	for _, want := range []string{
-		`grpc_server_call_started_total{grpc_method="/echo.Echo/Say"} 1`,
+		`grpc_server_call_started_total{grpc_method="echo.Echo/Say"} 1`,
 		`grpc_server_call_started_total{grpc_method="other"} 1`,
-		`grpc_server_call_duration_seconds_bucket{grpc_method="/echo.Echo/Say",grpc_status="OK",le="0.04"} 0`,
-		`grpc_server_call_duration_seconds_bucket{grpc_method="/echo.Echo/Say",grpc_status="OK",le="0.05"} 1`,
-		`grpc_server_call_duration_seconds_sum{grpc_method="/echo.Echo/Say",grpc_status="OK"} 0.05`,
+		`grpc_server_call_duration_seconds_bucket{grpc_method="echo.Echo/Say",grpc_status="OK",le="0.04"} 0`,
+		`grpc_server_call_duration_seconds_bucket{grpc_method="echo.Echo/Say",grpc_status="OK",le="0.05"} 1`,
+		`grpc_server_call_duration_seconds_sum{grpc_method="echo.Echo/Say",grpc_status="OK"} 0.05`,
 		`grpc_server_call_duration_seconds_count{grpc_method="other",grpc_status="UNIMPLEMENTED"} 1`,
-		`grpc_server_call_sent_total_compressed_message_size_bytes_bucket{grpc_method="/echo.Echo/Say",grpc_status="OK",le="1024"} 0`,
-		`grpc_server_call_sent_total_compressed_message_size_bytes_bucket{grpc_method="/echo.Echo/Say",grpc_status="OK",le="2048"} 1`,
-		`grpc_server_call_rcvd_total_compressed_message_size_bytes_sum{grpc_method="/echo.Echo/Say",grpc_status="OK"} 9`,
+		`grpc_server_call_sent_total_compressed_message_size_bytes_bucket{grpc_method="echo.Echo/Say",grpc_status="OK",le="1024"} 0`,
+		`grpc_server_call_sent_total_compressed_message_size_bytes_bucket{grpc_method="echo.Echo/Say",grpc_status="OK",le="2048"} 1`,
+		`grpc_server_call_rcvd_total_compressed_message_size_bytes_sum{grpc_method="echo.Echo/Say",grpc_status="OK"} 9`,
 		`grpc_server_call_rcvd_total_compressed_message_size_bytes_bucket{grpc_method="other",grpc_status="UNIMPLEMENTED",le="0"} 1`,
 	} {
 		if !strings.Contains(b.String(), want+"\n") {
@@ -78,7 +78,7 @@ func TestCallMetricsAllMethodsAreBounded(t *testing.T) {
 		measure(c, fmt.Sprintf("/s.S/M%d", i), 0, 0, 0, codes.OK)
 	}
 	names := c.MethodNames()
-	if len(names) != maxNamedMethods+1 || names[1] != "/s.S/M0" {
+	if len(names) != maxNamedMethods+1 || names[1] != "s.S/M0" {
 		t.Fatalf("%d names", len(names))
 	}
 	if started := c.Started(); started[0] != 10 {
@@ -215,13 +215,13 @@ func TestPrometheusEndpoint(t *testing.T) {
 		defer resp.Body.Close()
 		b, _ := io.ReadAll(resp.Body)
 		body = string(b)
-		return strings.Contains(body, `grpc_server_call_duration_seconds_count{grpc_method="/echo.Echo/Say",grpc_status="OK"} 3`)
+		return strings.Contains(body, `grpc_server_call_duration_seconds_count{grpc_method="echo.Echo/Say",grpc_status="OK"} 3`)
 	})
 	for _, want := range []string{
-		`grpc_server_call_started_total{grpc_method="/echo.Echo/Say"} 5`,
-		`grpc_server_call_duration_seconds_count{grpc_method="/echo.Echo/Say",grpc_status="NOT_FOUND"} 1`,
-		`grpc_server_call_duration_seconds_count{grpc_method="/echo.Echo/Say",grpc_status="UNAUTHENTICATED"} 1`,
-		`grpc_server_call_rcvd_total_compressed_message_size_bytes_sum{grpc_method="/echo.Echo/Say",grpc_status="OK"} 27`, // 3 x (4 bytes + 5 of framing),
+		`grpc_server_call_started_total{grpc_method="echo.Echo/Say"} 5`,
+		`grpc_server_call_duration_seconds_count{grpc_method="echo.Echo/Say",grpc_status="NOT_FOUND"} 1`,
+		`grpc_server_call_duration_seconds_count{grpc_method="echo.Echo/Say",grpc_status="UNAUTHENTICATED"} 1`,
+		`grpc_server_call_rcvd_total_compressed_message_size_bytes_sum{grpc_method="echo.Echo/Say",grpc_status="OK"} 12`, // 3 x 4 bytes, without the message header,
 		"pygrpc_native_connections_active 1",
 		"pygrpc_native_calls_started_total 4",
 		"pygrpc_native_connections_total 1",

@@ -118,7 +118,7 @@ class ServerMetrics:
     def register(self, path: str) -> None:
         """Names a registered method's calls."""
         if self.enabled:
-            self._registered.add(path)
+            self._registered.add(path.lstrip("/"))  # as Go names it
             self._front._metrics_register(path)
 
     def start(self) -> None:

@@ -1437,7 +1437,7 @@ static PyObject *Front_metrics_drain(PyObject *self, PyObject *args) {
         PyErr_Format(PyExc_ValueError, "max_records must be positive, got %d", max_records);
         return NULL;
     }
-    pgn_metrics_record *recs = PyMem_RawMalloc((size_t)max_records * sizeof(pgn_metrics_record));
+    pgn_metrics_record *recs = PyMem_Malloc((size_t)max_records * sizeof(pgn_metrics_record));
     if (recs == NULL) {
         return PyErr_NoMemory();
     }
@@ -1452,7 +1452,7 @@ static PyObject *Front_metrics_drain(PyObject *self, PyObject *args) {
     } else if (failed(rc, NULL) == 0) {
         out = PyBytes_FromStringAndSize((const char *)recs, (Py_ssize_t)count * (Py_ssize_t)sizeof(pgn_metrics_record));
     }
-    PyMem_RawFree(recs);
+    PyMem_Free(recs);
     return out;
 }
 
