@@ -303,3 +303,47 @@ def test_aio_tracing_interceptor(spans: InMemorySpanExporter) -> None:
         return span_outcomes(spans)
 
     assert run(pygrpc_native.aio.server) == run(grpc.aio.server)
+
+
+# -- recording a batch at once -----------------------------------------------------
+
+
+@pytest.mark.parametrize("temporality", ["cumulative", "delta"])
+def test_bulk_histogram_records_as_record_does(temporality: str) -> None:
+    from opentelemetry.sdk.metrics import Histogram
+    from opentelemetry.sdk.metrics.export import AggregationTemporality
+
+    from pygrpc_native._otel_bulk import BulkHistogram
+
+    def points(record_batch: Callable[[Any, list, dict], None]) -> list:
+        kind = AggregationTemporality.DELTA if temporality == "delta" else AggregationTemporality.CUMULATIVE
+        reader = InMemoryMetricReader(preferred_temporality={Histogram: kind})
+        views = [View(instrument_name="h2", attribute_keys={"grpc.method"})]
+        provider = MeterProvider(metric_readers=[reader], views=views)
+        meter = provider.get_meter("t")
+        out = []
+        for name in ("h1", "h2"):
+            histogram = meter.create_histogram(name, unit="s")
+            for batch in ([0.001, 0.2, 7.0, 0.0], [3.5, 0.05]):
+                record_batch(histogram, batch, {"grpc.method": "a/b", "grpc.status": "OK"})
+                data = reader.get_metrics_data()
+                out.append([
+                    (m.name, dict(p.attributes), p.count, p.sum, p.min, p.max, tuple(p.bucket_counts))
+                    for rm in data.resource_metrics for sm in rm.scope_metrics for m in sm.metrics
+                    for p in m.data.data_points
+                ])  # fmt: skip
+        return out
+
+    bulks = []
+
+    def bulk(histogram: Any, values: list, attrs: dict) -> None:
+        b = BulkHistogram(histogram)
+        b.record_many(values, attrs)
+        bulks.append(b)
+
+    def one_by_one(histogram: Any, values: list, attrs: dict) -> None:
+        for v in values:
+            histogram.record(v, attrs)
+
+    assert points(bulk) == points(one_by_one)
+    assert all(b._direct for b in bulks), "the SDK's layout changed: batches go value by value"

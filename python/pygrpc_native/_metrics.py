@@ -9,7 +9,8 @@ configured; there are two:
   globally or as a context manager when the server is created, as
   grpc.server() looks for it: a thread of ours drains the ended calls'
   records from Go in batches and records them into the plugin's
-  instruments, so handlers never pay for it.
+  instruments (a batch at a time: _otel_bulk), so handlers never pay for
+  it.
 
 Nothing is measured without either. A method is named in ``grpc.method``
 when registered (``add_registered_method_handlers``, what generated code
@@ -27,6 +28,7 @@ import threading
 from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 from ._front import NativeGrpcFront
+from ._otel_bulk import BulkHistogram
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -76,6 +78,10 @@ def _registered_plugins() -> List[Any]:
         return list(getattr(plugin, "_plugins", ()))
 
 
+def _bulk(instrument: Any) -> Optional[BulkHistogram]:
+    return None if instrument is None else BulkHistogram(instrument)
+
+
 class _Instruments:
     """One OpenTelemetry plugin's four server instruments, and what decides
     its grpc.method values."""
@@ -83,9 +89,9 @@ class _Instruments:
     def __init__(self, plugin: Any) -> None:
         recorders = {r.name: r for r in getattr(plugin, "_metric_to_recorder", {}).values()}
         self.started = recorders.get(_STARTED)
-        self.duration = recorders.get(_DURATION)
-        self.sent = recorders.get(_SENT)
-        self.rcvd = recorders.get(_RCVD)
+        self.duration = _bulk(recorders.get(_DURATION))
+        self.sent = _bulk(recorders.get(_SENT))
+        self.rcvd = _bulk(recorders.get(_RCVD))
         user_plugin = getattr(plugin, "_plugin", None)
         self.method_filter = getattr(user_plugin, "generic_method_attribute_filter", None)
 
@@ -178,16 +184,23 @@ class _Bridge:
                     instruments.started.add(delta, {"grpc.method": self._method_name(p, slot)})
 
     def _record(self, batch: bytes) -> None:
-        records = list(_RECORD.iter_unpack(batch))
+        # Grouped by (method slot, code): each group's values go to the SDK
+        # in one step per histogram (_otel_bulk).
+        groups: Dict[Tuple[int, int], Tuple[List[float], List[int], List[int]]] = {}
+        for slot, code, duration_ns, sent_bytes, rcvd_bytes in _RECORD.iter_unpack(batch):
+            group = groups.get((slot, code))
+            if group is None:
+                group = groups[(slot, code)] = ([], [], [])
+            group[0].append(duration_ns / 1e9)
+            group[1].append(sent_bytes)
+            group[2].append(rcvd_bytes)
         for p, instruments in enumerate(self._instruments):
-            duration, sent, rcvd = instruments.duration.record, instruments.sent.record, instruments.rcvd.record
-            attributes = self._attributes
-            for slot, code, duration_ns, sent_bytes, rcvd_bytes in records:
-                attrs = attributes.get((p, slot, code))
+            for (slot, code), (durations, sent, rcvd) in groups.items():
+                attrs = self._attributes.get((p, slot, code))
                 if attrs is None:
                     status = _STATUS_NAMES[code] if code < len(_STATUS_NAMES) else "UNKNOWN"
                     attrs = {"grpc.method": self._method_name(p, slot), "grpc.status": status}
-                    attributes[(p, slot, code)] = attrs
-                duration(duration_ns / 1e9, attrs)
-                sent(sent_bytes, attrs)
-                rcvd(rcvd_bytes, attrs)
+                    self._attributes[(p, slot, code)] = attrs
+                instruments.duration.record_many(durations, attrs)
+                instruments.sent.record_many(sent, attrs)
+                instruments.rcvd.record_many(rcvd, attrs)
