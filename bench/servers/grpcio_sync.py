@@ -41,13 +41,17 @@ def _chat(requests, context):
         yield message
 
 
-def _register_otel_plugin() -> None:
+def _register_otel_plugin():
+    """Registers the plugin globally; returns it (deregistered at the end,
+    or its exporting thread keeps the process alive)."""
     import grpc_observability
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
     provider = MeterProvider(metric_readers=[InMemoryMetricReader()])
-    grpc_observability.OpenTelemetryPlugin(meter_provider=provider).register_global()
+    plugin = grpc_observability.OpenTelemetryPlugin(meter_provider=provider)
+    plugin.register_global()
+    return plugin
 
 
 def main() -> None:
@@ -74,11 +78,11 @@ def main() -> None:
         make_server, make_credentials = pygrpc_native.server, pygrpc_native.ssl_server_credentials
     else:
         make_server, make_credentials = grpc.server, grpc.ssl_server_credentials
-    options = []
+    options, plugin = [], None
     if args.metrics == "prometheus":
         options.append(("grpc.pygrpc_native.metrics_address", "127.0.0.1:0"))
     elif args.metrics == "otel":
-        _register_otel_plugin()
+        plugin = _register_otel_plugin()
     server = make_server(futures.ThreadPoolExecutor(max_workers=args.workers), options=options)
     server.add_generic_rpc_handlers((handler,))
     port = _common.add_port(server, args, make_credentials)
@@ -86,6 +90,8 @@ def main() -> None:
     _common.announce(port)
     _common.wait(stop)
     server.stop(args.grace).wait()
+    if plugin is not None:
+        plugin.deregister_global()
 
 
 if __name__ == "__main__":
