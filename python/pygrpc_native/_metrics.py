@@ -26,7 +26,7 @@ import logging
 import struct
 import threading
 import time
-from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
+from typing import Any, Dict, FrozenSet, List, Optional, Sequence, Set, Tuple
 
 from ._front import NativeGrpcFront
 from ._otel_bulk import BulkHistogram
@@ -129,7 +129,7 @@ class ServerMetrics:
     def register(self, path: str) -> None:
         """Names a registered method's calls."""
         if self.enabled:
-            self._registered.add(path.lstrip("/"))  # as Go names it
+            self._registered.add(path[1:] if path.startswith("/") else path)  # as Go names it
             self._front._metrics_register(path)
 
     def start(self) -> None:
@@ -143,7 +143,7 @@ class _Bridge:
     """Records the records Go hands over into the plugins' instruments until
     the front stops."""
 
-    def __init__(self, front: NativeGrpcFront, instruments: List[_Instruments], registered: frozenset) -> None:
+    def __init__(self, front: NativeGrpcFront, instruments: List[_Instruments], registered: FrozenSet[str]) -> None:
         self._front = front
         self._instruments = instruments
         self._registered = registered
