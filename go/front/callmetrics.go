@@ -104,7 +104,8 @@ type CallMetrics struct {
 	byName  atomic.Pointer[map[string]*methodSeries]
 	methods atomic.Pointer[[]*methodSeries] // by slot; slot 0 is "other"
 
-	pool sync.Pool // of *callMeasure
+	pool   sync.Pool     // of *callMeasure
+	shards atomic.Uint32 // shards handed to new callMeasures, in turn
 }
 
 // NewCallMetrics makes an empty aggregation. allMethods names every path
@@ -120,7 +121,7 @@ func NewCallMetrics(allMethods, records bool) *CallMetrics {
 	list := []*methodSeries{other}
 	c.byName.Store(&byName)
 	c.methods.Store(&list)
-	c.pool.New = func() any { return new(callMeasure) }
+	c.pool.New = func() any { return &callMeasure{shard: c.shards.Add(1)} }
 	return c
 }
 
@@ -181,6 +182,7 @@ type callMeasure struct {
 	m          *methodSeries
 	begin      time.Time
 	sent, rcvd uint64
+	shard      uint32 // its record's shard (recordQueue), fixed when made
 }
 
 // Begin implements CallStats.
@@ -188,7 +190,7 @@ func (c *CallMetrics) Begin(method string, t time.Time) any {
 	m := c.lookup(method)
 	m.started.Add(1)
 	cm := c.pool.Get().(*callMeasure)
-	*cm = callMeasure{m: m, begin: t}
+	*cm = callMeasure{m: m, begin: t, shard: cm.shard}
 	return cm
 }
 
@@ -231,9 +233,9 @@ func (c *CallMetrics) End(call any, t time.Time, code codes.Code, reset bool) {
 	s.rcvd.counts[bucketOf(SizeBounds, float64(cm.rcvd))].Add(1)
 	s.rcvd.sum.Add(cm.rcvd)
 	if c.records != nil {
-		c.records.push(CallRecord{Slot: cm.m.slot, Code: uint32(code), DurationNs: uint64(d), Sent: cm.sent, Rcvd: cm.rcvd})
+		c.records.push(CallRecord{Slot: cm.m.slot, Code: uint32(code), DurationNs: uint64(d), Sent: cm.sent, Rcvd: cm.rcvd}, cm.shard)
 	}
-	*cm = callMeasure{}
+	*cm = callMeasure{shard: cm.shard}
 	c.pool.Put(cm)
 }
 

@@ -20,7 +20,9 @@ type CallRecord struct {
 }
 
 // recordShards spreads recording over independent locks, so that calls
-// ending together rarely wait for one another (shards are taken in turn).
+// ending together rarely wait for one another: a call's shard is its pooled
+// state's (callMeasure.shard), and sync.Pool keeps that state per P, so
+// calls on one P tend to use one shard and no lock is shared by every call.
 const recordShards = 16
 
 // shardCapacity bounds the records each shard keeps between drains; past
@@ -31,7 +33,6 @@ const shardCapacity = 8192
 // recordQueue holds ended calls' records until DrainRecords takes them.
 type recordQueue struct {
 	shards  [recordShards]recordShard
-	next    atomic.Uint32 // round-robin shard for pushes
 	notify  chan struct{} // a token when a shard went from empty to not
 	dropped atomic.Uint64
 }
@@ -50,8 +51,8 @@ func newRecordQueue() *recordQueue {
 	return q
 }
 
-func (q *recordQueue) push(r CallRecord) {
-	s := &q.shards[q.next.Add(1)%recordShards]
+func (q *recordQueue) push(r CallRecord, shard uint32) {
+	s := &q.shards[shard%recordShards]
 	s.mu.Lock()
 	if len(s.buf) == cap(s.buf) {
 		s.mu.Unlock()
