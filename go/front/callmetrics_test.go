@@ -243,3 +243,50 @@ func TestPrometheusEndpoint(t *testing.T) {
 		t.Fatal("the endpoint outlived the front")
 	}
 }
+
+// BenchmarkUnaryCallMetrics is a whole unary call (grpc-go client included)
+// through a front answering in Go, with metrics off and on: the difference
+// is what measuring costs a call, grpc-go's stats handler included.
+func BenchmarkUnaryCallMetrics(b *testing.B) {
+	for _, on := range []bool{false, true} {
+		b.Run(fmt.Sprintf("metrics=%v", on), func(b *testing.B) {
+			f := configured(b, fmt.Sprintf(`{"address": "127.0.0.1:0", "methods": [[%q, false]]}`, sayPath))
+			if on {
+				if _, err := f.EnableMetrics(MetricsConfig{Records: true}); err != nil {
+					b.Fatal(err)
+				}
+				f.CallMetrics().RegisterMethod(sayPath)
+			}
+			if err := f.Start(); err != nil {
+				b.Fatal(err)
+			}
+			serveEvents(b, f, echo)
+			done := make(chan struct{})
+			defer close(done)
+			if on { // the bridge's drain
+				go func() {
+					recs := make([]CallRecord, 4096)
+					for {
+						select {
+						case <-done:
+							return
+						default:
+							f.DrainCallRecords(recs, 10*time.Millisecond)
+						}
+					}
+				}()
+			}
+			cc := dial(b, f)
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if _, err := say(context.Background(), cc, "ping"); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		})
+	}
+}
