@@ -83,26 +83,28 @@ def _registered_plugins() -> List[Any]:
         return list(getattr(plugin, "_plugins", ()))
 
 
-def _bulk(instrument: Any) -> Optional[BulkHistogram]:
-    return None if instrument is None else BulkHistogram(instrument)
-
-
 class _Instruments:
     """One OpenTelemetry plugin's four server instruments, and what decides
     its grpc.method values."""
 
-    def __init__(self, plugin: Any) -> None:
-        recorders = {r.name: r for r in getattr(plugin, "_metric_to_recorder", {}).values()}
-        self.started = recorders.get(_STARTED)
-        self.duration = _bulk(recorders.get(_DURATION))
-        self.sent = _bulk(recorders.get(_SENT))
-        self.rcvd = _bulk(recorders.get(_RCVD))
-        user_plugin = getattr(plugin, "_plugin", None)
-        self.method_filter = getattr(user_plugin, "generic_method_attribute_filter", None)
+    def __init__(self, started: Any, duration: Any, sent: Any, rcvd: Any, method_filter: Any) -> None:
+        self.started = started
+        self.duration = BulkHistogram(duration)
+        self.sent = BulkHistogram(sent)
+        self.rcvd = BulkHistogram(rcvd)
+        self.method_filter = method_filter
 
-    @property
-    def complete(self) -> bool:
-        return None not in (self.started, self.duration, self.sent, self.rcvd)
+
+def _instruments_of(plugin: Any) -> Optional[_Instruments]:
+    """The plugin's server instruments; None when it has not all four (no
+    meter provider)."""
+    recorders = {r.name: r for r in getattr(plugin, "_metric_to_recorder", {}).values()}
+    found = [recorders.get(name) for name in (_STARTED, _DURATION, _SENT, _RCVD)]
+    if None in found:
+        return None
+    method_filter = getattr(getattr(plugin, "_plugin", None), "generic_method_attribute_filter", None)
+    started, duration, sent, rcvd = found
+    return _Instruments(started, duration, sent, rcvd, method_filter)
 
 
 class ServerMetrics:
@@ -116,7 +118,7 @@ class ServerMetrics:
         if address is not None and not isinstance(address, str):
             raise TypeError(f"{METRICS_ADDRESS_OPTION} must be a str (host:port), not {type(address).__name__}")
         all_methods = _option(options, METRICS_ALL_METHODS_OPTION) == 1
-        instruments = [i for i in map(_Instruments, _registered_plugins()) if i.complete]
+        instruments = [i for i in map(_instruments_of, _registered_plugins()) if i is not None]
         self._front = front
         self._instruments = instruments
         self._registered: Set[str] = set()

@@ -68,7 +68,9 @@ class BulkHistogram:
 
 def _key_function(match: Any) -> Callable[[Dict[str, str]], Any]:
     """How the SDK keys a match's aggregations by attributes."""
-    hashed = getattr(sys.modules[type(match).__module__], "_hash_attributes", None)
+    hashed: Optional[Callable[[Dict[str, str]], Any]] = getattr(
+        sys.modules[type(match).__module__], "_hash_attributes", None
+    )
     if hashed is not None:
         return hashed
     return lambda attrs: frozenset(attrs.items())
