@@ -120,7 +120,12 @@ def ended_calls(points: Points) -> int:
     return sum(count for count, _ in points.get("grpc.server.call.duration", {}).values())
 
 
-def collect(serve: Callable[[], Tuple[Any, int]], stop: Callable[[Any], None], calls: Callable[[int], int]) -> Points:
+def collect(
+    serve: Callable[[], Tuple[Any, int]],
+    stop: Callable[[Any], None],
+    calls: Callable[[int], int],
+    method_filter: Any = None,
+) -> Points:
     """The server metrics a plugin records for the calls made to the server
     serve() starts (returning it and its port)."""
     reader = InMemoryMetricReader()
@@ -129,7 +134,8 @@ def collect(serve: Callable[[], Tuple[Any, int]], stop: Callable[[Any], None], c
         aggregation=ExplicitBucketHistogramAggregation(boundaries=LATENCY_BOUNDS),
     )
     provider = MeterProvider(metric_readers=[reader], views=[view])
-    with grpc_observability.OpenTelemetryPlugin(meter_provider=provider):
+    plugin = grpc_observability.OpenTelemetryPlugin(meter_provider=provider, generic_method_attribute_filter=method_filter)
+    with plugin:
         server, port = serve()
         made = calls(port)
         deadline = time.monotonic() + 30
@@ -179,6 +185,17 @@ def test_plugin_metrics_match_grpc_server() -> None:
     for points in (ours, reference):
         low, high = slow_bucket(points)
         assert low >= SLOW_S and high <= 0.5, (low, high)
+
+
+def test_plugin_method_filter_matches_grpc_server() -> None:
+    def named(method: str) -> bool:
+        return method.startswith("gen.")
+
+    ours = collect(lambda: sync_server(pygrpc_native.server), lambda s: s.stop(None), make_calls, named)
+    reference = collect(lambda: sync_server(grpc.server), lambda s: s.stop(None), make_calls, named)
+    assert comparable(ours) == comparable(reference)
+    methods = {dict(k)["grpc.method"] for k in ours["grpc.server.call.started"]}
+    assert {"gen.Svc/Echo", "other"} <= methods  # the generic method named, the unknown one not
 
 
 def test_plugin_metrics_match_grpc_aio_server() -> None:

@@ -26,7 +26,11 @@ import (
 // per-call state comes from a pool, and the method table is copied on write.
 // Cardinality is bounded: a method is named only when registered
 // (RegisterMethod: what generated code registers) or, with AllMethods, for
-// the first maxNamedMethods paths seen; every other call is "other". A
+// the first maxNamedMethods paths seen; every other call is "other". With
+// per-call records on, the first maxNamedMethods paths get slots of their
+// own anyway, so that the Python bridge can name them as the
+// OpenTelemetry plugin's filter says; the Prometheus endpoint still writes
+// them as "other" unless AllMethods. A
 // method's name is its path without the leading slash
 // ("package.Service/Method"), as A66 and grpcio write it.
 
@@ -75,10 +79,11 @@ func newSeries() *series {
 
 // methodSeries is one grpc.method value's series.
 type methodSeries struct {
-	name    string
-	slot    uint32 // index in CallMetrics' method list
-	started atomic.Uint64
-	byCode  [numCodes]atomic.Pointer[series] // made at a code's first call
+	name       string
+	slot       uint32      // index in CallMetrics' method list
+	registered atomic.Bool // RegisterMethod named it
+	started    atomic.Uint64
+	byCode     [numCodes]atomic.Pointer[series] // made at a code's first call
 }
 
 // seriesFor returns the series of code, making it at its first use.
@@ -126,7 +131,7 @@ func NewCallMetrics(allMethods, records bool) *CallMetrics {
 }
 
 // RegisterMethod names path's calls in the metrics (grpc.method). Idempotent.
-func (c *CallMetrics) RegisterMethod(path string) { c.add(path, true) }
+func (c *CallMetrics) RegisterMethod(path string) { c.add(path, true).registered.Store(true) }
 
 // add returns path's series, adding it unless the table is full and
 // registered is false.
@@ -153,20 +158,21 @@ func (c *CallMetrics) add(path string, registered bool) *methodSeries {
 	return m
 }
 
-// lookup is path's series: its own when named, else "other" (or a new one,
-// with allMethods).
+// lookup is path's series: its own when it has one, else "other" (or a new
+// one, with allMethods or per-call records).
 func (c *CallMetrics) lookup(path string) *methodSeries {
 	if m, ok := (*c.byName.Load())[path]; ok {
 		return m
 	}
-	if c.allMethods {
+	if c.allMethods || c.records != nil {
 		return c.add(path, false)
 	}
 	return (*c.methods.Load())[0]
 }
 
-// MethodNames are the grpc.method values by slot (CallRecord.Slot): paths
-// without their leading slash, and "other".
+// MethodNames are the methods by slot (CallRecord.Slot): paths without
+// their leading slash, and "other" (slot 0). With per-call records, a slot's
+// path may be one not registered (see the package comment).
 func (c *CallMetrics) MethodNames() []string {
 	list := *c.methods.Load()
 	out := make([]string, len(list))

@@ -61,17 +61,79 @@ func (s *metricsServer) port() int { return s.lis.Addr().(*net.TCPAddr).Port }
 
 func (s *metricsServer) close() { _ = s.srv.Close() }
 
+// promSeries is one grpc_method label's numbers, the slots it covers
+// added up (a method not named is written as "other").
+type promSeries struct {
+	method  string
+	started uint64
+	byCode  [numCodes]*[3]histogramSnapshot // duration, sent, rcvd; nil: no call
+}
+
+// histogramSnapshot is a histogram's numbers as read.
+type histogramSnapshot struct {
+	counts []uint64
+	sum    uint64
+}
+
+func (h *histogramSnapshot) add(from *histogram) {
+	if h.counts == nil {
+		h.counts = make([]uint64, len(from.counts))
+	}
+	for i := range from.counts {
+		h.counts[i] += from.counts[i].Load()
+	}
+	h.sum += from.sum.Load()
+}
+
+// promMethod is the grpc_method label the endpoint writes for m.
+func (c *CallMetrics) promMethod(m *methodSeries) string {
+	if m.slot == 0 || c.allMethods || m.registered.Load() {
+		return m.name
+	}
+	return OtherMethod
+}
+
+// snapshot reads the series by grpc_method label, in slot order.
+func (c *CallMetrics) snapshot() []*promSeries {
+	var out []*promSeries
+	byMethod := map[string]*promSeries{}
+	for _, m := range *c.methods.Load() {
+		name := c.promMethod(m)
+		ps := byMethod[name]
+		if ps == nil {
+			ps = &promSeries{method: name}
+			byMethod[name] = ps
+			out = append(out, ps)
+		}
+		ps.started += m.started.Load()
+		for code := range m.byCode {
+			s := m.byCode[code].Load()
+			if s == nil {
+				continue
+			}
+			if ps.byCode[code] == nil {
+				ps.byCode[code] = new([3]histogramSnapshot)
+			}
+			h := ps.byCode[code]
+			h[0].add(&s.duration)
+			h[1].add(&s.sent)
+			h[2].add(&s.rcvd)
+		}
+	}
+	return out
+}
+
 // WritePrometheus writes A66's metrics in the Prometheus text format.
 func (c *CallMetrics) WritePrometheus(b *bytes.Buffer) {
-	methods := *c.methods.Load()
+	series := c.snapshot()
 	b.WriteString("# HELP grpc_server_call_started_total Number of server calls started.\n")
 	b.WriteString("# TYPE grpc_server_call_started_total counter\n")
-	for _, m := range methods {
-		if n := m.started.Load(); n > 0 {
+	for _, ps := range series {
+		if ps.started > 0 {
 			b.WriteString("grpc_server_call_started_total{grpc_method=")
-			writeLabelValue(b, m.name)
+			writeLabelValue(b, ps.method)
 			b.WriteString("} ")
-			b.WriteString(strconv.FormatUint(n, 10))
+			b.WriteString(strconv.FormatUint(ps.started, 10))
 			b.WriteByte('\n')
 		}
 	}
@@ -79,27 +141,24 @@ func (c *CallMetrics) WritePrometheus(b *bytes.Buffer) {
 		name, help string
 		bounds     []float64
 		scale      float64 // sum's integer unit to the metric's unit
-		of         func(*series) *histogram
 	}{
-		{"grpc_server_call_duration_seconds", "End-to-end time taken to complete a call from server transport's perspective.", LatencyBounds, 1e-9, func(s *series) *histogram { return &s.duration }},
-		{"grpc_server_call_sent_total_compressed_message_size_bytes", "Compressed message bytes sent per server call.", SizeBounds, 1, func(s *series) *histogram { return &s.sent }},
-		{"grpc_server_call_rcvd_total_compressed_message_size_bytes", "Compressed message bytes received per server call.", SizeBounds, 1, func(s *series) *histogram { return &s.rcvd }},
+		{"grpc_server_call_duration_seconds", "End-to-end time taken to complete a call from server transport's perspective.", LatencyBounds, 1e-9},
+		{"grpc_server_call_sent_total_compressed_message_size_bytes", "Compressed message bytes sent per server call.", SizeBounds, 1},
+		{"grpc_server_call_rcvd_total_compressed_message_size_bytes", "Compressed message bytes received per server call.", SizeBounds, 1},
 	}
-	for _, h := range histograms {
+	for i, h := range histograms {
 		b.WriteString("# HELP " + h.name + " " + h.help + "\n# TYPE " + h.name + " histogram\n")
-		for _, m := range methods {
-			for code := range m.byCode {
-				s := m.byCode[code].Load()
-				if s == nil {
-					continue
+		for _, ps := range series {
+			for code, snaps := range ps.byCode {
+				if snaps != nil {
+					writeHistogram(b, h.name, ps.method, statusNames[code], h.bounds, h.scale, &snaps[i])
 				}
-				writeHistogram(b, h.name, m.name, statusNames[code], h.bounds, h.scale, h.of(s))
 			}
 		}
 	}
 }
 
-func writeHistogram(b *bytes.Buffer, name, method, status string, bounds []float64, scale float64, h *histogram) {
+func writeHistogram(b *bytes.Buffer, name, method, status string, bounds []float64, scale float64, h *histogramSnapshot) {
 	labels := func(le string) {
 		b.WriteString("{grpc_method=")
 		writeLabelValue(b, method)
@@ -111,7 +170,7 @@ func writeHistogram(b *bytes.Buffer, name, method, status string, bounds []float
 	}
 	var cumulative uint64
 	for i := range h.counts {
-		cumulative += h.counts[i].Load()
+		cumulative += h.counts[i]
 		le := "+Inf"
 		if i < len(bounds) {
 			le = strconv.FormatFloat(bounds[i], 'g', -1, 64)
@@ -122,7 +181,7 @@ func writeHistogram(b *bytes.Buffer, name, method, status string, bounds []float
 	}
 	b.WriteString(name + "_sum")
 	labels("")
-	b.WriteString(strconv.FormatFloat(float64(h.sum.Load())*scale, 'g', -1, 64) + "\n")
+	b.WriteString(strconv.FormatFloat(float64(h.sum)*scale, 'g', -1, 64) + "\n")
 	b.WriteString(name + "_count")
 	labels("")
 	b.WriteString(strconv.FormatUint(cumulative, 10) + "\n")

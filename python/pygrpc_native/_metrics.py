@@ -15,9 +15,11 @@ configured; there are two:
 Nothing is measured without either. A method is named in ``grpc.method``
 when registered (``add_registered_method_handlers``, what generated code
 does); every other call is ``other``, unless the
-``grpc.pygrpc_native.metrics_all_methods`` option is 1 (then the first 1000
-paths seen are named, and the plugin's generic_method_attribute_filter
-decides for those that aren't registered).
+``grpc.pygrpc_native.metrics_all_methods`` option is 1 (then the Prometheus
+endpoint names the first 1000 paths seen). For the plugin, as in grpcio, its
+generic_method_attribute_filter decides whether a method not registered is
+named (Go gives the first 1000 paths seen slots of their own whenever
+per-call records are on).
 """
 
 from __future__ import annotations
