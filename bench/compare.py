@@ -47,7 +47,13 @@ DEFAULT_SERVERS = (
     "grpcio_sync,native_sync,native_sync16,grpcio_aio,native_aio,native_aio_uvloop,lowlevel,ceiling,grpcgo,"
     "native_sync_h2,native_aio_h2,lowlevel_h2,ceiling_h2"
 )
-ALL_SERVERS = DEFAULT_SERVERS + ",grpcio_sync_tls,native_sync_tls"
+# The metrics rows (A66 metrics on; README "Observability"): opt-in with
+# --servers, as their cost is measured against native_sync's, not tracked
+# by the targets. The plugin rows run in build/venv-otel (scripts/test.sh
+# makes it): grpcio-observability pins another grpcio.
+METRICS_SERVERS = "native_sync_prom,native_sync_otel,grpcio_sync_otel"
+ALL_SERVERS = DEFAULT_SERVERS + ",grpcio_sync_tls,native_sync_tls," + METRICS_SERVERS
+OTEL_PYTHON = harness.REPO_ROOT / "build" / "venv-otel" / "bin" / "python"
 GRPCGO = "grpcgo"
 DEFAULT_CLIENTS = "grpcio_1thread,grpcio_8x4,loadgen"
 DEFAULT_WORKLOADS = "empty,1k,64k,1m,stream100,client100,bidi100"
@@ -257,6 +263,26 @@ def server_kinds(args, ceiling: Optional[Path], goserver: Optional[Path], tls, w
                 env=ON_H2,
             ),
             ServerKind("grpcgo", "grpc-go alone", (str(goserver),), unavailable=why.get("goserver")),
+            ServerKind(
+                "native_sync_prom",
+                "pygrpc_native.server() + Prometheus endpoint",
+                (py, "-m", "bench.servers.grpcio_sync", "--impl", "native", *workers, "--metrics", "prometheus"),
+                requires="pygrpc_native",
+                counterpart="grpcio_sync",
+            ),
+            ServerKind(
+                "native_sync_otel",
+                "pygrpc_native.server() + OpenTelemetry plugin",
+                (str(OTEL_PYTHON), "-m", "bench.servers.grpcio_sync", "--impl", "native", *workers, "--metrics", "otel"),
+                unavailable=None if OTEL_PYTHON.exists() else f"no {OTEL_PYTHON} (scripts/test.sh makes it)",
+                counterpart="grpcio_sync_otel",
+            ),
+            ServerKind(
+                "grpcio_sync_otel",
+                "grpc.server() + OpenTelemetry plugin",
+                (str(OTEL_PYTHON), "-m", "bench.servers.grpcio_sync", *workers, "--metrics", "otel"),
+                unavailable=None if OTEL_PYTHON.exists() else f"no {OTEL_PYTHON} (scripts/test.sh makes it)",
+            ),
             ServerKind(
                 "grpcio_sync_tls",
                 "grpc.server() + TLS",

@@ -31,6 +31,18 @@ py="$venv/bin/python"
 "$py" -m pip install -q --upgrade pip
 "$py" -m pip install -q -r tests/requirements.txt
 "$py" -m pip install -q --force-reinstall --no-deps .
+# The OpenTelemetry test environment (tests/test_observability.py):
+# grpcio-observability pins another grpcio than the main suite. Without it
+# (no network, no wheel for this platform) those checks skip and say why.
+otel_venv=build/venv-otel
+if [ ! -x "$otel_venv/bin/python" ]; then
+  python3 -m venv "$otel_venv"
+fi
+if ! { "$otel_venv/bin/python" -m pip install -q -r tests/otel-requirements.txt &&
+  "$otel_venv/bin/python" -m pip install -q --force-reinstall --no-deps .; }; then
+  echo "could not make $otel_venv: tests/test_observability.py will skip" >&2
+  rm -rf "$otel_venv"
+fi
 # h2spec, pinned, for tests/reliability (not a module dependency: go.mod
 # doesn't list it).
 if [ ! -x build/tools/h2spec ]; then

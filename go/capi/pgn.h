@@ -287,6 +287,39 @@ int pgn_set_health(int64_t front, pgn_bytes service, int32_t status, char **err)
  * Fails. */
 int pgn_enter_health_shutdown(int64_t front, char **err);
 
+/* ---- A66 call metrics (go/front/callmetrics.go) ----------------------------- */
+
+/* One ended call, as pgn_metrics_drain hands it over (front.CallRecord). */
+typedef struct {
+    uint32_t slot;        /* grpc.method: an index into pgn_metrics_methods' names */
+    uint32_t code;        /* grpc.status: the status code */
+    uint64_t duration_ns; /* first HEADERS to trailers (or reset) */
+    uint64_t sent;        /* compressed message bytes sent */
+    uint64_t rcvd;        /* compressed message bytes received */
+} pgn_metrics_record;
+
+/* pgn_metrics_enable measures every call from pgn_start on (once, before
+ * it): address (empty: none) serves the Prometheus endpoint, whose port goes
+ * to *port (0 without one); all_methods names every path, not only those
+ * pgn_metrics_register names; records keeps a pgn_metrics_record per ended
+ * call for pgn_metrics_drain. Fails (PGN_OS_ERROR: the address). */
+int pgn_metrics_enable(int64_t front, pgn_bytes address, int32_t all_methods, int32_t records, int32_t *port,
+                       char **err);
+
+/* pgn_metrics_register names a method path's calls in grpc.method (they
+ * are "other" otherwise). Fails (PGN_FAILED: metrics are off). */
+int pgn_metrics_register(int64_t front, pgn_bytes path, char **err);
+
+/* pgn_metrics_methods sets *out to a list of (name, calls started) tuples
+ * by slot (encode.go); an empty list while metrics are off. */
+int pgn_metrics_methods(int64_t front, pgn_buffer *out);
+
+/* pgn_metrics_drain moves up to cap ended calls' records into dst, waiting
+ * up to wait_ns (< 0: no limit) for the first, and sets *count: PGN_OK
+ * (*count 0: the wait passed), PGN_STOPPED once the front has stopped and
+ * no record is left. May block. */
+int pgn_metrics_drain(int64_t front, pgn_metrics_record *dst, int32_t cap, int64_t wait_ns, int32_t *count);
+
 /* ---- events ----------------------------------------------------------------- */
 
 /* pgn_recv waits up to a->timeout_ns for events of queue a->queue and

@@ -33,6 +33,9 @@ type Front struct {
 	handler *handler
 	stats   CallStats // nil: no stats (SetStats)
 
+	callMetrics *CallMetrics   // nil: metrics off (EnableMetrics)
+	metricsSrv  *metricsServer // nil: no Prometheus endpoint
+
 	mu sync.Mutex // serializes Bind, Start, SetTLS and BeginStop; guards the fields below
 	// tls is the security of listeners bound from now on (SetTLS); nil:
 	// plaintext.
@@ -242,6 +245,9 @@ func (f *Front) BeginStop(grace time.Duration) {
 func (f *Front) finishStop() {
 	if f.relay != nil {
 		f.relay.close()
+	}
+	if f.metricsSrv != nil {
+		f.metricsSrv.close()
 	}
 	f.phase.set(phaseStopped)
 	f.events.close()

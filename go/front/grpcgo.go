@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	_ "google.golang.org/grpc/encoding/gzip" // gzip for requests and responses, as grpcio
 	"google.golang.org/grpc/experimental"
@@ -32,7 +31,7 @@ import (
 // listener serves TLS (listenerCreds picks each listener's); cs, if not
 // nil, is told of every call's life (CallStats).
 func newGRPCGoServer(l *Limits, h *handler, tls bool, cs CallStats) transportServer {
-	g := grpcgoHandler{h: h}
+	g := grpcgoHandler{h: h, cs: cs}
 	opts := []grpc.ServerOption{
 		grpc.ForceServerCodecV2(rawCodec{}),
 		grpc.UnknownServiceHandler(g.dispatch),
@@ -84,9 +83,10 @@ func (g grpcgoStats) TagRPC(ctx context.Context, info *stats.RPCTagInfo) context
 // grpcgoCallStats is one call's value from CallStats.Begin, set at its
 // Begin (grpc-go reports a call's stats from one goroutine at a time).
 type grpcgoCallStats struct {
-	method string
-	call   any
-	begun  bool
+	method   string
+	call     any
+	begun    bool
+	trailers bool // the status went out in trailers (stats.OutTrailer)
 }
 
 func (g grpcgoStats) HandleRPC(ctx context.Context, s stats.RPCStats) {
@@ -105,12 +105,15 @@ func (g grpcgoStats) HandleRPC(ctx context.Context, s stats.RPCStats) {
 		if c.begun {
 			g.cs.Message(c.call, true, s.WireLength)
 		}
+	case *stats.OutTrailer:
+		c.trailers = true
 	case *stats.End:
 		if c.begun {
-			// A call whose context ended before its handler returned was
-			// reset (by the client, or by the transport at its deadline).
-			reset := ctx.Err() != nil && status.Code(s.Error) != codes.OK
-			g.cs.End(c.call, s.EndTime, status.Code(s.Error), reset)
+			// A call whose status never went out in trailers was reset (by
+			// the client, or by the transport at its deadline). The call's
+			// context tells nothing here: grpc-go cancels it once the
+			// trailers are written, before End.
+			g.cs.End(c.call, s.EndTime, status.Code(s.Error), !c.trailers)
 		}
 	}
 }
@@ -133,7 +136,10 @@ const streamWorkers = 256
 const transportHeaderListLimit = 16 << 20
 
 // grpcgoHandler adapts grpc-go's server callbacks to the front's handler.
-type grpcgoHandler struct{ h *handler }
+type grpcgoHandler struct {
+	h  *handler
+	cs CallStats // nil: no stats
+}
 
 // tap runs in the connection's reader goroutine, in arrival order, before
 // any handler: the front's admission hook.
@@ -144,7 +150,15 @@ func (g grpcgoHandler) tap(ctx context.Context, info *tap.Info) (context.Context
 			conn, _ = p.Addr.(*connState)
 		}
 	}
-	return g.h.admit(ctx, info.Header, conn)
+	ctx, err := g.h.admit(ctx, info.Header, conn)
+	if err != nil && g.cs != nil {
+		// grpc-go's stats handler never hears of a call its tap refused
+		// (it answers before the call begins): report it here, as a call
+		// of no duration, so that CallStats sees every call.
+		now := time.Now()
+		g.cs.End(g.cs.Begin(info.FullMethodName, now), now, status.Code(err), false)
+	}
+	return ctx, err
 }
 
 // dispatch is grpc-go's handler for every call (grpc.UnknownServiceHandler):

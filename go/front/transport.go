@@ -127,7 +127,8 @@ type CallStats interface {
 	// passed back for the call's later stats.
 	Begin(method string, t time.Time) any
 	// Message: one message of wireSize bytes (compressed size, as sent or
-	// received) went out (out) or came in.
+	// received, with its 5-byte gRPC message header) went out (out) or came
+	// in.
 	Message(call any, out bool, wireSize int)
 	// End: the call ended at t, with the status sent in the trailers (code)
 	// or reset (reset true, code meaningless).

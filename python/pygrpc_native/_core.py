@@ -29,6 +29,7 @@ from ._calls import DETAILS_METHOD_NOT_FOUND, HandlerCallDetails, Method
 from ._context import Metadatum
 from ._credentials import set_front_tls, tls_config
 from ._front import NativeGrpcFront
+from ._metrics import ServerMetrics
 
 _LOGGER = logging.getLogger("pygrpc_native")
 
@@ -130,6 +131,7 @@ class ServerCore:
             hold_slots=maximum_concurrent_rpcs is not None,
         )
         self.holds_slots = maximum_concurrent_rpcs is not None
+        self.metrics = ServerMetrics(self.front, arguments.options)
         self.interceptors = tuple(arguments.interceptors or ())
         self.thread_pool = arguments.thread_pool
         self.methods: Dict[int, Method] = {}  # method id -> natively served method
@@ -197,6 +199,7 @@ class ServerCore:
         """Adds the registered handlers' methods to Go; called at start."""
         for path, handler in self._registered.items():
             self._add_method(path, handler)
+            self.metrics.register(path)
 
     def lookup_failure_details(self, exc: Exception) -> str:
         """The status details of a call whose generic handler's service()

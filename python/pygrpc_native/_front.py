@@ -146,6 +146,8 @@ class NativeGrpcFront(_native.Front):
         credentials: Optional[Any] = None,
         health: bool = False,
         hold_slots: bool = False,
+        metrics_address: Optional[str] = None,
+        metrics_all_methods: bool = False,
     ) -> None:
         super().__init__(
             _config_json(
@@ -162,6 +164,14 @@ class NativeGrpcFront(_native.Front):
             )
         )
         self.address = address
+        self.metrics_port = 0
+        """The Prometheus endpoint's port (0: none)."""
+        if metrics_address is not None:
+            if not isinstance(metrics_address, str) or not metrics_address:
+                raise TypeError(f"metrics_address must be a non-empty str (host:port), not {metrics_address!r}")
+            self.metrics_port = self._metrics_enable(metrics_address, all_methods=bool(metrics_all_methods))
+            for path, *_kinds in methods:
+                self._metrics_register(path)
         if health:
             self.enable_health()
 
@@ -174,6 +184,11 @@ class NativeGrpcFront(_native.Front):
         ValueError for key material that can't be served (the current
         stays)."""
         update_front_tls(self, configuration)
+
+    def name_in_metrics(self, path: str) -> None:
+        """Names a method's calls in the metrics' ``grpc.method`` (e.g. one
+        added with ``add_method``); only with ``metrics_address``."""
+        self._metrics_register(path)
 
     def __repr__(self) -> str:
         return f"<NativeGrpcFront {self.address!r} port={self.port}>"

@@ -1384,6 +1384,90 @@ static PyObject *Front_enter_health_shutdown(PyObject *self, PyObject *unused) {
     Py_RETURN_NONE;
 }
 
+/* ---- A66 call metrics (go/front/callmetrics.go) --------------------------- */
+
+static PyObject *Front_metrics_enable(PyObject *self, PyObject *args, PyObject *kwds) {
+    static char *kwlist[] = {"address", "all_methods", "records", NULL};
+    PyObject *addr_obj = Py_None;
+    int all_methods = 0, records = 0;
+    pgn_bytes addr = {NULL, 0};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|Opp:_metrics_enable", kwlist, &addr_obj, &all_methods, &records) ||
+        (addr_obj != Py_None && str_arg(addr_obj, "address", &addr) < 0)) {
+        return NULL;
+    }
+    int64_t h = front_handle(self);
+    if (h == 0) {
+        return NULL;
+    }
+    char *err = NULL;
+    int32_t port = 0;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = pgn_metrics_enable(h, addr, all_methods, records, &port, &err);
+    Py_END_ALLOW_THREADS
+    if (failed(rc, &err) < 0) {
+        return NULL;
+    }
+    return PyLong_FromLong(port);
+}
+
+static PyObject *Front_metrics_register(PyObject *self, PyObject *arg) {
+    int64_t h = front_handle(self);
+    pgn_bytes path;
+    char *err = NULL;
+    if (h == 0 || str_arg(arg, "path", &path) < 0 || failed(pgn_metrics_register(h, path, &err), &err) < 0) {
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *Front_metrics_methods(PyObject *self, PyObject *unused) {
+    int64_t h = front_handle(self);
+    pgn_buffer out = {NULL, 0};
+    if (h == 0 || failed(pgn_metrics_methods(h, &out), NULL) < 0) {
+        return NULL;
+    }
+    return decode_and_free(out);
+}
+
+/* _metrics_drain(max_records, wait): up to max_records ended calls'
+ * pgn_metrics_record structs as bytes, waiting (GIL released) up to wait
+ * seconds (None: no limit) for the first; b"" when the wait passed, None
+ * once the front has stopped and none is left. */
+static PyObject *Front_metrics_drain(PyObject *self, PyObject *args) {
+    int max_records;
+    PyObject *wait_obj = Py_None;
+    if (!PyArg_ParseTuple(args, "i|O:_metrics_drain", &max_records, &wait_obj)) {
+        return NULL;
+    }
+    long long wait_ns = 0;
+    int64_t h = front_handle(self);
+    if (h == 0 || seconds_to_ns(wait_obj, "wait", -1, &wait_ns) < 0) {
+        return NULL;
+    }
+    if (max_records < 1) {
+        PyErr_Format(PyExc_ValueError, "max_records must be positive, got %d", max_records);
+        return NULL;
+    }
+    pgn_metrics_record *recs = PyMem_Malloc((size_t)max_records * sizeof(pgn_metrics_record));
+    if (recs == NULL) {
+        return PyErr_NoMemory();
+    }
+    int32_t count = 0;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = pgn_metrics_drain(h, recs, (int32_t)max_records, wait_ns, &count);
+    Py_END_ALLOW_THREADS
+    PyObject *out = NULL;
+    if (rc == PGN_STOPPED) {
+        out = Py_NewRef(Py_None);
+    } else if (failed(rc, NULL) == 0) {
+        out = PyBytes_FromStringAndSize((const char *)recs, (Py_ssize_t)count * (Py_ssize_t)sizeof(pgn_metrics_record));
+    }
+    PyMem_Free(recs);
+    return out;
+}
+
 static PyMethodDef Front_methods[] = {
     {"start", (PyCFunction)Front_start, METH_NOARGS, "start($self, /)\n--\n\nBind the address and start serving."},
     {"stop", (PyCFunction)(void (*)(void))Front_stop, METH_VARARGS | METH_KEYWORDS,
@@ -1463,6 +1547,16 @@ static PyMethodDef Front_methods[] = {
      "enter_health_shutdown($self, /)\n--\n\nSet every service NOT_SERVING and ignore later set_health() "
      "calls, as grpcio-health-checking's enter_graceful_shutdown()."},
     {"metrics", (PyCFunction)Front_metrics, METH_NOARGS, "metrics($self, /)\n--\n\nThe front's counters."},
+    {"_metrics_enable", (PyCFunction)(void (*)(void))Front_metrics_enable, METH_VARARGS | METH_KEYWORDS,
+     "_metrics_enable($self, /, address=None, all_methods=False, records=False)\n--\n\nMeasure gRFC A66's metrics "
+     "from start() on; serve them for Prometheus on address; the endpoint's port (internal)."},
+    {"_metrics_register", (PyCFunction)Front_metrics_register, METH_O,
+     "_metrics_register($self, path, /)\n--\n\nName a method's calls in the metrics (internal)."},
+    {"_metrics_methods", (PyCFunction)Front_metrics_methods, METH_NOARGS,
+     "_metrics_methods($self, /)\n--\n\n(name, calls started) by method slot (internal)."},
+    {"_metrics_drain", (PyCFunction)Front_metrics_drain, METH_VARARGS,
+     "_metrics_drain($self, max_records, wait=None, /)\n--\n\nEnded calls' records as bytes; None once "
+     "stopped (internal)."},
     {"_set_tls", (PyCFunction)Front_set_tls, METH_O,
      "_set_tls($self, tls_json, /)\n--\n\nReplace the TLS credentials before start() (internal)."},
     {"_update_tls", (PyCFunction)Front_update_tls, METH_O,

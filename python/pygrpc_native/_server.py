@@ -118,6 +118,7 @@ class _Server(ServerCore, grpc.Server):
             self.add_registered_methods()
             if self.bound:
                 self.front.start()
+                self.metrics.start()
                 self._monitor = threading.Thread(
                     target=self._run_monitor, name="pygrpc_native-monitor", daemon=True
                 )

@@ -92,6 +92,7 @@ class _AioServer(ServerCore, grpc.aio.Server):
         self.add_registered_methods()
         if self.bound:
             self.front.start()
+            self.metrics.start()
             self._event_fd = self.front.event_fd()
             self._loop.add_reader(self._event_fd, self._on_events)
 

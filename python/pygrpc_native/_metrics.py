@@ -1,0 +1,217 @@
+"""gRFC A66 server metrics for server() and aio.server(): measured in Go.
+
+Go measures every call (go/front/callmetrics.go) once a consumer is
+configured; there are two:
+
+* the ``grpc.pygrpc_native.metrics_address`` option: Go serves the metrics
+  for Prometheus on that address, without Python;
+* grpcio's OpenTelemetry plugin (``grpc_observability``), registered
+  globally or as a context manager when the server is created, as
+  grpc.server() looks for it: a thread of ours drains the ended calls'
+  records from Go in batches and records them into the plugin's
+  instruments (a batch at a time: _otel_bulk), so handlers never pay for
+  it.
+
+Nothing is measured without either. A method is named in ``grpc.method``
+when registered (``add_registered_method_handlers``, what generated code
+does); every other call is ``other``, unless the
+``grpc.pygrpc_native.metrics_all_methods`` option is 1 (then the Prometheus
+endpoint names the first 1000 paths seen). For the plugin, as in grpcio, its
+generic_method_attribute_filter decides whether a method not registered is
+named (Go gives the first 1000 paths seen slots of their own whenever
+per-call records are on).
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+import threading
+import time
+from typing import Any, Dict, FrozenSet, List, Optional, Sequence, Set, Tuple
+
+from ._front import NativeGrpcFront
+from ._otel_bulk import BulkHistogram
+
+_LOGGER = logging.getLogger(__name__)
+
+METRICS_ADDRESS_OPTION = "grpc.pygrpc_native.metrics_address"
+METRICS_ALL_METHODS_OPTION = "grpc.pygrpc_native.metrics_all_methods"
+
+# grpc.status values: the status codes' canonical names, by code.
+_STATUS_NAMES = (
+    "OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND",
+    "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION",
+    "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS",
+    "UNAUTHENTICATED",
+)  # fmt: skip
+
+# pgn_metrics_record (go/capi/pgn.h): slot, code, duration_ns, sent, rcvd.
+_RECORD = struct.Struct("<IIQQQ")
+_BATCH_RECORDS = 4096
+# How long the bridge waits in Go for a record before it looks at the
+# started counts again (a call's start is counted without a record).
+_DRAIN_WAIT_S = 0.25
+# How long the bridge lets records gather after a batch that wasn't full:
+# fewer, larger batches cost less per call (Go keeps up to 131,072 records
+# between drains), and metrics are read far less often than this.
+_GATHER_S = 0.1
+
+_STARTED = "grpc.server.call.started"
+_DURATION = "grpc.server.call.duration"
+_SENT = "grpc.server.call.sent_total_compressed_message_size"
+_RCVD = "grpc.server.call.rcvd_total_compressed_message_size"
+
+
+def _option(options: Optional[Sequence[Any]], name: str) -> Any:
+    """The first value of an option (as grpcio reads options), or None."""
+    for key, value in options or ():
+        if key == name or key == name.encode():
+            return value
+    return None
+
+
+def _registered_plugins() -> List[Any]:
+    """The OpenTelemetry plugins of grpcio's registered observability plugin
+    whose stats are on, as grpc.server() finds them when it is created; []
+    without grpc_observability or a plugin."""
+    try:
+        from grpc import _observability
+    except ImportError:  # a grpcio without observability hooks
+        return []
+    with _observability.get_plugin() as plugin:
+        if plugin is None or not plugin.stats_enabled:
+            return []
+        return list(getattr(plugin, "_plugins", ()))
+
+
+class _Instruments:
+    """One OpenTelemetry plugin's four server instruments, and what decides
+    its grpc.method values."""
+
+    def __init__(self, started: Any, duration: Any, sent: Any, rcvd: Any, method_filter: Any) -> None:
+        self.started = started
+        self.duration = BulkHistogram(duration)
+        self.sent = BulkHistogram(sent)
+        self.rcvd = BulkHistogram(rcvd)
+        self.method_filter = method_filter
+
+
+def _instruments_of(plugin: Any) -> Optional[_Instruments]:
+    """The plugin's server instruments; None when it has not all four (no
+    meter provider)."""
+    recorders = {r.name: r for r in getattr(plugin, "_metric_to_recorder", {}).values()}
+    found = [recorders.get(name) for name in (_STARTED, _DURATION, _SENT, _RCVD)]
+    if None in found:
+        return None
+    method_filter = getattr(getattr(plugin, "_plugin", None), "generic_method_attribute_filter", None)
+    started, duration, sent, rcvd = found
+    return _Instruments(started, duration, sent, rcvd, method_filter)
+
+
+class ServerMetrics:
+    """A server's metrics: enabled on its front when created, when a
+    consumer is configured; the plugin bridge runs from start()."""
+
+    def __init__(self, front: NativeGrpcFront, options: Optional[Sequence[Any]]) -> None:
+        address = _option(options, METRICS_ADDRESS_OPTION)
+        if isinstance(address, bytes):
+            address = address.decode()
+        if address is not None and not isinstance(address, str):
+            raise TypeError(f"{METRICS_ADDRESS_OPTION} must be a str (host:port), not {type(address).__name__}")
+        all_methods = _option(options, METRICS_ALL_METHODS_OPTION) == 1
+        instruments = [i for i in map(_instruments_of, _registered_plugins()) if i is not None]
+        self._front = front
+        self._instruments = instruments
+        self._registered: Set[str] = set()
+        self.enabled = bool(address) or bool(instruments)
+        self.port = 0
+        """The Prometheus endpoint's port (0: none)."""
+        if self.enabled:
+            self.port = front._metrics_enable(address or None, all_methods=all_methods, records=bool(instruments))
+
+    def register(self, path: str) -> None:
+        """Names a registered method's calls."""
+        if self.enabled:
+            self._registered.add(path[1:] if path.startswith("/") else path)  # as Go names it
+            self._front._metrics_register(path)
+
+    def start(self) -> None:
+        """Starts the plugin bridge (once the front serves)."""
+        if self._instruments:
+            bridge = _Bridge(self._front, self._instruments, frozenset(self._registered))
+            threading.Thread(target=bridge.run, name="pygrpc_native-metrics", daemon=True).start()
+
+
+class _Bridge:
+    """Records the records Go hands over into the plugins' instruments until
+    the front stops."""
+
+    def __init__(self, front: NativeGrpcFront, instruments: List[_Instruments], registered: FrozenSet[str]) -> None:
+        self._front = front
+        self._instruments = instruments
+        self._registered = registered
+        self._names: List[str] = []  # by slot: each plugin's grpc.method values below
+        self._methods: List[List[str]] = [[] for _ in instruments]
+        self._started: List[int] = []  # by slot: started counts already added
+        # (plugin, slot, code) -> the attributes of a duration/size record.
+        self._attributes: Dict[Tuple[int, int, int], Dict[str, str]] = {}
+
+    def run(self) -> None:
+        try:
+            while True:
+                batch = self._front._metrics_drain(_BATCH_RECORDS, _DRAIN_WAIT_S)
+                self._add_started()
+                if batch is None:
+                    return
+                if batch:
+                    self._record(batch)
+                if len(batch) < _BATCH_RECORDS * _RECORD.size:
+                    time.sleep(_GATHER_S)
+        except Exception:  # a broken meter provider must not go unnoticed
+            _LOGGER.exception("pygrpc_native: recording metrics into OpenTelemetry failed; metrics stop here")
+
+    def _method_name(self, plugin: int, slot: int) -> str:
+        names = self._methods[plugin]
+        while len(names) <= slot:
+            i = len(names)
+            name = self._names[i]
+            filt = self._instruments[plugin].method_filter
+            if name != "other" and name not in self._registered and not (filt is not None and filt(name)):
+                name = "other"
+            names.append(name)
+        return names[slot]
+
+    def _add_started(self) -> None:
+        counts = self._front._metrics_methods()
+        if len(counts) > len(self._names):
+            self._names = [name for name, _ in counts]
+            self._started.extend([0] * (len(counts) - len(self._started)))
+        for slot, (_name, started) in enumerate(counts):
+            delta = started - self._started[slot]
+            if delta:
+                self._started[slot] = started
+                for p, instruments in enumerate(self._instruments):
+                    instruments.started.add(delta, {"grpc.method": self._method_name(p, slot)})
+
+    def _record(self, batch: bytes) -> None:
+        # Grouped by (method slot, code): each group's values go to the SDK
+        # in one step per histogram (_otel_bulk).
+        groups: Dict[Tuple[int, int], Tuple[List[float], List[int], List[int]]] = {}
+        for slot, code, duration_ns, sent_bytes, rcvd_bytes in _RECORD.iter_unpack(batch):
+            group = groups.get((slot, code))
+            if group is None:
+                group = groups[(slot, code)] = ([], [], [])
+            group[0].append(duration_ns / 1e9)
+            group[1].append(sent_bytes)
+            group[2].append(rcvd_bytes)
+        for p, instruments in enumerate(self._instruments):
+            for (slot, code), (durations, sent, rcvd) in groups.items():
+                attrs = self._attributes.get((p, slot, code))
+                if attrs is None:
+                    status = _STATUS_NAMES[code] if code < len(_STATUS_NAMES) else "UNKNOWN"
+                    attrs = {"grpc.method": self._method_name(p, slot), "grpc.status": status}
+                    self._attributes[(p, slot, code)] = attrs
+                instruments.duration.record_many(durations, attrs)
+                instruments.sent.record_many(sent, attrs)
+                instruments.rcvd.record_many(rcvd, attrs)

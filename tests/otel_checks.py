@@ -1,0 +1,366 @@
+"""grpcio's OpenTelemetry plugin and OpenTelemetry's gRPC tracing on our
+servers, compared with grpcio's own.
+
+Runs in the OpenTelemetry test environment (build/venv-otel: grpcio 1.85.0,
+which grpcio-observability pins, and tests/otel-requirements.txt), started by
+tests/test_observability.py; not collected by the main suite (its name
+doesn't start with test_).
+
+Metrics: the same plugin with an InMemoryMetricReader, the same calls on
+grpc.server() and on ours (OK, aborted, a 50 ms handler, server-streaming,
+client-streaming, bidi, a generic method, an unknown one): the same server
+metric names, attributes and data-point counts. Tracing:
+opentelemetry-instrumentation-grpc's server interceptor on our servers.
+"""
+
+import asyncio
+import time
+from concurrent import futures
+from typing import Any, Callable, Dict, FrozenSet, Tuple
+
+import grpc
+import grpc.aio
+import grpc_observability
+import pytest
+from opentelemetry import trace
+from opentelemetry.instrumentation.grpc import aio_server_interceptor, server_interceptor
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.metrics.view import ExplicitBucketHistogramAggregation, View
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+import pygrpc_native
+import pygrpc_native.aio
+
+pytestmark = pytest.mark.timeout(120)
+
+# gRFC A66's latency buckets (seconds), given to the reader as a View: the
+# plugin's histograms leave them to the SDK.
+LATENCY_BOUNDS = (0, 0.00001, 0.00005, 0.0001, 0.0003, 0.0006, 0.0008, 0.001, 0.002, 0.003, 0.004, 0.005, 0.006,
+                  0.008, 0.01, 0.013, 0.016, 0.02, 0.025, 0.03, 0.04, 0.05, 0.065, 0.08, 0.1, 0.13, 0.16, 0.2, 0.25,
+                  0.3, 0.4, 0.5, 0.65, 0.8, 1, 2, 5, 10, 20, 50, 100)  # fmt: skip
+SLOW_S = 0.05
+
+# -- the service ------------------------------------------------------------------
+
+
+def _abort(request: bytes, context: grpc.ServicerContext) -> bytes:
+    context.abort(grpc.StatusCode.INVALID_ARGUMENT, "no")
+
+
+def _slow(request: bytes, context: grpc.ServicerContext) -> bytes:
+    time.sleep(SLOW_S)
+    return request
+
+
+def _count(requests: Any, context: grpc.ServicerContext) -> bytes:
+    return b"x" * sum(1 for _ in requests)
+
+
+REGISTERED = {
+    "Echo": grpc.unary_unary_rpc_method_handler(lambda request, context: request),
+    "Abort": grpc.unary_unary_rpc_method_handler(_abort),
+    "Slow": grpc.unary_unary_rpc_method_handler(_slow),
+    "Stream": grpc.unary_stream_rpc_method_handler(lambda request, context: iter([request] * 3)),
+    "Count": grpc.stream_unary_rpc_method_handler(_count),
+    "Bidi": grpc.stream_stream_rpc_method_handler(lambda requests, context: (r for r in requests)),
+}
+GENERIC = grpc.method_handlers_generic_handler(
+    "gen.Svc", {"Echo": grpc.unary_unary_rpc_method_handler(lambda request, context: request)}
+)
+
+
+def make_calls(port: int) -> int:
+    """Makes the calls; returns how many."""
+    calls = 0
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+        for _ in range(3):
+            assert channel.unary_unary("/diff.Svc/Echo")(b"hello") == b"hello"
+            calls += 1
+        with pytest.raises(grpc.RpcError) as err:
+            channel.unary_unary("/diff.Svc/Abort")(b"")
+        assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert channel.unary_unary("/diff.Svc/Slow")(b"s") == b"s"
+        assert list(channel.unary_stream("/diff.Svc/Stream")(b"abc")) == [b"abc"] * 3
+        assert channel.stream_unary("/diff.Svc/Count")(iter([b"1", b"2"])) == b"xx"
+        assert list(channel.stream_stream("/diff.Svc/Bidi")(iter([b"a" * 2000, b"b"]))) == [b"a" * 2000, b"b"]
+        assert channel.unary_unary("/gen.Svc/Echo")(b"g") == b"g"
+        with pytest.raises(grpc.RpcError) as err:
+            channel.unary_unary("/no.Such/Method")(b"")
+        assert err.value.code() == grpc.StatusCode.UNIMPLEMENTED
+        calls += 7
+    return calls
+
+
+# -- what the reader holds ---------------------------------------------------------
+
+Points = Dict[str, Dict[FrozenSet[Tuple[str, Any]], Any]]
+
+
+def server_points(reader: InMemoryMetricReader) -> Points:
+    """Server metric name -> attributes -> (counter value, or histogram
+    (count, bucket counts))."""
+    out: Points = {}
+    data = reader.get_metrics_data()
+    for rm in data.resource_metrics if data else ():
+        for sm in rm.scope_metrics:
+            for metric in sm.metrics:
+                if not metric.name.startswith("grpc.server."):
+                    continue
+                for point in metric.data.data_points:
+                    key = frozenset(point.attributes.items())
+                    value = point.value if hasattr(point, "value") else (point.count, tuple(point.bucket_counts))
+                    out.setdefault(metric.name, {})[key] = value
+    return out
+
+
+def ended_calls(points: Points) -> int:
+    return sum(count for count, _ in points.get("grpc.server.call.duration", {}).values())
+
+
+def collect(
+    serve: Callable[[], Tuple[Any, int]],
+    stop: Callable[[Any], None],
+    calls: Callable[[int], int],
+    method_filter: Any = None,
+) -> Points:
+    """The server metrics a plugin records for the calls made to the server
+    serve() starts (returning it and its port)."""
+    reader = InMemoryMetricReader()
+    view = View(
+        instrument_name="grpc.server.call.duration",
+        aggregation=ExplicitBucketHistogramAggregation(boundaries=LATENCY_BOUNDS),
+    )
+    provider = MeterProvider(metric_readers=[reader], views=[view])
+    plugin = grpc_observability.OpenTelemetryPlugin(meter_provider=provider, generic_method_attribute_filter=method_filter)
+    with plugin:
+        server, port = serve()
+        made = calls(port)
+        deadline = time.monotonic() + 30
+        while ended_calls(points := server_points(reader)) < made and time.monotonic() < deadline:
+            time.sleep(0.05)
+        stop(server)
+    assert ended_calls(points) == made, points
+    return points
+
+
+def sync_server(factory: Callable[..., Any]) -> Tuple[Any, int]:
+    server = factory(futures.ThreadPoolExecutor(8))
+    server.add_registered_method_handlers("diff.Svc", REGISTERED)
+    server.add_generic_rpc_handlers((GENERIC,))
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    return server, port
+
+
+def comparable(points: Points) -> Dict[str, Dict[Any, Any]]:
+    """The points less the durations' buckets (times differ run to run;
+    sizes don't)."""
+    return {
+        name: {k: (v[0] if name == "grpc.server.call.duration" else v) for k, v in by.items()}
+        for name, by in points.items()
+    }
+
+
+def slow_bucket(points: Points) -> Tuple[float, float]:
+    """The duration bucket of the 50 ms call: (lower, upper) bound."""
+    key = frozenset({("grpc.method", "diff.Svc/Slow"), ("grpc.status", "OK")})
+    _, buckets = points["grpc.server.call.duration"][key]
+    i = [n for n, c in enumerate(buckets) if c][0]
+    return LATENCY_BOUNDS[i - 1], LATENCY_BOUNDS[i] if i < len(LATENCY_BOUNDS) else float("inf")
+
+
+def test_plugin_metrics_match_grpc_server() -> None:
+    ours = collect(lambda: sync_server(pygrpc_native.server), lambda s: s.stop(None), make_calls)
+    reference = collect(lambda: sync_server(grpc.server), lambda s: s.stop(None), make_calls)
+    assert comparable(ours) == comparable(reference)
+    assert set(ours) == {
+        "grpc.server.call.started",
+        "grpc.server.call.duration",
+        "grpc.server.call.sent_total_compressed_message_size",
+        "grpc.server.call.rcvd_total_compressed_message_size",
+    }
+    for points in (ours, reference):
+        low, high = slow_bucket(points)
+        assert low >= SLOW_S and high <= 0.5, (low, high)
+
+
+def test_plugin_method_filter_matches_grpc_server() -> None:
+    def named(method: str) -> bool:
+        return method.startswith("gen.")
+
+    ours = collect(lambda: sync_server(pygrpc_native.server), lambda s: s.stop(None), make_calls, named)
+    reference = collect(lambda: sync_server(grpc.server), lambda s: s.stop(None), make_calls, named)
+    assert comparable(ours) == comparable(reference)
+    methods = {dict(k)["grpc.method"] for k in ours["grpc.server.call.started"]}
+    assert {"gen.Svc/Echo", "other"} <= methods  # the generic method named, the unknown one not
+
+
+def test_plugin_metrics_match_grpc_aio_server() -> None:
+    async def echo(request: bytes, context: Any) -> bytes:
+        return request
+
+    async def abort(request: bytes, context: Any) -> bytes:
+        await context.abort(grpc.StatusCode.NOT_FOUND, "no")
+
+    handlers = {
+        "Echo": grpc.unary_unary_rpc_method_handler(echo),
+        "Abort": grpc.unary_unary_rpc_method_handler(abort),
+    }
+
+    def run(factory: Callable[..., Any]) -> Points:
+        loop = asyncio.new_event_loop()
+
+        async def start() -> Tuple[Any, int]:
+            server = factory()
+            server.add_registered_method_handlers("diff.Svc", handlers)
+            port = server.add_insecure_port("127.0.0.1:0")
+            await server.start()
+            return server, port
+
+        def serve() -> Tuple[Any, int]:
+            return loop.run_until_complete(start())
+
+        async def calls(port: int) -> int:
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+                for _ in range(2):
+                    assert await channel.unary_unary("/diff.Svc/Echo")(b"hi") == b"hi"
+                with pytest.raises(grpc.aio.AioRpcError):
+                    await channel.unary_unary("/diff.Svc/Abort")(b"")
+            return 3
+
+        def stop(server: Any) -> None:
+            loop.run_until_complete(server.stop(None))
+
+        try:
+            return collect(serve, stop, lambda port: loop.run_until_complete(calls(port)))
+        finally:
+            loop.close()
+
+    assert comparable(run(pygrpc_native.aio.server)) == comparable(run(grpc.aio.server))
+
+
+# -- tracing -----------------------------------------------------------------------
+
+TRACE_ID = "0af7651916cd43dd8448eb211c80319c"
+PARENT_SPAN = "b7ad6b7169203331"
+
+
+@pytest.fixture(scope="module")
+def spans() -> InMemorySpanExporter:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    trace.set_tracer_provider(provider)
+    return exporter
+
+
+def traced_calls(port: int) -> None:
+    metadata = (("traceparent", f"00-{TRACE_ID}-{PARENT_SPAN}-01"),)
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+        assert channel.unary_unary("/diff.Svc/Echo")(b"x", metadata=metadata) == b"x"
+        with pytest.raises(grpc.RpcError):
+            channel.unary_unary("/diff.Svc/Abort")(b"", metadata=metadata)
+
+
+def span_outcomes(exporter: InMemorySpanExporter) -> Dict[str, Tuple[Any, Any]]:
+    """method -> (span status, rpc.grpc.status_code), after checking that
+    every span is a server span that continues the incoming traceparent."""
+    out = {}
+    for span in exporter.get_finished_spans():
+        assert span.kind == trace.SpanKind.SERVER
+        assert format(span.context.trace_id, "032x") == TRACE_ID
+        assert format(span.parent.span_id, "016x") == PARENT_SPAN
+        out[span.name] = (span.status.status_code, span.attributes.get("rpc.grpc.status_code"))
+    assert set(out) == {"/diff.Svc/Echo", "/diff.Svc/Abort"}, out
+    return out
+
+
+def test_tracing_interceptor(spans: InMemorySpanExporter) -> None:
+    def run(factory: Callable[..., Any]) -> Dict[str, Tuple[Any, Any]]:
+        spans.clear()
+        server = factory(futures.ThreadPoolExecutor(2), interceptors=[server_interceptor()])
+        server.add_registered_method_handlers("diff.Svc", REGISTERED)
+        port = server.add_insecure_port("127.0.0.1:0")
+        server.start()
+        try:
+            traced_calls(port)
+        finally:
+            server.stop(None)
+        return span_outcomes(spans)
+
+    assert run(pygrpc_native.server) == run(grpc.server)
+
+
+def test_aio_tracing_interceptor(spans: InMemorySpanExporter) -> None:
+    async def echo(request: bytes, context: Any) -> bytes:
+        return request
+
+    async def abort(request: bytes, context: Any) -> bytes:
+        await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "no")
+
+    async def main(factory: Callable[..., Any]) -> None:
+        server = factory(interceptors=[aio_server_interceptor()])
+        server.add_registered_method_handlers(
+            "diff.Svc",
+            {"Echo": grpc.unary_unary_rpc_method_handler(echo), "Abort": grpc.unary_unary_rpc_method_handler(abort)},
+        )
+        port = server.add_insecure_port("127.0.0.1:0")
+        await server.start()
+        try:
+            await asyncio.get_running_loop().run_in_executor(None, traced_calls, port)
+        finally:
+            await server.stop(None)
+
+    def run(factory: Callable[..., Any]) -> Dict[str, Tuple[Any, Any]]:
+        spans.clear()
+        asyncio.run(main(factory))
+        return span_outcomes(spans)
+
+    assert run(pygrpc_native.aio.server) == run(grpc.aio.server)
+
+
+# -- recording a batch at once -----------------------------------------------------
+
+
+@pytest.mark.parametrize("temporality", ["cumulative", "delta"])
+def test_bulk_histogram_records_as_record_does(temporality: str) -> None:
+    from opentelemetry.sdk.metrics import Histogram
+    from opentelemetry.sdk.metrics.export import AggregationTemporality
+
+    from pygrpc_native._otel_bulk import BulkHistogram
+
+    def points(record_batch: Callable[[Any, list, dict], None]) -> list:
+        kind = AggregationTemporality.DELTA if temporality == "delta" else AggregationTemporality.CUMULATIVE
+        reader = InMemoryMetricReader(preferred_temporality={Histogram: kind})
+        views = [View(instrument_name="h2", attribute_keys={"grpc.method"})]
+        provider = MeterProvider(metric_readers=[reader], views=views)
+        meter = provider.get_meter("t")
+        out = []
+        for name in ("h1", "h2"):
+            histogram = meter.create_histogram(name, unit="s")
+            for batch in ([0.001, 0.2, 7.0, 0.0], [3.5, 0.05]):
+                record_batch(histogram, batch, {"grpc.method": "a/b", "grpc.status": "OK"})
+                data = reader.get_metrics_data()
+                out.append([
+                    (m.name, dict(p.attributes), p.count, p.sum, p.min, p.max, tuple(p.bucket_counts))
+                    for rm in data.resource_metrics for sm in rm.scope_metrics for m in sm.metrics
+                    for p in m.data.data_points
+                ])  # fmt: skip
+        return out
+
+    bulks = []
+
+    def bulk(histogram: Any, values: list, attrs: dict) -> None:
+        b = BulkHistogram(histogram)
+        b.record_many(values, attrs)
+        bulks.append(b)
+
+    def one_by_one(histogram: Any, values: list, attrs: dict) -> None:
+        for v in values:
+            histogram.record(v, attrs)
+
+    assert points(bulk) == points(one_by_one)
+    assert all(b._direct for b in bulks), "the SDK's layout changed: batches go value by value"
