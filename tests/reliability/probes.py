@@ -11,6 +11,7 @@ from __future__ import annotations
 import random
 import resource
 import socket
+import struct
 import threading
 import time
 from pathlib import Path
@@ -414,7 +415,41 @@ RAW_CASES: Dict[str, Any] = {
         c.data(1, grpc_message(b"x", declared_length=1000)),
     ),
     "DATA on a stream never opened": lambda c, say: c.data(1, grpc_message(b"x")),
+    # Frames HTTP/2 forbids (RFC 9113 sections 5.1, 6.x): grpc-go's answer
+    # is the reference, whatever the RFC would prefer.
+    "HEADERS on stream 0": lambda c, say: c.send_bytes(_frame(0x1, 0x4, 0, c.header_block(request_headers(say)))),
+    "HEADERS on an even stream": lambda c, say: c.send_bytes(_frame(0x1, 0x4, 2, c.header_block(request_headers(say)))),
+    "stream ids going backwards": lambda c, say: (c.unary(3, say, b"x"), time.sleep(0.05), c.unary(1, say, b"y")),
+    "DATA on stream 0": lambda c, say: c.send_bytes(_frame(0x0, 0x0, 0, grpc_message(b"x"))),
+    "DATA over the max frame size": lambda c, say: (
+        c.headers(1, request_headers(say)),
+        c.send_bytes(_frame(0x0, 0x1, 1, bytes(16385))),
+    ),
+    "a frame of unknown type, then a call": lambda c, say: (c.send_bytes(_frame(0xFA, 0, 1, b"?")), c.unary(1, say, b"x")),
+    "PRIORITY depending on itself": lambda c, say: c.send_bytes(_frame(0x2, 0, 1, struct.pack(">IB", 1, 16))),
+    "RST_STREAM on an idle stream": lambda c, say: c.send_bytes(_frame(0x3, 0, 1, struct.pack(">I", 8))),
+    "HEADERS interrupted by a PING": lambda c, say: (
+        c.send_bytes(_frame(0x1, 0x0, 1, c.header_block(request_headers(say)))),
+        c.send_bytes(_frame(0x6, 0, 0, bytes(8))),
+    ),
+    "CONTINUATION without HEADERS": lambda c, say: c.send_bytes(_frame(0x9, 0x4, 1, c.header_block(request_headers(say)))),
+    "undecodable HPACK": lambda c, say: c.send_bytes(_frame(0x1, 0x5, 1, b"\xff" * 5)),
+    "uppercase header name": lambda c, say: (
+        c.headers(1, request_headers(say, extra=[("X-Upper", "v")])),
+        c.data(1, grpc_message(b"x")),
+    ),
+    "WINDOW_UPDATE of 0 on the connection": lambda c, say: c.send_bytes(_frame(0x8, 0, 0, struct.pack(">I", 0))),
+    "connection window past 2^31-1": lambda c, say: c.send_bytes(_frame(0x8, 0, 0, struct.pack(">I", 2**31 - 1)) * 2),
+    "INITIAL_WINDOW_SIZE past 2^31-1": lambda c, say: c.send_bytes(_frame(0x4, 0, 0, struct.pack(">HI", 4, 2**31))),
+    "SETTINGS ACK with a payload": lambda c, say: c.send_bytes(_frame(0x4, 0x1, 0, struct.pack(">HI", 3, 1))),
+    "PING on a stream": lambda c, say: c.send_bytes(_frame(0x6, 0, 1, bytes(8))),
 }
+
+
+def _frame(kind: int, flags: int, stream_id: int, payload: bytes) -> bytes:
+    """One HTTP/2 frame as raw bytes, whatever it says (hyperframe refuses
+    to build the forbidden ones)."""
+    return struct.pack(">I", len(payload))[1:] + struct.pack(">BBI", kind, flags, stream_id) + payload
 
 
 def raw_frames(server: ServerProcess) -> Figures:
