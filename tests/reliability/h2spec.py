@@ -79,7 +79,7 @@ def compare(ours: ServerProcess, oracle: ServerProcess, root_path: bool = False)
     return {
         "path": paths[ours.kind],
         "cases failed (of 145)": len(found[ours.kind]),
-        "oracle cases failed": len(found[oracle.kind]),
+        "grpc-go cases failed": len(found[oracle.kind]),
         "failures grpc-go doesn't have": extra,
         "full-run races (not failing alone)": races,
         "grpc-go failures ours doesn't have": sorted(found[oracle.kind] - found[ours.kind]),

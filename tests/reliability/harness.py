@@ -172,29 +172,31 @@ def growth_percent(before: float, after: float) -> float:
     return 100.0 * (after - before) / before if before else 0.0
 
 
-def metrics_invariant_broken(server: ServerProcess, timeout: float = 30.0) -> List[str]:
-    """What is wrong with the front's counters once the server is quiet
-    (every client but the Stats channel gone): each started call ended in
-    exactly one way (calls_started == completed + cancelled +
-    deadline_exceeded + active), only the Stats call is active, no event
-    waits, and only the Stats channel's connection is open. Empty when all
-    hold; None-metrics servers (grpcio) have nothing to check."""
+def metrics_broken(m: Optional[Dict[str, Any]]) -> List[str]:
+    """What is wrong with the front's counters (Front.Metrics, metrics())
+    of a quiet server (every client but the Stats channel gone): each
+    started call ended in exactly one way (calls_started == completed +
+    cancelled + deadline_exceeded + active), only the Stats call is
+    active, no event waits, and only the Stats channel's connection is
+    open. Empty when all hold, and for grpcio (m is None: no metrics)."""
+    if m is None:
+        return []
+    out = []
+    ended = m["calls_completed"] + m["calls_cancelled"] + m["calls_deadline_exceeded"]
+    if m["calls_started"] != ended + m["calls_active"]:
+        out.append(f"calls_started {m['calls_started']} != completed + cancelled + deadline_exceeded "
+                   f"{ended} + active {m['calls_active']}")
+    if m["calls_active"] != 1:
+        out.append(f"calls_active {m['calls_active']} (only the Stats call should be)")
+    if m["events_queued"] != 0:
+        out.append(f"events_queued {m['events_queued']}")
+    if m["connections_active"] != 1:
+        out.append(f"connections_active {m['connections_active']} (only the Stats channel's should be)")
+    return out
 
-    def broken(s: Dict[str, Any]) -> List[str]:
-        m = s["metrics"]
-        if m is None:
-            return []
-        out = []
-        ended = m["calls_completed"] + m["calls_cancelled"] + m["calls_deadline_exceeded"]
-        if m["calls_started"] != ended + m["calls_active"]:
-            out.append(f"calls_started {m['calls_started']} != completed + cancelled + deadline_exceeded "
-                       f"{ended} + active {m['calls_active']}")
-        if m["calls_active"] != 1:
-            out.append(f"calls_active {m['calls_active']} (only the Stats call should be)")
-        if m["events_queued"] != 0:
-            out.append(f"events_queued {m['events_queued']}")
-        if m["connections_active"] != 1:
-            out.append(f"connections_active {m['connections_active']} (only the Stats channel's should be)")
-        return out
 
-    return broken(settle(server.stats, lambda s: not broken(s), timeout))
+def settled_metrics(server: ServerProcess, timeout: float = 30.0) -> Optional[Dict[str, Any]]:
+    """The server's metrics once metrics_broken finds nothing wrong (a
+    closed connection or a cancelled call is counted a moment later), or
+    the last ones read when timeout passes."""
+    return settle(server.stats, lambda s: not metrics_broken(s["metrics"]), timeout)["metrics"]

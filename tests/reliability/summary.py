@@ -71,8 +71,8 @@ def rapid_reset(r: Results) -> Tuple[str, str]:
 
 def max_rpcs(r: Results) -> Tuple[str, str]:
     def line(fs: List[Dict[str, Any]]) -> str:
-        bursts = {str(f[k]) for f in fs for k in ("first burst", "second burst")}
-        return "each burst: " + " / ".join(sorted(bursts))
+        bursts = {", ".join(f"{n} {code}" for code, n in f[k].items()) for f in fs for k in ("first burst", "second burst")}
+        return "each burst of 10 (limit 4): " + " / ".join(sorted(bursts))
 
     ours, theirs = _split(r)
     return line(ours), line(theirs)
@@ -89,7 +89,7 @@ def metrics(r: Results) -> Tuple[str, str]:
 
 def h2spec(r: Results) -> Tuple[str, str]:
     extra = sorted({c for f in r.values() for c in f["failures grpc-go doesn't have"]})
-    worst = max(f["oracle cases failed"] for f in r.values())
+    worst = max(f["grpc-go cases failed"] for f in r.values())
     return (f"failing where grpc-go passes: {', '.join(extra) or 'none'} ({len(r)} runs)",
             f"grpc-go: {worst} of 145 failed, the reference")
 
