@@ -243,20 +243,30 @@ def _server_closes(conn: RawH2, timeout: float = 2.0) -> bool:
     return False
 
 
-def continuation_flood(server: ServerProcess, limit_mib: int = 64) -> Figures:
+# What the endless header blocks of continuation_flood are made of: NULs
+# (each is HPACK for a field with an empty name, which a decoding server
+# refuses at once; one that buffers the block until END_HEADERS keeps
+# them), or well-formed fields ("x-pad: " and 100 bytes, never indexed),
+# which a server must stop decoding and keeping at its header list limit.
+FILLERS = ("NULs", "fields")
+
+
+def continuation_flood(server: ServerProcess, filler: str = "NULs", limit_mib: int = 64) -> Figures:
     """A header block that never ends: HEADERS without END_HEADERS, then
-    16 KiB CONTINUATION frames of NULs (HPACK literals with empty names:
-    a server that decodes as it reads refuses them at once, one that
-    buffers the block until END_HEADERS keeps them) until the server closes
-    the connection or limit_mib were sent. The client's send buffer is
-    kept small, so that what was sent is close to what the server read.
-    Bytes sent before the close (a send that stalls for 10 s counts as the
-    server no longer reading: not a close), and the growth of the server's
-    peak RSS."""
+    CONTINUATION frames of about 16 KiB of filler (FILLERS) until the
+    server closes the connection or limit_mib were sent. The client's send
+    buffer is kept small, so that what was sent is close to what the
+    server read. Bytes sent before the close (a send that stalls for 10 s
+    counts as the server no longer reading: not a close), and the growth
+    of the server's peak RSS."""
     before = settled_stats(server)
     sent = 0
     closed = False
-    chunk = b"\x00" * 16384
+    if filler == "NULs":
+        chunk = b"\x00" * 16384
+    else:
+        field = b"\x10\x05x-pad\x64" + b"p" * 100  # literal, never indexed, no Huffman
+        chunk = field * (16384 // len(field))
     with RawH2(server.port) as conn:
         conn.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 64 << 10)
         head = conn.header_block(request_headers(server.say_path))
@@ -368,8 +378,8 @@ def _outcome(conn: RawH2, stream_id: int = 1, timeout: float = 3.0) -> str:
     while time.monotonic() < deadline:
         try:
             f = conn.receive(deadline - time.monotonic())
-        except (Closed, ConnectionResetError):
-            return "closed"
+        except (Closed, ConnectionResetError, BrokenPipeError):
+            return "closed"  # BrokenPipeError: acknowledging its SETTINGS or PING
         except socket.timeout:
             break
         if f.kind == "headers" and f.stream_id == stream_id:
@@ -386,7 +396,10 @@ def _outcome(conn: RawH2, stream_id: int = 1, timeout: float = 3.0) -> str:
 
 def _raw_case(port: int, send: Any) -> str:
     with RawH2(port) as conn:
-        send(conn)
+        try:
+            send(conn)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # closed mid-case: _outcome says how
         return _outcome(conn)
 
 

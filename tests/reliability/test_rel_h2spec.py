@@ -4,10 +4,10 @@ case may fail on ours that doesn't fail on grpc-go (rerun alone, see
 h2spec.compare). No stored baseline, no list of excused cases.
 
 The short run (CI) checks server() with requests to its unary method; the
-long run every kind of ours, with requests to the method and to "/". (A
-failure of ours that grpc-go doesn't have was checked to fail the test by
-comparing against the grpc-go run of a narrower path set: http2/5.1.2#1
-then failed on ours only, as it did before goserver advertised the limit.)
+long run every kind of ours, with requests to the method and to "/". Checked to
+fail by starting grpc-go without our SETTINGS_MAX_CONCURRENT_STREAMS (not
+committed): h2spec then skips http2/5.1.2#1 on grpc-go, and the test named
+it as failing on ours only (it failed there alone, every rerun).
 """
 
 import os

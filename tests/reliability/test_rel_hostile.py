@@ -7,17 +7,23 @@ grpcio control too, in the same test, and both are recorded for
 docs/reliability.md (report.py).
 
 How each bar was checked to fail (by breaking a server on purpose, not
-committed): rapid reset, with the front's event queue made to hand over
-calls already reset (queue.go take's `c.gone` check disabled): every reset
-call ran its handler, far over the 1 % bar; CONTINUATION, with the front's
-grpc-go header list limit raised to 2 GiB: all 64 MiB were read, over the
-4 MiB bar (a transport buffering 16 MiB per connection fails alike).
+committed): rapid reset, with grpc-go's stream context detached from the
+front's call (go/front/grpcgo.go dispatch: context.WithoutCancel, a
+transport that doesn't pass RST_STREAM on): 1,020 of 2,000 reset calls ran
+their handler, over the 1 % bar, and 177 µs of CPU per reset. (Disabling
+only the event queue's drop of ended calls is not enough: the front also
+ends a reset call before queueing it.) CONTINUATION: the current grpc-go
+transport itself, with well-formed fields, reads ~13 MiB and grows its
+peak RSS by ~30 MiB, failing both 4 MiB bars (xfail below; NULs are
+refused by its HPACK decoder at once). Malformed frames: grpcio's servers,
+run through the same comparison, differ from grpc-go in 13 and 14 of the 26
+cases. Metrics invariant: see test_rel_limits.py.
 """
 
 import pytest
 import scale
 from harness import CONTROL_OF, GRPC_GO, TRANSPORT, ServerProcess, metrics_broken, settled_metrics, record
-from probes import continuation_flood, idle_connections, over_limits, rapid_reset, raw_frames, stalled_streams
+from probes import FILLERS, continuation_flood, idle_connections, over_limits, rapid_reset, raw_frames, stalled_streams
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -71,13 +77,20 @@ def test_rapid_reset_runs_few_handlers_and_keeps_serving(server, control):
     assert metrics_broken(m) == [], (TRANSPORT, m)
 
 
-def test_endless_continuation_is_cut_off(server, control):
-    f, _ = _both("CONTINUATION flood", continuation_flood, server, control)
+@pytest.mark.parametrize("filler", FILLERS)
+def test_endless_continuation_is_cut_off(server, control, filler, request):
+    if filler == "fields" and TRANSPORT == "grpcgo":
+        # Measured: ours read ~13 MiB of well-formed fields before closing,
+        # peak RSS +30 MiB (grpc.server(): all 64 MiB, +77 MiB).
+        request.applymarker(pytest.mark.xfail(strict=True, reason=(
+            "grpc-go's transport decodes and keeps a header block up to its 16 MiB header list limit "
+            "(go/front/grpcgo.go transportHeaderListLimit) before the front's per-call metadata limit applies")))
+    f, _ = _both(f"CONTINUATION flood ({filler})", lambda s: continuation_flood(s, filler), server, control)
     assert f["server_closed_connection"], (TRANSPORT, f)
-    # Ours close after ~160 KiB and keep nothing (peak RSS +~50 KiB);
-    # grpc.server() reads all 64 MiB (its peak RSS +17 MiB). With the
-    # client's send buffer at 64 KiB, a transport that buffers a header
-    # block up to 16 MiB fails both bounds.
+    # Ours close after ~160 KiB of NULs and keep nothing. With the client's
+    # send buffer at 64 KiB, a transport that buffers a header block up to
+    # 16 MiB fails both bounds (checked: grpc-go's transport with its 16 MiB
+    # header list limit does, on well-formed fields).
     assert f["sent_kib"] < 4 << 10, (TRANSPORT, f)
     assert f["rss_peak_growth_kib"] < 4 << 10, (TRANSPORT, f)
     assert f["live_call_s"] < 5, (TRANSPORT, f)
