@@ -136,7 +136,7 @@ def table(results: Dict[str, Dict[str, Any]]) -> List[str]:
 
 def _anchor(title: str) -> str:
     """GitHub's anchor for a heading."""
-    return "".join(c for c in title.lower().replace(" ", "-") if c.isalnum() or c == "-")
+    return "".join(c for c in title.lower().replace(" ", "-") if c.isalnum() or c in "-_")
 
 
 def main() -> None:

@@ -90,7 +90,7 @@ def metrics(r: Results) -> Tuple[str, str]:
 def h2spec(r: Results) -> Tuple[str, str]:
     extra = sorted({c for f in r.values() for c in f["failures grpc-go doesn't have"]})
     worst = max(f["grpc-go cases failed"] for f in r.values())
-    return (f"failing where grpc-go passes: {', '.join(extra) or 'none'} ({len(r)} runs)",
+    return (f"failing where grpc-go passes: {', '.join(extra) or 'none'} ({len(r)} run{'s' if len(r) > 1 else ''})",
             f"grpc-go: {worst} of 145 failed, the reference")
 
 
