@@ -9,15 +9,15 @@ docs/reliability.md (report.py).
 How each bar was checked to fail (by breaking a server on purpose, not
 committed): rapid reset, with grpc-go's stream context detached from the
 front's call (go/front/grpcgo.go dispatch: context.WithoutCancel, a
-transport that doesn't pass RST_STREAM on): 1,020 of 2,000 reset calls ran
-their handler, over the 1 % bar, and 177 µs of CPU per reset. (Disabling
-only the event queue's drop of ended calls is not enough: the front also
-ends a reset call before queueing it.) CONTINUATION: the current grpc-go
-transport itself, with well-formed fields, reads ~13 MiB and grows its
-peak RSS by ~30 MiB, failing both 4 MiB bars (xfail below; NULs are
-refused by its HPACK decoder at once). Malformed frames: grpcio's servers,
-run through the same comparison, differ from grpc-go in 13 and 14 of the 26
-cases. Metrics invariant: see test_rel_limits.py.
+transport that doesn't pass RST_STREAM on): 1,020 of 2,000 reset calls
+ran their handler, over the 1 % bar (CPU: 177 µs per reset, grpcio's
+level). Disabling only the event queue's drop of ended calls is not
+enough: the front also ends a reset call before queueing it.
+CONTINUATION: the current grpc-go transport itself, with well-formed
+fields, reads ~13 MiB and grows its peak RSS by ~30 MiB, failing both
+4 MiB bars (xfail below; NULs it refuses at once). Malformed frames:
+grpcio's servers, run through the same comparison, differ from grpc-go in
+13 and 14 of the 26 cases. Metrics invariant: see test_rel_limits.py.
 """
 
 import pytest
