@@ -125,6 +125,9 @@ func main() {
 	host := flag.String("host", "127.0.0.1", "loopback address to listen on")
 	port := flag.Int("port", 0, "port (0: pick a free one)")
 	grace := flag.Duration("grace", time.Second, "how long to let calls finish on SIGTERM")
+	// tests/reliability sets the front's default (1024) so that h2spec's
+	// concurrent-stream cases run against both (without a limit it skips them).
+	maxStreams := flag.Uint("max-concurrent-streams", 0, "SETTINGS_MAX_CONCURRENT_STREAMS (0: grpc-go's default, no limit)")
 	flag.Parse()
 	if ip := net.ParseIP(*host); *host != "localhost" && (ip == nil || !ip.IsLoopback()) {
 		fmt.Fprintf(os.Stderr, "goserver: refusing to listen on %q: loopback only\n", *host)
@@ -135,7 +138,11 @@ func main() {
 		fmt.Fprintln(os.Stderr, "goserver:", err)
 		os.Exit(1)
 	}
-	srv := grpc.NewServer(grpc.ForceServerCodecV2(rawCodec{}))
+	opts := []grpc.ServerOption{grpc.ForceServerCodecV2(rawCodec{})}
+	if *maxStreams > 0 {
+		opts = append(opts, grpc.MaxConcurrentStreams(uint32(*maxStreams)))
+	}
+	srv := grpc.NewServer(opts...)
 	srv.RegisterService(&echoService, struct{}{})
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)

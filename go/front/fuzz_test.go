@@ -143,18 +143,28 @@ func requestBlock(path string) []byte {
 
 const clientPreface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 
+// wireSeeds are FuzzWire's seeds, by what each is (framediff_test.go
+// replays them against every server too).
+func wireSeeds() map[string][]byte {
+	msg := []byte{0, 0, 0, 0, 2, 'h', 'i'}
+	return map[string][]byte{
+		"a call":                      append(frame(0x1, 0x4, 1, requestBlock(sayPath)), frame(0x0, 0x1, 1, msg)...),
+		"a path without a method":     frame(0x1, 0x4, 1, requestBlock("/bad")),
+		"CONTINUATION never ended":    append(frame(0x1, 0x0, 1, requestBlock(sayPath)), frame(0x9, 0x0, 1, literal("x", "y"))...),
+		"a call reset":                append(frame(0x1, 0x4, 1, requestBlock(sayPath)), frame(0x3, 0x0, 1, []byte{0, 0, 0, 8})...),
+		"DATA on an unopened stream":  frame(0x0, 0x1, 3, []byte{1, 0, 0, 0, 9, 'x'}),
+		"INITIAL_WINDOW_SIZE too big": frame(0x4, 0x0, 0, []byte{0, 4, 0xff, 0xff, 0xff, 0xff}),
+		"HTTP/1.1":                    []byte("GET / HTTP/1.1\r\n\r\n"),
+	}
+}
+
 // FuzzWire writes the client preface, an empty SETTINGS frame and then the
 // input to a running front, reads what comes back for a moment, and checks
 // that the front still answers a real call: no input may crash or wedge it.
 func FuzzWire(f *testing.F) {
-	msg := []byte{0, 0, 0, 0, 2, 'h', 'i'}
-	f.Add(append(frame(0x1, 0x4, 1, requestBlock(sayPath)), frame(0x0, 0x1, 1, msg)...))
-	f.Add(frame(0x1, 0x4, 1, requestBlock("/bad")))
-	f.Add(append(frame(0x1, 0x0, 1, requestBlock(sayPath)), frame(0x9, 0x0, 1, literal("x", "y"))...))
-	f.Add(append(frame(0x1, 0x4, 1, requestBlock(sayPath)), frame(0x3, 0x0, 1, []byte{0, 0, 0, 8})...))
-	f.Add(frame(0x0, 0x1, 3, []byte{1, 0, 0, 0, 9, 'x'}))
-	f.Add(frame(0x4, 0x0, 0, []byte{0, 4, 0xff, 0xff, 0xff, 0xff}))
-	f.Add([]byte("GET / HTTP/1.1\r\n\r\n"))
+	for _, seed := range wireSeeds() {
+		f.Add(seed)
+	}
 	fr, cc := startFront(f, "", echo)
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(fr.Port()))
 	f.Fuzz(func(t *testing.T, input []byte) {

@@ -21,6 +21,14 @@ SAY, COUNT, BIDI, STATS = (f"/rel.R/{m}" for m in ("Say", "Count", "Bidi", "Stat
 GRPC_GO = "grpcgo"
 GRPC_GO_SAY = "/echo.Echo/Say"
 
+# The transport our servers run on (PGN_TRANSPORT, passed to every server
+# of ours this harness starts; the package's default when unset). Results
+# and failures are labelled with it.
+TRANSPORT = os.environ.get("PGN_TRANSPORT") or "grpcgo"
+# Our default SETTINGS_MAX_CONCURRENT_STREAMS, given to plain grpc-go too so
+# that both advertise the same limit (h2spec skips its cases without one).
+MAX_CONCURRENT_STREAMS = 1024
+
 # Ours, and the controls; "lowlevel" serves no Bidi and has no callbacks.
 OURS = ("server", "aio", "lowlevel")
 CONTROL = "grpc"
@@ -34,13 +42,23 @@ class ServerProcess:
     """serve.py KIND in a child process. Use as a context manager; the
     process is ended (SIGKILL as a last resort) when the block ends."""
 
-    def __init__(self, kind: str, workers: int = 16, tls_dir: Optional[Path] = None) -> None:
+    def __init__(self, kind: str, workers: int = 16, tls_dir: Optional[Path] = None,
+                 max_rpcs: Optional[int] = None) -> None:
         self.kind = kind
         self.say_path = GRPC_GO_SAY if kind == GRPC_GO else SAY
+        self.label = f"{kind} on {TRANSPORT}" if kind in OURS else kind
         env = dict(os.environ, PYTHONUNBUFFERED="1")
+        env.pop("PGN_TRANSPORT", None)
+        if kind in OURS:
+            env["PGN_TRANSPORT"] = TRANSPORT
         if tls_dir is not None:
             env["PGN_REL_TLS_DIR"] = str(tls_dir)
-        cmd = [str(grpc_go_binary())] if kind == GRPC_GO else [sys.executable, str(SERVE), kind, str(workers)]
+        if max_rpcs is not None:
+            env["PGN_REL_MAX_RPCS"] = str(max_rpcs)
+        if kind == GRPC_GO:
+            cmd = [str(grpc_go_binary()), "-max-concurrent-streams", str(MAX_CONCURRENT_STREAMS)]
+        else:
+            cmd = [sys.executable, str(SERVE), kind, str(workers)]
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
         ready, _, _ = select.select([self.proc.stdout], [], [], 60)
         line = self.proc.stdout.readline() if ready else ""
@@ -100,11 +118,17 @@ class ServerProcess:
 
 
 def grpc_go_binary() -> Path:
-    """bench/goserver, built once into build/reliability/ (go build caches)."""
+    """bench/goserver, built into build/reliability/ once per test run (go
+    build caches, and a binary from an older checkout may lack a flag)."""
     out = ROOT / "build" / "reliability" / "goserver"
-    if not out.exists():
+    global _BUILT
+    if not _BUILT:
         subprocess.run(["go", "build", "-o", str(out), "./bench/goserver"], cwd=ROOT, check=True, timeout=600)
+        _BUILT = True
     return out
+
+
+_BUILT = False
 
 
 def settle(read: Callable[[], T], done: Callable[[T], bool], timeout: float = 30.0, every: float = 0.1) -> T:
@@ -128,6 +152,17 @@ def settled_stats(server: ServerProcess, timeout: float = 30.0) -> Dict[str, Any
     return settle(server.stats, quiet, timeout)
 
 
+def record(section: str, server: ServerProcess, figures: Dict[str, Any]) -> None:
+    """Keeps a test's figures for report.py, which runs the tests and
+    tabulates what they measured: one JSON line per server per section,
+    appended to the file PGN_REL_RECORD names (nothing when unset)."""
+    path = os.environ.get("PGN_REL_RECORD")
+    if path:
+        line = {"section": section, "kind": server.kind, "transport": TRANSPORT, "figures": figures}
+        with open(path, "a") as f:
+            f.write(json.dumps(line) + "\n")
+
+
 def percentile(values: List[float], p: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))] if ordered else float("nan")
@@ -135,3 +170,33 @@ def percentile(values: List[float], p: float) -> float:
 
 def growth_percent(before: float, after: float) -> float:
     return 100.0 * (after - before) / before if before else 0.0
+
+
+def metrics_broken(m: Optional[Dict[str, Any]]) -> List[str]:
+    """What is wrong with the front's counters (Front.Metrics, metrics())
+    of a quiet server (every client but the Stats channel gone): each
+    started call ended in exactly one way (calls_started == completed +
+    cancelled + deadline_exceeded + active), only the Stats call is
+    active, no event waits, and only the Stats channel's connection is
+    open. Empty when all hold, and for grpcio (m is None: no metrics)."""
+    if m is None:
+        return []
+    out = []
+    ended = m["calls_completed"] + m["calls_cancelled"] + m["calls_deadline_exceeded"]
+    if m["calls_started"] != ended + m["calls_active"]:
+        out.append(f"calls_started {m['calls_started']} != completed + cancelled + deadline_exceeded "
+                   f"{ended} + active {m['calls_active']}")
+    if m["calls_active"] != 1:
+        out.append(f"calls_active {m['calls_active']} (only the Stats call should be)")
+    if m["events_queued"] != 0:
+        out.append(f"events_queued {m['events_queued']}")
+    if m["connections_active"] != 1:
+        out.append(f"connections_active {m['connections_active']} (only the Stats channel's should be)")
+    return out
+
+
+def settled_metrics(server: ServerProcess, timeout: float = 30.0) -> Optional[Dict[str, Any]]:
+    """The server's metrics once metrics_broken finds nothing wrong (a
+    closed connection or a cancelled call is counted a moment later), or
+    the last ones read when timeout passes."""
+    return settle(server.stats, lambda s: not metrics_broken(s["metrics"]), timeout)["metrics"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import random
 import resource
 import socket
+import struct
 import threading
 import time
 from pathlib import Path
@@ -18,7 +19,7 @@ from typing import Any, Dict, List, Optional
 
 import grpc
 from h2_raw import PREFACE, Closed, RawH2, grpc_message, request_headers
-from hyperframe.frame import ContinuationFrame, HeadersFrame
+from hyperframe.frame import ContinuationFrame, DataFrame, HeadersFrame, RstStreamFrame
 
 from harness import BIDI, COUNT, SAY, ServerProcess, growth_percent, percentile, settled_stats
 from scale import Scale
@@ -190,29 +191,41 @@ def _raise_fd_limit(wanted: int) -> None:
 
 
 def rapid_reset(server: ServerProcess, scale: Scale) -> Figures:
-    """CVE-2023-44487: streams opened and reset at once, as fast as one
-    connection can write them. How the server reacts (it may close the
-    connection), how many handlers ran, and a live call afterwards."""
-    before = server.stats()
+    """CVE-2023-44487: whole calls (HEADERS, then the request and
+    END_STREAM) each reset at once, as fast as one connection can write
+    them, to a method that sleeps 20 ms. A server that starts a handler
+    for every reset call pays for all of them (the attack); one that
+    notices the reset before its handler starts pays for few. How the
+    server reacts (it may close the connection), how many handlers ran, the
+    server's CPU time per reset call, and a live call afterwards."""
+    before = settled_stats(server)
     sent = 0
     closed_by_server = False
     with RawH2(server.port) as conn:
-        block = conn.header_block(request_headers(SAY))
+        block = conn.header_block(request_headers(server.say_path))
+        body = grpc_message(b"sleep:20")
         try:
-            for i in range(scale.rapid_resets):
-                stream_id = 2 * i + 1
-                conn.send(HeadersFrame(stream_id, block, flags=["END_HEADERS"]))
-                conn.reset(stream_id)
-                sent += 1
+            for first in range(0, scale.rapid_resets, 100):
+                frames = []
+                for i in range(first, min(first + 100, scale.rapid_resets)):
+                    stream_id = 2 * i + 1
+                    frames += [HeadersFrame(stream_id, block, flags=["END_HEADERS"]),
+                               DataFrame(stream_id, body, flags=["END_STREAM"]), RstStreamFrame(stream_id, 0x8)]
+                conn.send(*frames)
+                sent += len(frames) // 3
         except (BrokenPipeError, ConnectionResetError):
             closed_by_server = True
         closed_by_server = closed_by_server or _server_closes(conn)
     after = settled_stats(server)
+    live = server.live_call_seconds()
+    handlers = None if "handlers" not in after else after["handlers"] - before["handlers"]
     return {
         "streams_reset": sent,
         "server_closed_connection": closed_by_server,
-        "handlers_run": after["handlers"] - before["handlers"],
-        "live_call_s": round(server.live_call_seconds(), 3),
+        "handlers_run": handlers,
+        "handlers_run_pct": None if handlers is None else round(100 * handlers / max(sent, 1), 1),
+        "cpu_us_per_reset": round(1e6 * (after["cpu_s"] - before["cpu_s"]) / max(sent, 1)),
+        "live_call_s": round(live, 3),
     }
 
 
@@ -230,16 +243,33 @@ def _server_closes(conn: RawH2, timeout: float = 2.0) -> bool:
     return False
 
 
-def continuation_flood(server: ServerProcess, limit_mib: int = 64) -> Figures:
+# What the endless header blocks of continuation_flood are made of: NULs
+# (each is HPACK for a field with an empty name, which a decoding server
+# refuses at once; one that buffers the block until END_HEADERS keeps
+# them), or well-formed fields ("x-pad: " and 100 bytes, never indexed),
+# which a server must stop decoding and keeping at its header list limit.
+FILLERS = ("NULs", "fields")
+
+
+def continuation_flood(server: ServerProcess, filler: str = "NULs", limit_mib: int = 64) -> Figures:
     """A header block that never ends: HEADERS without END_HEADERS, then
-    16 KiB CONTINUATION frames until the server closes the connection (or
-    limit_mib were sent). Bytes sent before the close, and RSS growth."""
-    before = server.stats()
+    CONTINUATION frames of about 16 KiB of filler (FILLERS) until the
+    server closes the connection or limit_mib were sent. The client's send
+    buffer is kept small, so that what was sent is close to what the
+    server read. Bytes sent before the close (a send that stalls for 10 s
+    counts as the server no longer reading: not a close), and the growth
+    of the server's peak RSS."""
+    before = settled_stats(server)
     sent = 0
     closed = False
-    chunk = b"\x00" * 16384
+    if filler == "NULs":
+        chunk = b"\x00" * 16384
+    else:
+        field = b"\x10\x05x-pad\x64" + b"p" * 100  # literal, never indexed, no Huffman
+        chunk = field * (16384 // len(field))
     with RawH2(server.port) as conn:
-        head = conn.header_block(request_headers(SAY))
+        conn.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 64 << 10)
+        head = conn.header_block(request_headers(server.say_path))
         try:
             conn.send(HeadersFrame(1, head))
             while sent < limit_mib << 20:
@@ -247,11 +277,14 @@ def continuation_flood(server: ServerProcess, limit_mib: int = 64) -> Figures:
                 sent += len(chunk)
         except (BrokenPipeError, ConnectionResetError):
             closed = True
+        except socket.timeout:
+            pass  # the server stopped reading but kept the connection
         closed = closed or _server_closes(conn)
     after = server.stats()
     return {
         "sent_kib": sent // 1024,
         "server_closed_connection": closed,
+        "rss_peak_growth_kib": after["rss_peak_kib"] - before["rss_peak_kib"],
         "rss_growth_pct": round(growth_percent(before["rss_kib"], after["rss_kib"]), 2),
         "live_call_s": round(server.live_call_seconds(), 3),
     }
@@ -278,6 +311,63 @@ def stalled_streams(server: ServerProcess, scale: Scale) -> Figures:
     }
 
 
+# -- limits and counters ---------------------------------------------------------
+
+
+def max_concurrent_rpcs(server: ServerProcess, limit: int, calls: int) -> Figures:
+    """`calls` unary calls at once (one connection each, so that no
+    connection-level limit queues them) to a method that sleeps 500 ms, on
+    a server started with maximum_concurrent_rpcs=limit: the status
+    counts. Then as many again after the first have ended: the places are
+    free again."""
+
+    def burst() -> Dict[str, int]:
+        channels = [server.channel() for _ in range(calls)]
+        try:
+            for ch in channels:
+                grpc.channel_ready_future(ch).result(timeout=30)
+            futures = [ch.unary_unary(SAY).future(b"sleep:500", timeout=30) for ch in channels]
+            out: Dict[str, int] = {}
+            for fut in futures:
+                try:
+                    fut.result()
+                    code = "OK"
+                except grpc.RpcError as err:
+                    code = err.code().name
+                out[code] = out.get(code, 0) + 1
+            return dict(sorted(out.items()))
+        finally:
+            for ch in channels:
+                ch.close()
+
+    return {"limit": limit, "calls": calls, "first burst": burst(), "second burst": burst()}
+
+
+def call_storm(server: ServerProcess, scale: Scale) -> Figures:
+    """Calls that end every way at once, for the metrics invariant:
+    completed (echoes, handler errors), cancelled (clients vanishing,
+    rapid reset), deadline exceeded (handlers that outlive a short
+    deadline), refused (an unknown method). Then the front's counters."""
+    _vanish(server, scale.disconnects // 4, random.Random(2))
+    rapid_reset(server, scale)
+    slow = b"sleep:300" if server.kind == "lowlevel" else b"block"
+    with server.channel() as ch:
+        say = ch.unary_unary(SAY)
+        futures = [say.future(b"echo", timeout=10) for _ in range(50)]
+        futures += [say.future(slow, timeout=0.1) for _ in range(20)]
+        futures += [say.future(b"raise", timeout=10) for _ in range(10)]
+        futures += [ch.unary_unary("/rel.R/Nope").future(b"", timeout=10) for _ in range(10)]
+        codes: Dict[str, int] = {}
+        for fut in futures:
+            try:
+                fut.result()
+                code = "OK"
+            except grpc.RpcError as err:
+                code = err.code().name
+            codes[code] = codes.get(code, 0) + 1
+    return {"client outcomes": dict(sorted(codes.items()))}
+
+
 # -- bad input -------------------------------------------------------------------
 
 
@@ -288,8 +378,8 @@ def _outcome(conn: RawH2, stream_id: int = 1, timeout: float = 3.0) -> str:
     while time.monotonic() < deadline:
         try:
             f = conn.receive(deadline - time.monotonic())
-        except (Closed, ConnectionResetError):
-            return "closed"
+        except (Closed, ConnectionResetError, BrokenPipeError):
+            return "closed"  # BrokenPipeError: acknowledging its SETTINGS or PING
         except socket.timeout:
             break
         if f.kind == "headers" and f.stream_id == stream_id:
@@ -306,7 +396,10 @@ def _outcome(conn: RawH2, stream_id: int = 1, timeout: float = 3.0) -> str:
 
 def _raw_case(port: int, send: Any) -> str:
     with RawH2(port) as conn:
-        send(conn)
+        try:
+            send(conn)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # closed mid-case: _outcome says how
         return _outcome(conn)
 
 
@@ -335,7 +428,41 @@ RAW_CASES: Dict[str, Any] = {
         c.data(1, grpc_message(b"x", declared_length=1000)),
     ),
     "DATA on a stream never opened": lambda c, say: c.data(1, grpc_message(b"x")),
+    # Frames HTTP/2 forbids (RFC 9113 sections 5.1, 6.x): grpc-go's answer
+    # is the reference, whatever the RFC would prefer.
+    "HEADERS on stream 0": lambda c, say: c.send_bytes(_frame(0x1, 0x4, 0, c.header_block(request_headers(say)))),
+    "HEADERS on an even stream": lambda c, say: c.send_bytes(_frame(0x1, 0x4, 2, c.header_block(request_headers(say)))),
+    "stream ids going backwards": lambda c, say: (c.unary(3, say, b"x"), time.sleep(0.05), c.unary(1, say, b"y")),
+    "DATA on stream 0": lambda c, say: c.send_bytes(_frame(0x0, 0x0, 0, grpc_message(b"x"))),
+    "DATA over the max frame size": lambda c, say: (
+        c.headers(1, request_headers(say)),
+        c.send_bytes(_frame(0x0, 0x1, 1, bytes(16385))),
+    ),
+    "a frame of unknown type, then a call": lambda c, say: (c.send_bytes(_frame(0xFA, 0, 1, b"?")), c.unary(1, say, b"x")),
+    "PRIORITY depending on itself": lambda c, say: c.send_bytes(_frame(0x2, 0, 1, struct.pack(">IB", 1, 16))),
+    "RST_STREAM on an idle stream": lambda c, say: c.send_bytes(_frame(0x3, 0, 1, struct.pack(">I", 8))),
+    "HEADERS interrupted by a PING": lambda c, say: (
+        c.send_bytes(_frame(0x1, 0x0, 1, c.header_block(request_headers(say)))),
+        c.send_bytes(_frame(0x6, 0, 0, bytes(8))),
+    ),
+    "CONTINUATION without HEADERS": lambda c, say: c.send_bytes(_frame(0x9, 0x4, 1, c.header_block(request_headers(say)))),
+    "undecodable HPACK": lambda c, say: c.send_bytes(_frame(0x1, 0x5, 1, b"\xff" * 5)),
+    "uppercase header name": lambda c, say: (
+        c.headers(1, request_headers(say, extra=[("X-Upper", "v")])),
+        c.data(1, grpc_message(b"x")),
+    ),
+    "WINDOW_UPDATE of 0 on the connection": lambda c, say: c.send_bytes(_frame(0x8, 0, 0, struct.pack(">I", 0))),
+    "connection window past 2^31-1": lambda c, say: c.send_bytes(_frame(0x8, 0, 0, struct.pack(">I", 2**31 - 1)) * 2),
+    "INITIAL_WINDOW_SIZE past 2^31-1": lambda c, say: c.send_bytes(_frame(0x4, 0, 0, struct.pack(">HI", 4, 2**31))),
+    "SETTINGS ACK with a payload": lambda c, say: c.send_bytes(_frame(0x4, 0x1, 0, struct.pack(">HI", 3, 1))),
+    "PING on a stream": lambda c, say: c.send_bytes(_frame(0x6, 0, 1, bytes(8))),
 }
+
+
+def _frame(kind: int, flags: int, stream_id: int, payload: bytes) -> bytes:
+    """One HTTP/2 frame as raw bytes, whatever it says (hyperframe refuses
+    to build the forbidden ones)."""
+    return struct.pack(">I", len(payload))[1:] + struct.pack(">BBI", kind, flags, stream_id) + payload
 
 
 def raw_frames(server: ServerProcess) -> Figures:

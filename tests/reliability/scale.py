@@ -18,7 +18,7 @@ class Scale:
     stalled_streams: int  # streams that never read their responses (each holds a sync worker)
 
 
-SHORT = Scale("short", soak_seconds=12, soak_max_calls=1_000_000, disconnects=600, idle_connections=300,
+SHORT = Scale("short", soak_seconds=12, soak_max_calls=1_000_000, disconnects=1_500, idle_connections=300,
               rapid_resets=2_000, stalled_streams=8)
 LONG = Scale("long", soak_seconds=600, soak_max_calls=1_000_000, disconnects=10_000, idle_connections=2_000,
              rapid_resets=20_000, stalled_streams=32)

@@ -10,7 +10,10 @@ threads), or a control: ``grpc`` (grpc.server()) or ``grpc_aio``
 (grpc.aio.server()). It prints ``PORT <n>``
 once serving and stops (grace 1 s) on SIGTERM or when stdin closes. With
 PGN_REL_TLS_DIR set (a directory with server.key, server.pem and ca.pem),
-it serves mutual TLS instead of plaintext (not for lowlevel).
+it serves mutual TLS instead of plaintext (not for lowlevel); with
+PGN_REL_MAX_RPCS, that maximum_concurrent_rpcs (not for lowlevel). Ours
+run on the transport PGN_TRANSPORT names (the package reads it; unset:
+the default).
 
 Methods (raw bytes, no protobuf):
 
@@ -23,7 +26,8 @@ Methods (raw bytes, no protobuf):
 * ``/rel.R/Count`` server-streaming: request ``<n>:<size>`` answers n
   messages of size bytes; ``raise`` raises after the first message.
 * ``/rel.R/Bidi`` bidi: echoes each message.
-* ``/rel.R/Stats`` unary: JSON with rss_kib, threads (OS threads), the
+* ``/rel.R/Stats`` unary: JSON with rss_kib, rss_peak_kib, threads (OS
+  threads), cpu_s (the process's CPU time), the
   front's metrics() (None for grpc), handlers (Say handlers started),
   callbacks_registered and callbacks_fired.
 """
@@ -67,7 +71,13 @@ def process_stats() -> Dict[str, Any]:
         for line in f:
             key, _, value = line.partition(":")
             fields[key] = value.split()
-    out: Dict[str, Any] = {"rss_kib": int(fields["VmRSS"][0]), "threads": int(fields["Threads"][0])}
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    out: Dict[str, Any] = {
+        "rss_kib": int(fields["VmRSS"][0]),
+        "rss_peak_kib": int(fields["VmHWM"][0]),  # the high-water mark: catches memory held only briefly
+        "threads": int(fields["Threads"][0]),
+        "cpu_s": usage.ru_utime + usage.ru_stime,
+    }
     out["metrics"] = FRONT.metrics() if FRONT is not None else None
     with COUNTERS.lock:
         out.update(COUNTERS.values)
@@ -150,14 +160,20 @@ def sync_handler() -> grpc.GenericRpcHandler:
     )
 
 
+def max_rpcs() -> Optional[int]:
+    """maximum_concurrent_rpcs from PGN_REL_MAX_RPCS (unset: none)."""
+    value = os.environ.get("PGN_REL_MAX_RPCS")
+    return int(value) if value else None
+
+
 def run_sync(kind: str, workers: int, stop: threading.Event) -> None:
     global FRONT
     if kind == "grpc":
-        server = grpc.server(futures.ThreadPoolExecutor(workers))
+        server = grpc.server(futures.ThreadPoolExecutor(workers), maximum_concurrent_rpcs=max_rpcs())
     else:
         import pygrpc_native
 
-        server = pygrpc_native.server(futures.ThreadPoolExecutor(workers))
+        server = pygrpc_native.server(futures.ThreadPoolExecutor(workers), maximum_concurrent_rpcs=max_rpcs())
         FRONT = server.front
     server.add_generic_rpc_handlers((sync_handler(),))
     port = add_port(server, kind)
@@ -209,11 +225,11 @@ async def aio_stats(request: bytes, context: Any) -> bytes:
 async def run_aio(kind: str, stop: threading.Event) -> None:
     global FRONT
     if kind == "grpc_aio":
-        server = grpc.aio.server()
+        server = grpc.aio.server(maximum_concurrent_rpcs=max_rpcs())
     else:
         import pygrpc_native.aio
 
-        server = pygrpc_native.aio.server()
+        server = pygrpc_native.aio.server(maximum_concurrent_rpcs=max_rpcs())
         FRONT = server.front
     server.add_generic_rpc_handlers(
         (

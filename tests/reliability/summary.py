@@ -51,11 +51,47 @@ def _by(key: str, fmt: str) -> Callable[[Results], Tuple[str, str]]:
 
 def continuation(r: Results) -> Tuple[str, str]:
     def line(fs: List[Dict[str, Any]]) -> str:
+        sent, peak = _worst(fs, "sent_kib"), _worst(fs, "rss_peak_growth_kib")
         closed = all(f["server_closed_connection"] for f in fs)
-        return f"connection closed after {_worst(fs, 'sent_kib'):,} KiB at most" if closed else "not cut off"
+        return (f"connection closed after {sent:,} KiB at most" if closed else "not cut off") + (
+            f"; peak RSS +{peak:,} KiB at most")
 
     ours, theirs = _split(r)
     return line(ours), line(theirs)
+
+
+def rapid_reset(r: Results) -> Tuple[str, str]:
+    def line(fs: List[Dict[str, Any]]) -> str:
+        return (f"{_worst(fs, 'handlers_run')} of {_worst(fs, 'streams_reset'):,} handlers ran at most, "
+                f"{_worst(fs, 'cpu_us_per_reset')} µs CPU per reset call; still serving")
+
+    ours, theirs = _split(r)
+    return line(ours), line(theirs)
+
+
+def max_rpcs(r: Results) -> Tuple[str, str]:
+    def line(fs: List[Dict[str, Any]]) -> str:
+        bursts = {", ".join(f"{n} {code}" for code, n in f[k].items()) for f in fs for k in ("first burst", "second burst")}
+        return "each burst of 10 (limit 4): " + " / ".join(sorted(bursts))
+
+    ours, theirs = _split(r)
+    return line(ours), line(theirs)
+
+
+def metrics(r: Results) -> Tuple[str, str]:
+    ms = [f["metrics"] for k, f in r.items() if k in OURS]
+    adds_up = all(m["calls_started"] == m["calls_completed"] + m["calls_cancelled"] + m["calls_deadline_exceeded"]
+                  + m["calls_active"] and m["calls_active"] == 1 and m["connections_active"] == 1 for m in ms)
+    started = sum(m["calls_started"] for m in ms)
+    return (f"{started:,} calls started; counters {'add up' if adds_up else 'do NOT add up'}, "
+            "nothing left active", "– (grpcio has no metrics())")
+
+
+def h2spec(r: Results) -> Tuple[str, str]:
+    extra = sorted({c for f in r.values() for c in f["failures grpc-go doesn't have"]})
+    worst = max(f["grpc-go cases failed"] for f in r.values())
+    return (f"failing where grpc-go passes: {', '.join(extra) or 'none'} ({len(r)} run{'s' if len(r) > 1 else ''})",
+            f"grpc-go: {worst} of 145 failed, the reference")
 
 
 # The control each of ours answers like.
@@ -109,8 +145,9 @@ VERDICTS: Dict[str, Callable[[Results], Tuple[str, str]]] = {
     "Load and soak": load,
     "Disconnects": disconnects,
     "Idle connections": _by("live_p99_ms", "live calls p99 {} ms"),
-    "Rapid reset": _by("handlers_run", "{} handlers ran; still serving"),
-    "CONTINUATION flood": continuation,
+    "Rapid reset": rapid_reset,
+    "CONTINUATION flood (NULs)": continuation,
+    "CONTINUATION flood (fields)": continuation,
     "Stalled streams": _by("rss_kib_per_stream", "{} KiB per stalled stream"),
     "Over the limits": same_as_control,
     "Malformed frames": same_as_control,
@@ -118,4 +155,7 @@ VERDICTS: Dict[str, Callable[[Results], Tuple[str, str]]] = {
     "Stop under load": stop,
     "Calls reset while queued": queued,
     "TLS": tls,
+    "maximum_concurrent_rpcs": max_rpcs,
+    "Metrics after a storm": metrics,
+    "h2spec": h2spec,
 }

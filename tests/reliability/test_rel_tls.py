@@ -4,7 +4,7 @@ turned away as grpcio's servers turn it away, and a trusted client is then
 served."""
 
 import pytest
-from harness import CONTROL_OF, ServerProcess
+from harness import CONTROL_OF, TRANSPORT, ServerProcess, record
 from probes import tls_garbage, write_tls_files
 from tls_certs import make_pki
 
@@ -22,9 +22,11 @@ def test_bad_tls_clients_are_turned_away_as_grpcio_does(kind, pki_dir):
     pki, directory = pki_dir
     with ServerProcess(kind, tls_dir=directory) as server:
         ours = tls_garbage(server, pki)
+        record("TLS", server, ours)
     with ServerProcess(CONTROL_OF[kind], tls_dir=directory) as control:
         theirs = tls_garbage(control, pki)
-    assert ours["trusted client"] == "OK" and ours["alive"], ours
+        record("TLS", control, theirs)
+    assert ours["trusted client"] == "OK" and ours["alive"], (TRANSPORT, ours)
     codes = ("untrusted client certificate", "no client certificate")
     assert {k: ours[k] for k in codes} == {k: theirs[k] for k in codes}
     for k in ("plaintext HTTP/2", "random ClientHello"):
