@@ -231,6 +231,11 @@ func (c *h2Conn) readFrames() error {
 		if err != nil {
 			var se http2.StreamError
 			if errors.As(err, &se) {
+				// A HEADERS frame refused as a stream error still opened
+				// its stream (its later frames are not on an idle one).
+				if se.StreamID%2 == 1 && se.StreamID > c.maxStreamID.Load() {
+					c.maxStreamID.Store(se.StreamID)
+				}
 				c.streamError(se.StreamID, se.Code)
 				continue
 			}
@@ -383,10 +388,8 @@ func (c *h2Conn) headers(f *http2.MetaHeadersFrame) error {
 			c.requestData(s, nil, true)
 			return nil
 		}
-		if id%2 == 1 && id <= c.maxStreamID.Load() {
-			c.goAwayError(http2.ErrCodeStreamClosed, fmt.Sprintf("HEADERS on closed stream %d", id))
-			return errors.New("HEADERS on a closed stream")
-		}
+		// An even id, or one below a stream already opened: RFC 9113
+		// 5.1.1 makes either a connection error.
 		c.goAwayError(http2.ErrCodeProtocol, fmt.Sprintf("illegal stream id %d", id))
 		return errors.New("illegal stream id")
 	}
