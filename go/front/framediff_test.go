@@ -92,6 +92,7 @@ var frameDiffStricter = map[string]map[string]string{
 		"FuzzWire seed: DATA on an unopened stream": "RFC 9113 5.1: DATA on an idle stream is a connection error PROTOCOL_ERROR; grpc-go ignores it",
 		"HEADERS on an even stream":                 "the same GOAWAY PROTOCOL_ERROR; grpc-go acknowledges the client's SETTINGS first, h2 closes at once",
 		"stream ids going backwards":                "the same GOAWAY PROTOCOL_ERROR; grpc-go acknowledges the client's SETTINGS first, h2 closes at once",
+		"continuation flood, valid fields":          "h2 decodes header blocks up to twice the per-call metadata limit (1 MiB at least, h2HeaderListLimit) and closes a connection that floods past it; grpc-go's transport decodes 16 MiB and the front then refuses the call",
 	},
 }
 

@@ -32,6 +32,16 @@ const (
 	h2ConnWindow   = 4 << 20
 )
 
+// h2HeaderListLimit is the largest header block the h2 transport decodes:
+// twice the per-call metadata limit (which admission enforces with
+// grpcio's RESOURCE_EXHAUSTED, so it must fit), at least 1 MiB, at most
+// grpc-go's 16 MiB. Past it the stream is reset, and a client that goes on
+// sending CONTINUATION frames loses its connection (x/net's framer), so a
+// header flood costs a connection about this much, not grpc-go's 16 MiB.
+func h2HeaderListLimit(l *Limits) uint32 {
+	return min(max(2*l.MaxHeaderListSize, 1<<20), transportHeaderListLimit)
+}
+
 // maxReadyWait bounds how many frames a call handed over on the reader
 // waits for (readFrames): a client that keeps the socket full doesn't hold
 // its calls back.
@@ -78,6 +88,8 @@ type h2Conn struct {
 	connUnack  int
 	// lastRead is when a frame last arrived (keepalive), in Unix ns.
 	lastRead atomic.Int64
+	// goAwaySent: a GOAWAY with an error went out; the close lingers.
+	goAwaySent atomic.Bool
 	// maxStreamID is the largest stream id the client opened (written by
 	// the reader only; read by finalGoAway).
 	maxStreamID atomic.Uint32
@@ -184,7 +196,7 @@ func (c *h2Conn) handshake() error {
 		b = appendSettings(b,
 			http2.Setting{ID: http2.SettingMaxConcurrentStreams, Val: limits.MaxConcurrentStreams},
 			http2.Setting{ID: http2.SettingInitialWindowSize, Val: h2StreamWindow},
-			http2.Setting{ID: http2.SettingMaxHeaderListSize, Val: transportHeaderListLimit},
+			http2.Setting{ID: http2.SettingMaxHeaderListSize, Val: h2HeaderListLimit(limits)},
 		)
 		return appendWindowUpdate(b, 0, h2ConnWindow-65535)
 	})
@@ -199,7 +211,7 @@ func (c *h2Conn) handshake() error {
 	}
 	c.fr = http2.NewFramer(nil, br)
 	c.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
-	c.fr.MaxHeaderListSize = transportHeaderListLimit
+	c.fr.MaxHeaderListSize = h2HeaderListLimit(limits)
 	// Our SETTINGS keep HTTP/2's default largest frame; a larger one is a
 	// FRAME_SIZE_ERROR.
 	c.fr.SetMaxReadFrameSize(16384)
@@ -797,6 +809,7 @@ func (c *h2Conn) goAwayError(code http2.ErrCode, debug string) {
 	if len(debug) > 256 {
 		debug = debug[:256]
 	}
+	c.goAwaySent.Store(true)
 	c.w.control(func(b []byte) []byte { return appendGoAway(b, c.maxStreamID.Load(), code, debug) })
 }
 
@@ -811,8 +824,30 @@ func (c *h2Conn) close(err error) {
 	c.mu.Unlock()
 	c.cancel()
 	c.w.fail(err)
-	c.raw.Close()
 	signal(c.kick)
+	if c.goAwaySent.Load() {
+		go c.linger()
+		return
+	}
+	c.raw.Close()
+}
+
+// linger closes a connection that was told why (GOAWAY) so that the client
+// can read it: closing a socket with unread input resets it, and a reset
+// can discard what the client has not read yet. The GOAWAY is written, our
+// side shut, and the client's input read and dropped for up to a second.
+func (c *h2Conn) linger() {
+	defer c.raw.Close()
+	c.sock.waitWritten(time.Second)
+	inner := c.raw
+	if lc, ok := inner.(*conn); ok {
+		inner = lc.Conn
+	}
+	if cw, ok := inner.(interface{ CloseWrite() error }); ok {
+		_ = cw.CloseWrite()
+	}
+	_ = c.raw.SetReadDeadline(time.Now().Add(time.Second))
+	_, _ = io.Copy(io.Discard, io.LimitReader(c.raw, 1<<20))
 }
 
 // timers runs the connection's clocks: keepalive pings and their timeout,

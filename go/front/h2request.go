@@ -151,6 +151,13 @@ func (w *h2Workers) stop() { w.once.Do(func() { close(w.ch) }) }
 // if the handler didn't, unless the front drives the call (errDriven): End
 // does that then.
 func (s *h2Stream) serveCall() {
+	if s.ctx.Err() != nil {
+		// Reset (or expired) while it waited to be handed over: it never
+		// reaches Python.
+		s.finishWith(s.ctx.Err())
+		s.c.srv.handlers.Done()
+		return
+	}
 	err := s.c.srv.h.serve(s)
 	if err == errDriven {
 		return
