@@ -24,14 +24,7 @@ import (
 func BenchmarkUnaryCall(b *testing.B) {
 	for _, transport := range []string{TransportGRPCGo, TransportH2} {
 		b.Run(transport, func(b *testing.B) {
-			f := startConfigured(b, fmt.Sprintf(`{"address": "127.0.0.1:0", "methods": [[%q, false]],
-				"options": [["grpc.pygrpc_native.transport", %q]]}`, sayPath, transport))
-			serveEvents(b, f, func(f *Front, e Event) {
-				if e.Kind == EventCall {
-					e.Release()
-					f.Calls().Respond(e.CallID, nil, true)
-				}
-			})
+			f := startBenchFront(b, transport)
 			c := dialRaw(b, f.Port())
 			b.ReportAllocs()
 			b.ResetTimer()
@@ -50,14 +43,7 @@ func BenchmarkUnaryCall(b *testing.B) {
 func BenchmarkUnaryCallLoaded(b *testing.B) {
 	for _, transport := range []string{TransportGRPCGo, TransportH2} {
 		b.Run(transport, func(b *testing.B) {
-			f := startConfigured(b, fmt.Sprintf(`{"address": "127.0.0.1:0", "methods": [[%q, false]],
-				"options": [["grpc.pygrpc_native.transport", %q]]}`, sayPath, transport))
-			serveEvents(b, f, func(f *Front, e Event) {
-				if e.Kind == EventCall {
-					e.Release()
-					f.Calls().Respond(e.CallID, nil, true)
-				}
-			})
+			f := startBenchFront(b, transport)
 			const conns, inFlight = 4, 32
 			clients := make([]*rawClient, conns)
 			for i := range clients {
@@ -81,6 +67,20 @@ func BenchmarkUnaryCallLoaded(b *testing.B) {
 			reportCPU(b, cpu)
 		})
 	}
+}
+
+// startBenchFront is a front on transport whose stand-in for Python
+// answers every EventCall with an empty message.
+func startBenchFront(b *testing.B, transport string) *Front {
+	f := startConfigured(b, fmt.Sprintf(`{"address": "127.0.0.1:0", "methods": [[%q, false]],
+		"options": [["grpc.pygrpc_native.transport", %q]]}`, sayPath, transport))
+	serveEvents(b, f, func(f *Front, e Event) {
+		if e.Kind == EventCall {
+			e.Release()
+			f.Calls().Respond(e.CallID, nil, true)
+		}
+	})
+	return f
 }
 
 // rawClient is a minimal HTTP/2 gRPC client for benchmarks: one call at a

@@ -36,10 +36,10 @@ type h2Server struct {
 	mu        sync.Mutex
 	listeners map[net.Listener]bool
 	conns     map[*h2Conn]bool
-	// draining: GracefulStop began (listeners closed, connections told to
-	// go away); stopped: Stop began (connections closed).
-	draining, stopped bool
-	// connsDone is closed when conns is empty after draining began.
+	// stopping: GracefulStop or Stop began (listeners closed, connections
+	// told to go away or closed).
+	stopping bool
+	// connsDone is closed when conns is empty after stopping began.
 	connsDone chan struct{}
 
 	// handlers counts the calls whose owner still runs (serveCall): Stop
@@ -67,7 +67,7 @@ var errH2Stopped = errors.New("h2 transport: server stopped")
 // Serve accepts connections on l until the server stops.
 func (s *h2Server) Serve(l net.Listener) error {
 	s.mu.Lock()
-	if s.draining || s.stopped {
+	if s.stopping {
 		s.mu.Unlock()
 		l.Close()
 		return errH2Stopped
@@ -79,7 +79,7 @@ func (s *h2Server) Serve(l net.Listener) error {
 		nc, err := l.Accept()
 		if err != nil {
 			s.mu.Lock()
-			done := s.draining || s.stopped
+			done := s.stopping
 			s.mu.Unlock()
 			if done {
 				return errH2Stopped
@@ -108,7 +108,7 @@ func (s *h2Server) Serve(l net.Listener) error {
 func (s *h2Server) track(c *h2Conn) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.draining || s.stopped {
+	if s.stopping {
 		return false
 	}
 	s.conns[c] = true
@@ -120,7 +120,7 @@ func (s *h2Server) forget(c *h2Conn) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.conns, c)
-	if len(s.conns) == 0 && (s.draining || s.stopped) {
+	if len(s.conns) == 0 && (s.stopping) {
 		closeOnce(s.connsDone)
 	}
 }
@@ -145,32 +145,18 @@ func (s *h2Server) closeListenersLocked() {
 // GOAWAY frames with a PING between, so that calls the client sent before
 // it saw the first are still served), and returns when every connection
 // has closed after its calls ended.
-func (s *h2Server) GracefulStop() {
-	s.mu.Lock()
-	s.draining = true
-	s.closeListenersLocked()
-	conns := make([]*h2Conn, 0, len(s.conns))
-	for c := range s.conns {
-		conns = append(conns, c)
-	}
-	if len(s.conns) == 0 {
-		closeOnce(s.connsDone)
-	}
-	s.mu.Unlock()
-	for _, c := range conns {
-		c.goAway(goAwayDrain)
-	}
-	<-s.connsDone
-	s.handlers.Wait()
-	s.workers.stop()
-}
+func (s *h2Server) GracefulStop() { s.stop(func(c *h2Conn) { c.goAway(goAwayDrain) }) }
 
 // Stop closes every listener and connection at once (the calls on them end
 // as their connection is lost), and returns once every call's owner has
 // returned.
-func (s *h2Server) Stop() {
+func (s *h2Server) Stop() { s.stop(func(c *h2Conn) { c.close(errH2Stopped) }) }
+
+// stop stops accepting, ends every connection with end, and waits until
+// every connection has closed and every call's owner has returned.
+func (s *h2Server) stop(end func(*h2Conn)) {
 	s.mu.Lock()
-	s.stopped = true
+	s.stopping = true
 	s.closeListenersLocked()
 	conns := make([]*h2Conn, 0, len(s.conns))
 	for c := range s.conns {
@@ -181,7 +167,7 @@ func (s *h2Server) Stop() {
 	}
 	s.mu.Unlock()
 	for _, c := range conns {
-		c.close(errH2Stopped)
+		end(c)
 	}
 	<-s.connsDone
 	s.handlers.Wait()

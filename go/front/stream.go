@@ -200,7 +200,14 @@ func (s *stream) driven() {
 // drive applies c's queued ops until none is left, the call ends, or an op
 // would wait (then a goroutine takes over). Run by opQueue with the right
 // to drive.
-func (s *stream) drive() {
+func (s *stream) drive() { s.applyQueued(false) }
+
+// driveWaiting is drive on a goroutine of its own, which may wait for flow
+// control; it stops driving once the queue is empty.
+func (s *stream) driveWaiting() { s.applyQueued(true) }
+
+// applyQueued is drive (mayWait false) and driveWaiting (true).
+func (s *stream) applyQueued(mayWait bool) {
 	for {
 		batch, abandoned, ok := s.c.ops.takeDriven(s.batch[:0])
 		s.batch = batch
@@ -212,38 +219,13 @@ func (s *stream) drive() {
 			return
 		}
 		for i, o := range batch {
-			if s.wouldWait(o) {
+			if !mayWait && s.wouldWait(o) {
 				s.out.Flush()
 				s.c.ops.requeue(batch[i:])
 				clear(batch)
 				go s.driveWaiting()
 				return
 			}
-			if err, done := s.apply(o); done {
-				clear(batch[i+1:])
-				s.end(err)
-				return
-			}
-		}
-		clear(batch)
-		s.out.Flush()
-	}
-}
-
-// driveWaiting is drive on a goroutine of its own, which may wait for flow
-// control; it stops driving once the queue is empty.
-func (s *stream) driveWaiting() {
-	for {
-		batch, abandoned, ok := s.c.ops.takeDriven(s.batch[:0])
-		s.batch = batch
-		if !ok {
-			return
-		}
-		if abandoned {
-			s.end(s.abandon(s.c.ctx.Err()))
-			return
-		}
-		for i, o := range batch {
 			if err, done := s.apply(o); done {
 				clear(batch[i+1:])
 				s.end(err)
