@@ -153,8 +153,9 @@ func (w *h2Workers) stop() { w.once.Do(func() { close(w.ch) }) }
 func (s *h2Stream) serveCall() {
 	if s.ctx.Err() != nil {
 		// Reset (or expired) while it waited to be handed over: it never
-		// reaches Python.
-		s.finishWith(s.ctx.Err())
+		// reaches Python, and counts as refused, as on grpc-go's transport
+		// (where such a call's request can't be read).
+		s.finishWith(s.c.srv.h.refuse(s.ctx, s.ctx.Err()))
 		s.c.srv.handlers.Done()
 		return
 	}
