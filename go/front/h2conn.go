@@ -325,18 +325,6 @@ func (c *h2Conn) settings(f *http2.SettingsFrame) error {
 			bad = err
 			return err
 		}
-		switch s.ID {
-		case http2.SettingInitialWindowSize:
-			c.setInitialWindow(int64(s.Val))
-		case http2.SettingMaxFrameSize:
-			c.w.mu.Lock()
-			c.w.maxFrame = int(s.Val)
-			c.w.mu.Unlock()
-		case http2.SettingHeaderTableSize:
-			c.w.mu.Lock()
-			c.w.henc.SetMaxDynamicTableSizeLimit(s.Val)
-			c.w.mu.Unlock()
-		}
 		return nil
 	})
 	if bad != nil {
@@ -348,24 +336,39 @@ func (c *h2Conn) settings(f *http2.SettingsFrame) error {
 		c.goAwayError(code, bad.Error())
 		return bad
 	}
-	c.w.control(appendSettingsAck)
+	// The settings take effect and their ACK is queued in one step, under
+	// the writer's lock: no DATA sent on a window they grew can reach the
+	// client before the ACK (grpc-core counts its windows by what it has
+	// seen acknowledged).
+	c.mu.Lock()
+	c.w.mu.Lock()
+	_ = f.ForeachSetting(func(s http2.Setting) error {
+		switch s.ID {
+		case http2.SettingInitialWindowSize:
+			// Every open stream's send window moves by the change, as
+			// HTTP/2 says.
+			delta := int64(s.Val) - c.w.initialWindow
+			c.w.initialWindow = int64(s.Val)
+			for _, st := range c.streams {
+				st.sendWindow += delta
+			}
+		case http2.SettingMaxFrameSize:
+			c.w.maxFrame = int(s.Val)
+		case http2.SettingHeaderTableSize:
+			c.w.henc.SetMaxDynamicTableSizeLimit(s.Val)
+		}
+		return nil
+	})
+	c.w.windowWait.Broadcast()
+	if c.w.err == nil {
+		c.w.buf = appendSettingsAck(c.w.buf)
+		c.w.flushLocked()
+	}
+	c.w.mu.Unlock()
+	c.mu.Unlock()
 	return nil
 }
 
-// setInitialWindow moves every open stream's send window by the change of
-// SETTINGS_INITIAL_WINDOW_SIZE, as HTTP/2 says.
-func (c *h2Conn) setInitialWindow(v int64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.w.mu.Lock()
-	defer c.w.mu.Unlock()
-	delta := v - c.w.initialWindow
-	c.w.initialWindow = v
-	for _, s := range c.streams {
-		s.sendWindow += delta
-	}
-	c.w.windowWait.Broadcast()
-}
 
 func (c *h2Conn) windowUpdate(f *http2.WindowUpdateFrame) error {
 	if f.StreamID == 0 {
