@@ -369,7 +369,6 @@ func (c *h2Conn) settings(f *http2.SettingsFrame) error {
 	return nil
 }
 
-
 func (c *h2Conn) windowUpdate(f *http2.WindowUpdateFrame) error {
 	if f.StreamID == 0 {
 		if !c.w.growConn(f.Increment) {
