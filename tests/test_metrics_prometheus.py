@@ -7,6 +7,7 @@ grpc.server() in tests/test_observability.py.
 """
 
 import asyncio
+import os
 import pathlib
 import socket
 import subprocess
@@ -190,11 +191,17 @@ def test_answers_while_every_handler_is_busy() -> None:
 @pytest.mark.parametrize("kind", ["native", "native-aio"])
 def test_answers_while_a_handler_holds_the_gil(kind: str) -> None:
     metrics_port = free_port()
+    # The server imports health_gil_server from this directory: named on
+    # PYTHONPATH, as a Bazel sandbox's runfiles don't put it beside the
+    # script's real path.
+    here = [str(pathlib.Path(__file__).parent), str(HERE)]  # the runfiles' directory, and the real one
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [*here, os.environ.get("PYTHONPATH")])))
     proc = subprocess.Popen(
         [sys.executable, str(HERE / "metrics_gil_server.py"), kind, str(metrics_port)],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
+        env=env,
     )
 
     def line(prefix: str) -> str:
