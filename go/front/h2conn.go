@@ -17,7 +17,6 @@ import (
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
 )
 
@@ -214,7 +213,7 @@ func (c *h2Conn) handshake() error {
 	c.fr.MaxHeaderListSize = h2HeaderListLimit(limits)
 	// Our SETTINGS keep HTTP/2's default largest frame; a larger one is a
 	// FRAME_SIZE_ERROR.
-	c.fr.SetMaxReadFrameSize(16384)
+	c.fr.SetMaxReadFrameSize(h2MaxReadFrame)
 	f, err := c.fr.ReadFrame()
 	if err != nil {
 		return fmt.Errorf("reading the client's first SETTINGS: %w", err)
@@ -239,27 +238,7 @@ func (c *h2Conn) handshake() error {
 // closes.
 func (c *h2Conn) readFrames() error {
 	for {
-		f, err := c.fr.ReadFrame()
-		if err != nil {
-			var se http2.StreamError
-			if errors.As(err, &se) {
-				// A HEADERS frame refused as a stream error still opened
-				// its stream (its later frames are not on an idle one).
-				if se.StreamID%2 == 1 && se.StreamID > c.maxStreamID.Load() {
-					c.maxStreamID.Store(se.StreamID)
-				}
-				c.streamError(se.StreamID, se.Code)
-				continue
-			}
-			var ce http2.ConnectionError
-			if errors.As(err, &ce) {
-				c.goAwayError(http2.ErrCode(ce), err.Error())
-				return err
-			}
-			return err
-		}
-		c.lastRead.Store(time.Now().UnixNano())
-		if err := c.frame(f); err != nil {
+		if err := c.readFrame(); err != nil {
 			return err
 		}
 		// The calls of frames read together reach the front together,
@@ -272,6 +251,35 @@ func (c *h2Conn) readFrames() error {
 			}
 		}
 	}
+}
+
+// readFrame reads the next frame and acts on it: a plain DATA frame
+// itself (dataDirect), any other through the Framer and its checks. An
+// error closes the connection.
+func (c *h2Conn) readFrame() error {
+	if direct, err := c.dataDirect(); direct || err != nil {
+		return err
+	}
+	f, err := c.fr.ReadFrame()
+	if err != nil {
+		var se http2.StreamError
+		if errors.As(err, &se) {
+			// A HEADERS frame refused as a stream error still opened
+			// its stream (its later frames are not on an idle one).
+			if se.StreamID%2 == 1 && se.StreamID > c.maxStreamID.Load() {
+				c.maxStreamID.Store(se.StreamID)
+			}
+			c.streamError(se.StreamID, se.Code)
+			return nil
+		}
+		var ce http2.ConnectionError
+		if errors.As(err, &ce) {
+			c.goAwayError(http2.ErrCode(ce), err.Error())
+		}
+		return err
+	}
+	c.lastRead.Store(time.Now().UnixNano())
+	return c.frame(f)
 }
 
 // runReady hands the calls queued by dispatch to the front.
@@ -290,7 +298,7 @@ func (c *h2Conn) frame(f http2.Frame) error {
 	case *http2.MetaHeadersFrame:
 		return c.headers(f)
 	case *http2.DataFrame:
-		return c.data(f)
+		return c.data(f.StreamID, int(f.Header().Length), f.StreamEnded(), &framePayload{p: f.Data(), n: len(f.Data())})
 	case *http2.SettingsFrame:
 		if f.IsAck() {
 			return nil
@@ -399,8 +407,7 @@ func (c *h2Conn) headers(f *http2.MetaHeadersFrame) error {
 				c.streamError(id, http2.ErrCodeProtocol)
 				return nil
 			}
-			c.requestData(s, nil, true)
-			return nil
+			return c.requestData(s, &framePayload{}, true)
 		}
 		// An even id, or one below a stream already opened: RFC 9113
 		// 5.1.1 makes either a connection error.
@@ -533,126 +540,6 @@ func (c *h2Conn) dispatch(s *h2Stream) {
 		return
 	}
 	c.srv.workers.run(s)
-}
-
-// data takes a DATA frame: flow control, then the stream's messages.
-func (c *h2Conn) data(f *http2.DataFrame) error {
-	n := int(f.Header().Length)
-	c.recvWindow -= int64(n)
-	if c.recvWindow < 0 {
-		c.goAwayError(http2.ErrCodeFlowControl, "the client sent past the connection window")
-		return errors.New("connection flow control violated")
-	}
-	c.connUnack += n
-	if c.connUnack >= h2ConnWindow/4 {
-		incr := c.connUnack
-		c.connUnack = 0
-		c.recvWindow += int64(incr)
-		c.w.control(func(b []byte) []byte { return appendWindowUpdate(b, 0, uint32(incr)) })
-	}
-	s := c.stream(f.StreamID)
-	if s == nil {
-		if f.StreamID > c.maxStreamID.Load() {
-			c.goAwayError(http2.ErrCodeProtocol, fmt.Sprintf("DATA on idle stream %d", f.StreamID))
-			return errors.New("DATA on an idle stream")
-		}
-		return nil // a stream that has ended: its data is dropped
-	}
-	s.rmu.Lock()
-	ended := s.recvEnd
-	s.rmu.Unlock()
-	if ended {
-		c.streamError(f.StreamID, http2.ErrCodeStreamClosed)
-		return nil
-	}
-	c.mu.Lock()
-	over := s.recvUsed+n > h2StreamWindow+s.recvGiven
-	if !over {
-		s.recvUsed += n
-	}
-	c.mu.Unlock()
-	if over {
-		c.streamError(f.StreamID, http2.ErrCodeFlowControl)
-		return nil
-	}
-	c.requestData(s, f.Data(), f.StreamEnded())
-	// Padding counts against the window but carries nothing: given back
-	// at once.
-	if pad := n - len(f.Data()); pad > 0 {
-		c.returnStreamWindow(s, pad)
-	}
-	return nil
-}
-
-// requestData parses a stream's request bytes into messages and hands
-// them on; end is the client's half-close.
-func (c *h2Conn) requestData(s *h2Stream, p []byte, end bool) {
-	limit := c.srv.limits.MaxRecvMsgSize
-	taken := 0
-	for len(p) > 0 && s.recvErrLocked() == nil {
-		if s.prefixLen < 5 {
-			k := copy(s.prefix[s.prefixLen:], p)
-			s.prefixLen += k
-			p = p[k:]
-			taken += k
-			if s.prefixLen < 5 {
-				break
-			}
-			size := int(uint32(s.prefix[1])<<24 | uint32(s.prefix[2])<<16 | uint32(s.prefix[3])<<8 | uint32(s.prefix[4]))
-			if size > limit {
-				s.refuse(status.Errorf(codes.ResourceExhausted, "grpc: received message larger than max (%d vs. %d)", size, limit))
-				break
-			}
-			s.bodyLen = size
-			s.body = make([]byte, 0, size)
-		}
-		k := min(len(p), s.bodyLen-len(s.body))
-		s.body = append(s.body, p[:k]...)
-		p = p[k:]
-		taken += k
-		if len(s.body) == s.bodyLen {
-			msg, err := c.decode(s)
-			if err != nil {
-				s.refuse(err)
-				break
-			}
-			s.prefixLen, s.body = 0, nil
-			s.message(msg)
-		}
-	}
-	if taken > 0 {
-		c.takeStreamWindow(s, taken)
-	}
-	if end {
-		if s.prefixLen > 0 && s.recvErrLocked() == nil {
-			s.refuse(status.Error(codes.Internal, "grpc: the client half-closed inside a message"))
-		}
-		s.halfClose()
-	}
-	c.mu.Lock()
-	waiting := !s.dispatched && !s.released
-	c.mu.Unlock()
-	if waiting && s.requestReady() {
-		c.dispatch(s)
-	}
-	s.kickDelivery()
-}
-
-// decode turns the assembled message into a buffer for the front,
-// decompressing it when its flag says so.
-func (c *h2Conn) decode(s *h2Stream) (mem.BufferSlice, error) {
-	body := s.body
-	if cs := c.srv.stats; cs != nil && s.stats != nil {
-		cs.Message(s.stats, false, len(body)+5)
-	}
-	if s.prefix[0]&1 == 0 {
-		return mem.BufferSlice{mem.SliceBuffer(body)}, nil
-	}
-	enc := s.req.encoding
-	if enc == "" || enc == identity {
-		return nil, status.Error(codes.Internal, "grpc: compressed flag set with identity or empty encoding")
-	}
-	return decompress(enc, body, c.srv.limits.MaxRecvMsgSize)
 }
 
 // takeStreamWindow accounts for n bytes of s's request taken by the reader:

@@ -27,8 +27,10 @@ type h2Socket struct {
 	// pending is what the kernel didn't take, in order; draining: the
 	// goroutine writing it runs; err is the first write error, returned by
 	// every later write; room is signalled when pending shrinks (writers
-	// over maxPending wait for it).
+	// over maxPending wait for it). spare is the buffer drain last wrote
+	// out, kept for pending's next use.
 	pending  []byte
+	spare    []byte
 	draining bool
 	err      error
 	room     *sync.Cond
@@ -140,19 +142,21 @@ func (s *h2Socket) drain() {
 	defer s.mu.Unlock()
 	for len(s.pending) > 0 && s.err == nil {
 		b := s.pending
-		s.pending = nil
+		s.pending, s.spare = s.spare[:0], nil
 		s.mu.Unlock()
-		n, err := s.Conn.Write(b) // the net.Conn's own, waiting write
+		_, err := s.Conn.Write(b) // the net.Conn's own, waiting write
 		s.mu.Lock()
 		if err != nil {
 			s.err = err
 			break
 		}
-		_ = n
+		if cap(b) <= 4<<20 { // keep a modest buffer, not one a slow peer grew
+			s.spare = b[:0]
+		}
 		s.room.Broadcast()
 	}
 	if s.err != nil {
-		s.pending = nil
+		s.pending, s.spare = nil, nil
 	}
 	s.draining = false
 	s.room.Broadcast()

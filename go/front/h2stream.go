@@ -46,8 +46,7 @@ type h2Stream struct {
 	// Receive side, reader only: the gRPC message being assembled.
 	prefix    [5]byte
 	prefixLen int
-	body      []byte // the message's bytes so far (len: its size)
-	bodyLen   int
+	body      messageBody
 	// Stream flow control, under c.mu: bytes received, window given back
 	// so far, and taken but not yet given back.
 	recvUsed, recvGiven, recvUnack int

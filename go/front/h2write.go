@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"net"
+	"slices"
 	"sync"
 	"time"
 
@@ -90,11 +91,18 @@ func (w *h2Writer) flushLocked() {
 	for len(w.buf) > 0 && w.err == nil {
 		b := w.buf
 		w.buf, w.spare = w.spare[:0], nil
+		if w.buf == nil {
+			w.buf = getWriteBuf()
+		}
 		w.mu.Unlock()
 		_, err := w.nc.Write(b)
 		w.mu.Lock()
-		if cap(b) <= 1<<20 { // keep a modest buffer, not one a burst grew
+		switch {
+		case cap(b) > maxKeptWriteBuf: // not one a burst grew: left to the GC
+		case w.spare == nil:
 			w.spare = b[:0]
+		default:
+			putWriteBuf(b)
 		}
 		if err != nil && w.err == nil {
 			w.err = err
@@ -109,6 +117,26 @@ func (w *h2Writer) flushLocked() {
 		}
 	}
 	w.flushing = false
+}
+
+// Write buffers: while one is being written, senders append to another,
+// so a connection under load alternates between two or more; those beyond
+// its spare go back to writeBufs, not to the GC, so that appending large
+// messages doesn't grow a fresh buffer (copying as it doubles) each time.
+var writeBufs sync.Pool // *[]byte, capacity at most maxKeptWriteBuf
+
+const maxKeptWriteBuf = 4 << 20
+
+func getWriteBuf() []byte {
+	if p, ok := writeBufs.Get().(*[]byte); ok {
+		return (*p)[:0]
+	}
+	return nil
+}
+
+func putWriteBuf(b []byte) {
+	b = b[:0]
+	writeBufs.Put(&b)
 }
 
 // control queues a small frame (SETTINGS ack, PING ack, WINDOW_UPDATE,
@@ -226,6 +254,9 @@ func (w *h2Writer) sendMessage(s *h2Stream, prefix [5]byte, parts [][]byte) erro
 	for _, p := range parts {
 		left += len(p)
 	}
+	// Room for the whole message at once (frame headers included), so a
+	// large one doesn't grow buf by doubling, copying what it holds.
+	w.buf = slices.Grow(w.buf, left+9*(left/w.maxFrame+1))
 	for left > 0 {
 		if w.err != nil {
 			return errConnClosed
