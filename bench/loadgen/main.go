@@ -1,9 +1,14 @@
-// Command loadgen is a saturating gRPC load generator for the pygrpc-native
-// benchmarks.
+// Command loadgen is a gRPC load generator for the pygrpc-native
+// benchmarks: saturating by default, or paced at a fixed rate.
 //
-// It keeps -conns connections with -concurrency calls in flight on each, for
-// -warmup and then -duration, and prints one JSON object with what it
-// measured. Calls are unary echoes (-method, default /echo.Echo/Say), or with
+// It keeps -conns connections with -concurrency callers on each, for -warmup
+// and then -duration, and prints one JSON object with what it measured.
+// Without -rate each caller starts its next call as soon as the last one
+// ends (closed loop: the server is the bottleneck). With -rate N the callers
+// together start N calls per second, each on a fixed schedule of its own,
+// staggered so that the starts are evenly spread (see pacer); the JSON gives
+// the rate asked for (target_rate), the rate achieved (calls_per_s) and the
+// start slots skipped because a caller was still in a call (skipped_slots). Calls are unary echoes (-method, default /echo.Echo/Say), or with
 // -stream-messages N server-streaming calls (-method /echo.Echo/Count): the
 // request is N as 4 big-endian bytes followed by the -payload body, and the
 // server must send the body back N times; a call counts when all N messages
@@ -115,6 +120,7 @@ const (
 type worker struct {
 	calls     int64
 	badResp   int64
+	skipped   int64 // paced start slots missed in the measured window
 	errs      map[string]int64
 	latencyUS []uint32
 	_         [64]byte // keep workers' hot fields on separate cache lines
@@ -136,6 +142,8 @@ type result struct {
 	Messages     int              `json:"stream_messages"`
 	ClientMsgs   int              `json:"client_messages"`
 	Pingpongs    int              `json:"pingpong"`
+	TargetRate   float64          `json:"target_rate"`
+	Skipped      int64            `json:"skipped_slots"`
 	Method       string           `json:"method"`
 	TLS          bool             `json:"tls"`
 	GOMAXPROCS   int              `json:"gomaxprocs"`
@@ -155,6 +163,46 @@ func checkLoopback(addr string) error {
 		return fmt.Errorf("-addr %q: only loopback addresses (127.0.0.0/8, ::1, localhost) are allowed", addr)
 	}
 	return nil
+}
+
+// pacer starts one caller's calls on a fixed schedule: slot k at
+// first + k*interval. The slots are absolute times, so a late wake-up does not
+// push the later ones back (no drift), and a caller that falls a whole slot
+// or more behind skips the slots it missed rather than firing them back to
+// back (no burst): the load stays at or under the rate, and what it could not
+// start is counted.
+type pacer struct {
+	next     time.Time
+	interval time.Duration
+}
+
+// newPacer paces caller i of n sharing rate calls/s: each gets rate/n, and
+// caller i's first slot is offset by i/rate from start, so the n schedules
+// interleave into one evenly spaced stream of starts.
+func newPacer(start time.Time, rate float64, i, n int) *pacer {
+	return &pacer{
+		next:     start.Add(time.Duration(float64(i) / rate * float64(time.Second))),
+		interval: time.Duration(float64(n) / rate * float64(time.Second)),
+	}
+}
+
+// wait sleeps until the next slot and claims it. It returns the slots skipped
+// to get there, and ok false if stop closed first.
+func (p *pacer) wait(stop <-chan struct{}) (skipped int64, ok bool) {
+	if late := time.Since(p.next); late >= p.interval {
+		skipped = int64(late / p.interval)
+		p.next = p.next.Add(time.Duration(skipped) * p.interval)
+	} else if late < 0 {
+		t := time.NewTimer(-late)
+		select {
+		case <-t.C:
+		case <-stop:
+			t.Stop()
+			return skipped, false
+		}
+	}
+	p.next = p.next.Add(p.interval)
+	return skipped, true
 }
 
 func percentile(sorted []uint32, p float64) float64 {
@@ -282,14 +330,15 @@ func main() {
 	connectTimeout := flag.Duration("connect-timeout", 10*time.Second, "how long to wait for every connection to be ready")
 	sync_ := flag.Bool("sync", false, "print MEASURE_START / MEASURE_END lines around the measured window")
 	maxSamples := flag.Int("max-latency-samples", 2_000_000, "latency samples kept in all (calls beyond are counted but not timed)")
+	rate := flag.Float64("rate", 0, "0: closed loop (saturating); N > 0: start N calls per second in total, spread evenly over the callers")
 	flag.Parse()
 
 	if err := checkLoopback(*addr); err != nil {
 		fmt.Fprintln(os.Stderr, "loadgen:", err)
 		os.Exit(2)
 	}
-	if *conns < 1 || *concurrency < 1 || *payload < 0 || *messages < 0 || *clientMessages < 0 || *pingpongs < 0 || *duration <= 0 || *warmup < 0 {
-		fmt.Fprintln(os.Stderr, "loadgen: -conns and -concurrency must be >= 1, -payload, -stream-messages, -client-messages and -pingpong >= 0, -duration > 0, -warmup >= 0")
+	if *conns < 1 || *concurrency < 1 || *payload < 0 || *messages < 0 || *clientMessages < 0 || *pingpongs < 0 || *duration <= 0 || *warmup < 0 || *rate < 0 {
+		fmt.Fprintln(os.Stderr, "loadgen: -conns and -concurrency must be >= 1, -payload, -stream-messages, -client-messages, -pingpong and -rate >= 0, -duration > 0, -warmup >= 0")
 		os.Exit(2)
 	}
 	if (*messages > 0 && *clientMessages > 0) || (*messages > 0 && *pingpongs > 0) || (*clientMessages > 0 && *pingpongs > 0) {
@@ -374,12 +423,19 @@ func main() {
 	n := *conns * *concurrency
 	perWorkerSamples := max(1, *maxSamples/n)
 	workers := make([]worker, n)
+	// stopped closes with the window, waking paced callers between slots.
+	stopped := make(chan struct{})
+	begin := time.Now()
 	var wg sync.WaitGroup
 	for w := range workers {
 		wk := &workers[w]
 		wk.errs = map[string]int64{}
 		wk.latencyUS = make([]uint32, 0, min(perWorkerSamples, 1<<16))
 		cc := clients[w%*conns]
+		var pace *pacer
+		if *rate > 0 {
+			pace = newPacer(begin, *rate, w, n)
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -390,6 +446,15 @@ func main() {
 			for {
 				if phase.Load() == phaseStop {
 					return
+				}
+				if pace != nil {
+					skipped, ok := pace.wait(stopped)
+					if !ok {
+						return
+					}
+					if phase.Load() == phaseMeasure {
+						wk.skipped += skipped
+					}
 				}
 				t0 := time.Now()
 				var err error
@@ -437,6 +502,7 @@ func main() {
 	mark("MEASURE_START")
 	time.Sleep(*duration)
 	phase.Store(phaseStop)
+	close(stopped)
 	elapsed := time.Since(start)
 	mark("MEASURE_END")
 
@@ -460,6 +526,7 @@ func main() {
 		Messages:     *messages,
 		ClientMsgs:   *clientMessages,
 		Pingpongs:    *pingpongs,
+		TargetRate:   *rate,
 		Method:       *method,
 		TLS:          *useTLS,
 		GOMAXPROCS:   runtime.GOMAXPROCS(0),
@@ -469,6 +536,7 @@ func main() {
 		wk := &workers[i]
 		res.Calls += wk.calls
 		res.BadResponses += wk.badResp
+		res.Skipped += wk.skipped
 		for c, k := range wk.errs {
 			res.ErrorsByCode[c] += k
 			res.Errors += k
