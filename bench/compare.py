@@ -598,15 +598,13 @@ def issue24_targets(rows: list[dict], names: dict) -> list[tuple[str, Optional[b
     out = []
     for server, limits in H2_CPU_VS_GRPCGO.items():
         for (client, workload), limit in limits.items():
-            label = (
-                f"{names.get(server, server)} CPU per call <= {limit}x grpc-go alone's "
-                f"({workload}, {names.get(client, client)})"
-            )
+            via = "Go loadgen" if client == "loadgen" else names.get(client, client)
+            label = f"{names.get(server, server)} CPU per call <= {limit}x grpc-go alone's ({workload}, {via})"
             out.append(cpu_at_most(rows, label, server, GRPCGO, limit, client=client, workload=workload))
     for h2, grpcgo_transport in H2_PAIRS:
         label = (
-            f"32 grpcio client threads: {names.get(h2, h2)} CPU per call at least "
-            f"{1 - H2_VS_GRPCGO_TRANSPORT:.0%} below {names.get(grpcgo_transport, grpcgo_transport)}'s (empty)"
+            f"32 grpcio client threads: {names.get(grpcgo_transport, grpcgo_transport)} CPU per call on the h2 "
+            f"transport at least {1 - H2_VS_GRPCGO_TRANSPORT:.0%} below grpc-go's transport (empty)"
         )
         out.append(cpu_at_most(rows, label, h2, grpcgo_transport, H2_VS_GRPCGO_TRANSPORT, client="grpcio_8x4"))
     return out
