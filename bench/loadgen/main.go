@@ -5,10 +5,10 @@
 // and then -duration, and prints one JSON object with what it measured.
 // Without -rate each caller starts its next call as soon as the last one
 // ends (closed loop: the server is the bottleneck). With -rate N the callers
-// together start N calls per second, each on a fixed schedule of its own,
-// staggered so that the starts are evenly spread (see pacer); the JSON gives
-// the rate asked for (target_rate), the rate achieved (calls_per_s) and the
-// start slots skipped because a caller was still in a call (skipped_slots). Calls are unary echoes (-method, default /echo.Echo/Say), or with
+// together start N calls per second, evenly spaced, each call by whichever
+// caller is free (see pacer); the JSON gives the rate asked for
+// (target_rate), the rate achieved (calls_per_s) and the slots skipped
+// because every caller was still in a call for too long (skipped_slots). Calls are unary echoes (-method, default /echo.Echo/Say), or with
 // -stream-messages N server-streaming calls (-method /echo.Echo/Count): the
 // request is N as 4 big-endian bytes followed by the -payload body, and the
 // server must send the body back N times; a call counts when all N messages
@@ -120,7 +120,7 @@ const (
 type worker struct {
 	calls     int64
 	badResp   int64
-	skipped   int64 // paced start slots missed in the measured window
+	skipped   int64 // paced slots skipped in the measured window
 	errs      map[string]int64
 	latencyUS []uint32
 	_         [64]byte // keep workers' hot fields on separate cache lines
@@ -165,44 +165,65 @@ func checkLoopback(addr string) error {
 	return nil
 }
 
-// pacer starts one caller's calls on a fixed schedule: slot k at
-// first + k*interval. The slots are absolute times, so a late wake-up does not
-// push the later ones back (no drift), and a caller that falls a whole slot
-// or more behind skips the slots it missed rather than firing them back to
-// back (no burst): the load stays at or under the rate, and what it could not
-// start is counted.
+// pacer is the schedule of a paced run: slot k is due at start + k/rate,
+// and each caller, when free, claims the next slot and starts its call then.
+// The slots are absolute times, so late wake-ups don't push later slots back
+// (no drift), and any free caller takes a slot that another one, still in a
+// call, could not. When every caller was busy and slots piled up, at most
+// backlog of them (one per caller) are started late, back to back as callers
+// free up; older ones are skipped and counted, so a stall is not followed by
+// a burst of its missed calls.
 type pacer struct {
-	next     time.Time
+	start    time.Time
 	interval time.Duration
+	backlog  int64
+	next     atomic.Int64 // the index of the next unclaimed slot
 }
 
-// newPacer paces caller i of n sharing rate calls/s: each gets rate/n, and
-// caller i's first slot is offset by i/rate from start, so the n schedules
-// interleave into one evenly spaced stream of starts.
-func newPacer(start time.Time, rate float64, i, n int) *pacer {
-	return &pacer{
-		next:     start.Add(time.Duration(float64(i) / rate * float64(time.Second))),
-		interval: time.Duration(float64(n) / rate * float64(time.Second)),
-	}
+func newPacer(start time.Time, rate float64, backlog int) *pacer {
+	return &pacer{start: start, interval: time.Duration(float64(time.Second) / rate), backlog: int64(backlog)}
 }
 
-// wait sleeps until the next slot and claims it. It returns the slots skipped
-// to get there, and ok false if stop closed first.
-func (p *pacer) wait(stop <-chan struct{}) (skipped int64, ok bool) {
-	if late := time.Since(p.next); late >= p.interval {
-		skipped = int64(late / p.interval)
-		p.next = p.next.Add(time.Duration(skipped) * p.interval)
-	} else if late < 0 {
-		t := time.NewTimer(-late)
-		select {
-		case <-t.C:
-		case <-stop:
-			t.Stop()
-			return skipped, false
+// claim takes the next slot as of now: when it is due, and how many older
+// slots were skipped to reach it.
+func (p *pacer) claim(now time.Time) (due time.Time, skipped int64) {
+	for {
+		k := p.next.Load()
+		// The oldest slot still kept: the backlog newest of those already due.
+		oldest := int64(now.Sub(p.start)/p.interval) - p.backlog + 1
+		if k >= oldest {
+			if p.next.CompareAndSwap(k, k+1) {
+				return p.slot(k), 0
+			}
+		} else if p.next.CompareAndSwap(k, oldest+1) {
+			return p.slot(oldest), oldest - k
 		}
 	}
-	p.next = p.next.Add(p.interval)
-	return skipped, true
+}
+
+func (p *pacer) slot(k int64) time.Time {
+	return p.start.Add(time.Duration(k) * p.interval)
+}
+
+// sleepUntil waits until t; false if stop closed first (or already was).
+func sleepUntil(t time.Time, stop <-chan struct{}) bool {
+	select {
+	case <-stop:
+		return false
+	default:
+	}
+	d := time.Until(t)
+	if d <= 0 {
+		return true
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return true
+	case <-stop:
+		return false
+	}
 }
 
 func percentile(sorted []uint32, p float64) float64 {
@@ -425,17 +446,16 @@ func main() {
 	workers := make([]worker, n)
 	// stopped closes with the window, waking paced callers between slots.
 	stopped := make(chan struct{})
-	begin := time.Now()
+	var pace *pacer
+	if *rate > 0 {
+		pace = newPacer(time.Now(), *rate, n)
+	}
 	var wg sync.WaitGroup
 	for w := range workers {
 		wk := &workers[w]
 		wk.errs = map[string]int64{}
 		wk.latencyUS = make([]uint32, 0, min(perWorkerSamples, 1<<16))
 		cc := clients[w%*conns]
-		var pace *pacer
-		if *rate > 0 {
-			pace = newPacer(begin, *rate, w, n)
-		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -448,8 +468,8 @@ func main() {
 					return
 				}
 				if pace != nil {
-					skipped, ok := pace.wait(stopped)
-					if !ok {
+					due, skipped := pace.claim(time.Now())
+					if !sleepUntil(due, stopped) {
 						return
 					}
 					if phase.Load() == phaseMeasure {

@@ -5,61 +5,62 @@ import (
 	"time"
 )
 
-// The callers' schedules interleave into one evenly spaced stream of starts:
-// with 4,000 calls/s over 32 callers, caller i starts at i x 250 µs and then
-// every 8 ms.
-func TestPacerStaggersCallers(t *testing.T) {
+// Free callers claim the slots in order, evenly spaced: 4,000 calls/s is a
+// slot every 250 µs, whoever takes it.
+func TestPacerSpacesSlots(t *testing.T) {
 	start := time.Now()
-	for _, i := range []int{0, 1, 31} {
-		p := newPacer(start, 4000, i, 32)
-		if got, want := p.next.Sub(start), time.Duration(i)*250*time.Microsecond; got != want {
-			t.Errorf("caller %d: first slot at %v, want %v", i, got, want)
-		}
-		if p.interval != 8*time.Millisecond {
-			t.Errorf("caller %d: interval %v, want 8ms", i, p.interval)
+	p := newPacer(start, 4000, 32)
+	for k := 0; k < 40; k++ {
+		due, skipped := p.claim(start)
+		if got, want := due.Sub(start), time.Duration(k)*250*time.Microsecond; got != want || skipped != 0 {
+			t.Fatalf("claim %d: due at %v, %d skipped; want %v, 0", k, got, skipped, want)
 		}
 	}
 }
 
-// Slots are absolute: after k waits the next slot is first + k*interval
-// whatever the wake-ups cost (no drift), and the k-th start is never before
-// its slot (no burst).
-func TestPacerKeepsItsSchedule(t *testing.T) {
+// Slots are absolute: claimed late, a slot keeps its time (no drift), and
+// up to backlog overdue slots are still started, one per claim.
+func TestPacerCatchesUpWithinBacklog(t *testing.T) {
 	start := time.Now()
-	p := newPacer(start, 500, 0, 1) // a slot every 2 ms
-	for k := 0; k < 5; k++ {
-		if _, ok := p.wait(nil); !ok {
-			t.Fatal("wait returned not ok without a stop")
+	p := newPacer(start, 1000, 4) // a slot every ms
+	now := start.Add(2500 * time.Microsecond)
+	for k := 0; k < 3; k++ {
+		due, skipped := p.claim(now)
+		if got, want := due.Sub(start), time.Duration(k)*time.Millisecond; got != want || skipped != 0 {
+			t.Fatalf("claim %d: due at %v, %d skipped; want %v, 0", k, got, skipped, want)
 		}
-		if early := time.Duration(k)*2*time.Millisecond - time.Since(start); early > 0 {
-			t.Fatalf("start %d came %v before its slot", k, early)
-		}
-	}
-	if got, want := p.next.Sub(start), 10*time.Millisecond; got != want {
-		t.Errorf("next slot at %v after 5 waits, want %v", got, want)
 	}
 }
 
-// A caller 10.5 slots behind skips the 10 whole slots it missed and starts at
-// once, instead of firing them back to back.
-func TestPacerSkipsMissedSlots(t *testing.T) {
-	start := time.Now().Add(-10500 * time.Millisecond)
-	p := newPacer(start, 1, 0, 1) // a slot every second
-	skipped, ok := p.wait(nil)
-	if !ok || skipped != 10 {
-		t.Fatalf("wait() = %d, %v; want 10 skipped, ok", skipped, ok)
+// Beyond the backlog the oldest overdue slots are skipped, not fired back
+// to back: 10.5 slots in with a backlog of 4, slots 0-6 go and 7-10 remain.
+func TestPacerSkipsBeyondBacklog(t *testing.T) {
+	start := time.Now()
+	p := newPacer(start, 1000, 4)
+	now := start.Add(10500 * time.Microsecond)
+	due, skipped := p.claim(now)
+	if got := due.Sub(start); got != 7*time.Millisecond || skipped != 7 {
+		t.Fatalf("claim: due at %v, %d skipped; want 7ms, 7", got, skipped)
 	}
-	if got, want := p.next.Sub(start), 11*time.Second; got != want {
-		t.Errorf("next slot at %v, want %v", got, want)
+	for k := 8; k <= 11; k++ {
+		due, skipped := p.claim(now)
+		if got, want := due.Sub(start), time.Duration(k)*time.Millisecond; got != want || skipped != 0 {
+			t.Fatalf("claim of slot %d: due at %v, %d skipped; want %v, 0", k, got, skipped, want)
+		}
 	}
 }
 
-// The end of the window wakes a caller waiting for a distant slot.
-func TestPacerStops(t *testing.T) {
-	p := newPacer(time.Now().Add(time.Hour), 1, 0, 1)
+// The end of the window wakes a caller waiting for a distant slot, and a
+// caller doesn't start an overdue slot after it.
+func TestSleepUntilStops(t *testing.T) {
 	stop := make(chan struct{})
 	close(stop)
-	if _, ok := p.wait(stop); ok {
-		t.Fatal("wait returned ok after stop closed")
+	for _, at := range []time.Time{time.Now().Add(time.Hour), time.Now().Add(-time.Hour)} {
+		if sleepUntil(at, stop) {
+			t.Errorf("sleepUntil(%v) returned true after stop closed", at)
+		}
+	}
+	if !sleepUntil(time.Now().Add(time.Millisecond), make(chan struct{})) {
+		t.Error("sleepUntil returned false without a stop")
 	}
 }
