@@ -438,6 +438,8 @@ def run_matrix(
             )
             if rec["ok"]:
                 extra = f", {rec['errors']} errors" if rec["errors"] else ""
+                if rec["skipped_slots"]:
+                    extra += f", {rec['skipped_slots']:,} paced slots skipped"
                 rss = rec["server_rss_peak_mib"]
                 log(
                     f"{head} {rec['calls_per_s']:,.0f} calls/s,"
