@@ -8,7 +8,10 @@
 // together start N calls per second, evenly spaced, each call by whichever
 // caller is free (see pacer); the JSON gives the rate asked for
 // (target_rate), the rate achieved (calls_per_s) and the slots skipped
-// because every caller was still in a call for too long (skipped_slots). Calls are unary echoes (-method, default /echo.Echo/Say), or with
+// because every caller was still in a call for too long (skipped_slots).
+// Latencies run from a call's start, not from its slot.
+//
+// Calls are unary echoes (-method, default /echo.Echo/Say), or with
 // -stream-messages N server-streaming calls (-method /echo.Echo/Count): the
 // request is N as 4 big-endian bytes followed by the -payload body, and the
 // server must send the body back N times; a call counts when all N messages
@@ -181,7 +184,7 @@ type pacer struct {
 }
 
 func newPacer(start time.Time, rate float64, backlog int) *pacer {
-	return &pacer{start: start, interval: time.Duration(float64(time.Second) / rate), backlog: int64(backlog)}
+	return &pacer{start: start, interval: max(1, time.Duration(float64(time.Second)/rate)), backlog: int64(backlog)}
 }
 
 // claim takes the next slot as of now: when it is due, and how many older
@@ -351,7 +354,7 @@ func main() {
 	connectTimeout := flag.Duration("connect-timeout", 10*time.Second, "how long to wait for every connection to be ready")
 	sync_ := flag.Bool("sync", false, "print MEASURE_START / MEASURE_END lines around the measured window")
 	maxSamples := flag.Int("max-latency-samples", 2_000_000, "latency samples kept in all (calls beyond are counted but not timed)")
-	rate := flag.Float64("rate", 0, "0: closed loop (saturating); N > 0: start N calls per second in total, spread evenly over the callers")
+	rate := flag.Float64("rate", 0, "0: closed loop (saturating); N > 0: start N calls per second in all, evenly spaced, each by whichever caller is free")
 	flag.Parse()
 
 	if err := checkLoopback(*addr); err != nil {
