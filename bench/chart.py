@@ -24,6 +24,12 @@ COLOURS = {
     "lowlevel": "#ff7f0e",
     "ceiling": "#d62728",
     "grpcgo": "#8c564b",
+    # The front's own transport (h2): a shade of the same server's hue.
+    "native_sync_h2": "#393b79",
+    "native_sync16_h2": "#9c9ede",
+    "native_aio_h2": "#637939",
+    "lowlevel_h2": "#fdae6b",
+    "ceiling_h2": "#ff9896",
     "grpcio_sync_tls": "#7f7f7f",
     "native_sync_tls": "#17becf",
 }

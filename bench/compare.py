@@ -7,14 +7,17 @@
 Servers: grpc.server(), grpc.aio.server(), pygrpc_native.server() (with 4
 and 16 workers), pygrpc_native.aio.server() (on asyncio and on uvloop), the
 low-level API (NativeGrpcFront), the ceiling: the same Go front answering in
-Go, with no Python, and plain grpc-go, the reference for CPU per call. Clients: one grpcio client thread; 32 grpcio client threads as 8
+Go, with no Python, and plain grpc-go, the reference for CPU per call; our
+servers on either transport behind the Go front (grpc-go's and the front's
+own, h2). Clients: one grpcio client thread; 32 grpcio client threads as 8
 processes x 4 threads; the Go load generator (bench/loadgen), which saturates
-the server. Workloads: empty unary, 1 KiB, 64 KiB and 1 MiB unary, server
-streaming of 100 messages, client streaming of 100 messages, bidi ping-pong
-of 100 messages. Per cell: calls/s (median of the runs, min–max), p50 and p99
+the server, and the same paced at 4,000 calls/s (empty unary only).
+Workloads: empty unary, 1 KiB, 64 KiB and 1 MiB unary, server streaming of
+100 messages, client streaming of 100 messages, bidi ping-pong of 100
+messages. Per cell: calls/s (median of the runs, min–max), p50 and p99
 latency, server CPU seconds per 1,000 calls, server peak RSS, and ratios to
 grpc.server() (and grpc.aio.server() for the aio rows) from the same run; then
-the targets of issues 7 and 14, each met or NOT met. Writes the table
+the targets of issues 7, 14, 23 and 24, each met or NOT met. Writes the table
 (markdown), a PNG chart and every measurement (JSON) to bench/results/.
 """
 
@@ -35,6 +38,7 @@ from bench.harness import Cell, ClientKind, ServerKind, Workload
 BASELINE = "grpcio_sync"
 AIO_BASELINE = "grpcio_aio"
 CEILING = "ceiling"
+CEILING_SERVERS = (CEILING, "ceiling_h2")  # the rows that run the ceiling binary
 TLS_BASELINE = "grpcio_sync_tls"
 AIO_SERVERS = ("grpcio_aio", "native_aio", "native_aio_uvloop", "native_aio_h2")
 
@@ -45,7 +49,7 @@ ON_H2 = {"PGN_TRANSPORT": "h2"}
 
 DEFAULT_SERVERS = (
     "grpcio_sync,native_sync,native_sync16,grpcio_aio,native_aio,native_aio_uvloop,lowlevel,ceiling,grpcgo,"
-    "native_sync_h2,native_aio_h2,lowlevel_h2,ceiling_h2"
+    "native_sync_h2,native_sync16_h2,native_aio_h2,lowlevel_h2,ceiling_h2"
 )
 # The metrics rows (A66 metrics on; README "Observability"): opt-in with
 # --servers, as their cost is measured against native_sync's, not tracked
@@ -55,7 +59,17 @@ METRICS_SERVERS = "native_sync_prom,native_sync_otel,grpcio_sync_otel"
 ALL_SERVERS = DEFAULT_SERVERS + ",grpcio_sync_tls,native_sync_tls," + METRICS_SERVERS
 OTEL_PYTHON = harness.REPO_ROOT / "build" / "venv-otel" / "bin" / "python"
 GRPCGO = "grpcgo"
-DEFAULT_CLIENTS = "grpcio_1thread,grpcio_8x4,loadgen"
+DEFAULT_CLIENTS = "grpcio_1thread,grpcio_8x4,loadgen,loadgen_paced"
+PACED = "loadgen_paced"
+LOADGEN_CLIENTS = ("loadgen", PACED)  # the clients that run the Go loadgen
+# loadgen_paced: issue 24's ordinary load, 8 connections x 4 callers starting
+# --paced-rate calls/s in all. Below the servers' capacity, so every server
+# answers the same calls/s and CPU per call is what differs; it runs only
+# these workloads (at 4,000 calls/s the larger ones would saturate 2 cores).
+PACED_CONNS, PACED_CALLERS = 8, 4
+PACED_WORKLOADS = ("empty",)
+# A paced cell that reached less than this share of the rate fell behind: noted.
+PACED_SHORTFALL = 0.95
 DEFAULT_WORKLOADS = "empty,1k,64k,1m,stream100,client100,bidi100"
 TLS_SERVERS = ("grpcio_sync_tls", "native_sync_tls")
 TLS_WORKLOADS = ("empty", "64k")  # the TLS rows run these of the chosen workloads
@@ -129,6 +143,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--lowlevel-threads", type=int, default=1, help="Python threads calling recv_batch (default 1)")
     p.add_argument("--conns", type=int, default=4, help="loadgen connections (default 4)")
     p.add_argument("--concurrency", type=int, default=32, help="loadgen calls in flight per connection (default 32)")
+    p.add_argument(
+        "--paced-rate",
+        type=float,
+        default=4000.0,
+        help="calls/s in total of the paced loadgen client (loadgen_paced; default 4000)",
+    )
     p.add_argument("--loadgen", help="use this loadgen binary instead of building bench/loadgen")
     p.add_argument("--ceiling", help="use this ceiling binary instead of building bench/ceiling")
     p.add_argument("--goserver", help="use this grpc-go server binary instead of building bench/goserver")
@@ -144,8 +164,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     args.workloads = _split(args.workloads or DEFAULT_WORKLOADS)
     if args.tls:
         args.servers += [k for k in TLS_SERVERS if k not in args.servers]
-    if args.runs < 1 or args.duration <= 0 or args.warmup < 0:
-        p.error("--runs must be >= 1, --duration > 0, --warmup >= 0")
+    if args.runs < 1 or args.duration <= 0 or args.warmup < 0 or args.paced_rate <= 0:
+        p.error("--runs must be >= 1, --duration > 0, --warmup >= 0, --paced-rate > 0")
     for what, keys, known in (
         ("server", args.servers, _split(ALL_SERVERS)),
         ("client", args.clients, _split(DEFAULT_CLIENTS)),
@@ -240,6 +260,14 @@ def server_kinds(args, ceiling: Optional[Path], goserver: Optional[Path], tls, w
                 env=ON_H2,
             ),
             ServerKind(
+                "native_sync16_h2",
+                "pygrpc_native.server(), 16 workers, h2 transport",
+                (py, "-m", "bench.servers.grpcio_sync", "--impl", "native", "--workers", "16"),
+                requires="pygrpc_native",
+                counterpart="grpcio_sync",
+                env=ON_H2,
+            ),
+            ServerKind(
                 "native_aio_h2",
                 "pygrpc_native.aio.server(), h2 transport",
                 (py, "-m", "bench.servers.aio_echo", "--impl", "native"),
@@ -320,21 +348,26 @@ def client_kinds(args, loadgen: Optional[Path], tls) -> dict:
 
         return command
 
-    def go_client(addr: str, w: Workload, duration: float, warmup: float, use_tls: bool) -> list:
-        argv = [
-            str(loadgen), "-sync", "-addr", addr, "-method", w.method, "-payload", str(w.payload),
-            "-stream-messages", str(w.stream_messages),
-            "-conns", str(args.conns), "-concurrency", str(args.concurrency),
-            "-duration", f"{duration}s", "-warmup", f"{warmup}s",
-        ]  # fmt: skip
-        # Only when set, so a -loadgen binary from before these flags still runs the other workloads.
-        if w.client_messages:
-            argv += ["-client-messages", str(w.client_messages)]
-        if w.pingpong:
-            argv += ["-pingpong", str(w.pingpong)]
-        if use_tls:
-            argv += ["-tls", "-ca", str(tls.ca), "-server-name", tls.server_name]
-        return argv
+    def go_client(conns: int, concurrency: int, rate: float = 0.0):
+        def command(addr: str, w: Workload, duration: float, warmup: float, use_tls: bool) -> list:
+            argv = [
+                str(loadgen), "-sync", "-addr", addr, "-method", w.method, "-payload", str(w.payload),
+                "-stream-messages", str(w.stream_messages),
+                "-conns", str(conns), "-concurrency", str(concurrency),
+                "-duration", f"{duration}s", "-warmup", f"{warmup}s",
+            ]  # fmt: skip
+            # Only when set, so a -loadgen binary from before these flags still runs the other workloads.
+            if w.client_messages:
+                argv += ["-client-messages", str(w.client_messages)]
+            if w.pingpong:
+                argv += ["-pingpong", str(w.pingpong)]
+            if rate:
+                argv += ["-rate", f"{rate:g}"]
+            if use_tls:
+                argv += ["-tls", "-ca", str(tls.ca), "-server-name", tls.server_name]
+            return argv
+
+        return command
 
     return {
         c.key: c
@@ -350,10 +383,19 @@ def client_kinds(args, loadgen: Optional[Path], tls) -> dict:
             ClientKind(
                 "loadgen",
                 f"Go loadgen ({args.conns} connections x {args.concurrency} calls in flight)",
-                go_client,
+                go_client(args.conns, args.concurrency),
                 saturating=True,
                 startup_s=0.5,
                 short="Go loadgen",
+            ),
+            ClientKind(
+                PACED,
+                f"Go loadgen paced at {args.paced_rate:,.0f} calls/s ({PACED_CONNS} connections x {PACED_CALLERS})",
+                go_client(PACED_CONNS, PACED_CALLERS, args.paced_rate),
+                rate=args.paced_rate,
+                workloads=PACED_WORKLOADS,
+                startup_s=0.5,
+                short=f"Go loadgen, {args.paced_rate:,.0f}/s",
             ),
         )
     }
@@ -372,8 +414,8 @@ def _row(rows, server, client="loadgen", workload="empty"):
 def check_targets(
     rows: list[dict], records: list[dict], names: dict, counterparts: dict
 ) -> list[tuple[str, Optional[bool], str]]:
-    """The targets of issues 7 and 14 as (target, met (None: not measured),
-    the numbers)."""
+    """The targets of issues 7, 14, 23 and 24 as (target, met (None: not
+    measured), the numbers)."""
     out: list = []
 
     def ratio(server, base, client="loadgen", workload="empty", what="calls"):
@@ -430,11 +472,17 @@ def check_targets(
 
     out.extend(issue14_targets(rows, names))
     out.extend(stream_targets(rows, names))
+    out.extend(issue24_targets(rows, names))
 
     slower, compared = [], 0
     for row in rows:
         base = counterparts.get(row["server"])
-        if base is None or _row(rows, base, row["client"], row["workload"]) is None or not row["calls_per_s"]:
+        # A paced client asks every server for the same calls/s, so its
+        # cells don't say which is faster (paced_shortfalls notes a server
+        # that could not keep up).
+        if base is None or row["client"] == PACED or not row["calls_per_s"]:
+            continue
+        if _row(rows, base, row["client"], row["workload"]) is None:
             continue
         vs = row["vs"].get(base) or harness.add_ratio(rows, records, row, base)
         compared += 1
@@ -476,6 +524,19 @@ def _median(row: Optional[dict], metric: str) -> Optional[float]:
     return value["median"] if value else None
 
 
+def cpu_at_most(
+    rows: list[dict], label: str, server: str, base: str, limit: float, client="loadgen", workload="empty"
+) -> tuple[str, Optional[bool], str]:
+    """(label, met, the numbers): `server`'s median server CPU per call at
+    most `limit` times `base`'s in the same cell (client, workload); met is
+    None when either was not measured."""
+    ours = _median(_row(rows, server, client, workload), "server_cpu_us_per_call")
+    theirs = _median(_row(rows, base, client, workload), "server_cpu_us_per_call")
+    if ours is None or not theirs:
+        return label, None, "not measured"
+    return label, ours <= limit * theirs, f"{ours / theirs:.2f}x ({ours:.1f} vs {theirs:.1f} µs)"
+
+
 def issue14_targets(rows: list[dict], names: dict) -> list[tuple[str, Optional[bool], str]]:
     """Issue 14's targets: CPU per call against grpc-go alone, server() with
     16 workers against 4, latency with one grpcio client thread, peak RSS."""
@@ -483,20 +544,10 @@ def issue14_targets(rows: list[dict], names: dict) -> list[tuple[str, Optional[b
     for server, limits in CPU_VS_GRPCGO.items():
         for workload, limit in limits.items():
             label = f"{names.get(server, server)} CPU per call <= {limit}x grpc-go alone's ({workload}, Go loadgen)"
-            ours = _median(_row(rows, server, workload=workload), "server_cpu_us_per_call")
-            go = _median(_row(rows, GRPCGO, workload=workload), "server_cpu_us_per_call")
-            if ours is None or go is None:
-                out.append((label, None, "not measured"))
-                continue
-            out.append((label, ours <= limit * go, f"{ours / go:.2f}x ({ours:.1f} vs {go:.1f} µs)"))
+            out.append(cpu_at_most(rows, label, server, GRPCGO, limit, workload=workload))
     for workload in ("empty", "64k", "stream100"):
         label = f"server() CPU per call with 16 workers within 10% of 4 workers' ({workload})"
-        w16 = _median(_row(rows, "native_sync16", workload=workload), "server_cpu_us_per_call")
-        w4 = _median(_row(rows, "native_sync", workload=workload), "server_cpu_us_per_call")
-        if w16 is None or w4 is None:
-            out.append((label, None, "not measured"))
-        else:
-            out.append((label, w16 <= 1.1 * w4, f"{w16 / w4:.2f}x ({w16:.1f} vs {w4:.1f} µs)"))
+        out.append(cpu_at_most(rows, label, "native_sync16", "native_sync", 1.1, workload=workload))
     go_p50 = _median(_row(rows, GRPCGO, client="grpcio_1thread"), "p50_us")
     for server, limit in (("lowlevel", 1.0), ("native_sync", 1.3)):
         label = f"1 grpcio client thread: {names.get(server, server)} p50 latency <= {limit}x grpc-go alone's (empty)"
@@ -516,6 +567,76 @@ def issue14_targets(rows: list[dict], names: dict) -> list[tuple[str, Optional[b
         else:
             out.append((label, peak <= grpcio_peak + 10, f"{peak:.0f} vs {grpcio_peak:.0f} MiB"))
     return out
+
+
+# Issue 24: the servers on the front's own transport (h2), server CPU per
+# call at most this multiple of grpc-go alone's (G) in the same cell, per
+# (client, workload): the Go loadgen's empty, 64 KiB and stream-of-100 cells
+# and the paced client's empty one. server() is held to it with 4 and 16
+# workers alike.
+_H2_SERVER_API = {("loadgen", "empty"): 1.3, ("loadgen", "64k"): 1.0, ("loadgen", "stream100"): 2.5}
+H2_CPU_VS_GRPCGO = {
+    "ceiling_h2": {
+        ("loadgen", "empty"): 0.6,
+        (PACED, "empty"): 0.7,
+        ("loadgen", "64k"): 0.6,
+        ("loadgen", "stream100"): 1.0,
+    },
+    "lowlevel_h2": {
+        ("loadgen", "empty"): 0.85,
+        (PACED, "empty"): 0.9,
+        ("loadgen", "64k"): 0.85,
+        ("loadgen", "stream100"): 1.6,
+    },
+    "native_aio_h2": _H2_SERVER_API,
+    "native_sync_h2": _H2_SERVER_API,
+    "native_sync16_h2": _H2_SERVER_API,
+}
+# Issue 24, under 32 grpcio client threads (empty unary): each server on h2
+# at least 20% below the same server on grpc-go's transport in CPU per call.
+H2_VS_GRPCGO_TRANSPORT = 0.8
+H2_PAIRS = (
+    ("ceiling_h2", CEILING),
+    ("lowlevel_h2", "lowlevel"),
+    ("native_aio_h2", "native_aio"),
+    ("native_sync_h2", "native_sync"),
+    ("native_sync16_h2", "native_sync16"),
+)
+
+
+def issue24_targets(rows: list[dict], names: dict) -> list[tuple[str, Optional[bool], str]]:
+    """Issue 24's targets for the front's own transport: CPU per call as a
+    multiple of grpc-go alone's (H2_CPU_VS_GRPCGO), and against the same
+    server on grpc-go's transport under 32 grpcio client threads."""
+    out = []
+    for server, limits in H2_CPU_VS_GRPCGO.items():
+        for (client, workload), limit in limits.items():
+            via = "Go loadgen" if client == "loadgen" else names.get(client, client)
+            label = f"{names.get(server, server)} CPU per call <= {limit}x grpc-go alone's ({workload}, {via})"
+            out.append(cpu_at_most(rows, label, server, GRPCGO, limit, client=client, workload=workload))
+    for h2, grpcgo_transport in H2_PAIRS:
+        label = (
+            f"32 grpcio client threads: {names.get(grpcgo_transport, grpcgo_transport)} CPU per call on the h2 "
+            f"transport at least {1 - H2_VS_GRPCGO_TRANSPORT:.0%} below grpc-go's transport (empty)"
+        )
+        out.append(cpu_at_most(rows, label, h2, grpcgo_transport, H2_VS_GRPCGO_TRANSPORT, client="grpcio_8x4"))
+    return out
+
+
+def paced_shortfalls(rows: list[dict], clients: dict, names: dict) -> list[str]:
+    """Notes for the paced cells whose server fell behind the rate (below
+    PACED_SHORTFALL of it): their CPU per call is at the load the server
+    could take, not at the one asked for."""
+    notes = []
+    for r in rows:
+        rate = clients[r["client"]].rate
+        got = _median(r, "calls_per_s")
+        if rate and got is not None and got < PACED_SHORTFALL * rate:
+            notes.append(
+                f"- {names[r['server']]}, {names[r['client']]}, {names[r['workload']]}: "
+                f"{got:,.0f} calls/s of the {rate:,.0f} asked (median): it fell behind the pace"
+            )
+    return notes
 
 
 # Request streams (client100, bidi100): server CPU per stream under the Go
@@ -634,8 +755,8 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory(prefix="pgn-bench-") as tmpdir:
         tmp = Path(tmpdir)
         why: dict = {}
-        loadgen, why["loadgen"] = go_tool("loadgen", args.loadgen, "loadgen" in args.clients, tmp)
-        ceiling, why["ceiling"] = go_tool("ceiling", args.ceiling, CEILING in args.servers, tmp)
+        loadgen, why["loadgen"] = go_tool("loadgen", args.loadgen, any(k in LOADGEN_CLIENTS for k in args.clients), tmp)
+        ceiling, why["ceiling"] = go_tool("ceiling", args.ceiling, any(k in CEILING_SERVERS for k in args.servers), tmp)
         goserver, why["goserver"] = go_tool("goserver", args.goserver, "grpcgo" in args.servers, tmp)
         tls = None
         if any(k in TLS_SERVERS for k in args.servers):
@@ -663,7 +784,7 @@ def main(argv=None) -> int:
                 servers.append(s)
         clients = []
         for key in args.clients:
-            if key == "loadgen" and why["loadgen"]:
+            if key in LOADGEN_CLIENTS and why["loadgen"]:
                 skipped[key] = why["loadgen"]
                 print(f"skipping {all_clients[key].name}: {why['loadgen']}")
             else:
@@ -676,10 +797,13 @@ def main(argv=None) -> int:
             for w in args.workloads
             for c in clients
             for s in servers
-            if not s.tls or w in TLS_WORKLOADS
+            if (not s.tls or w in TLS_WORKLOADS) and (c.workloads is None or w in c.workloads)
         ]
         if not cells:
-            print("no cells to measure (the TLS rows only run the workloads " + ", ".join(TLS_WORKLOADS) + ")")
+            print(
+                "no cells to measure (the TLS rows only run the workloads " + ", ".join(TLS_WORKLOADS)
+                + "; the paced client only " + ", ".join(PACED_WORKLOADS) + ")"
+            )  # fmt: skip
             return 1
         settings = (
             f"{args.runs} run(s) x {args.duration:g} s measured (+{args.warmup:g} s warmup) per cell"
@@ -688,6 +812,11 @@ def main(argv=None) -> int:
             f"server()s with ThreadPoolExecutor(max_workers={args.grpcio_workers}); "
             f"low-level API with {args.lowlevel_threads} recv_batch thread(s); "
             f"Go loadgen {args.conns} connections x {args.concurrency} calls in flight"
+            + (
+                f", paced {PACED_CONNS} x {PACED_CALLERS} at {args.paced_rate:,.0f} calls/s"
+                if PACED in args.clients
+                else ""
+            )
         )
         print(settings)
         print(f"{machine['cpus_usable']} CPUs shared by the server and the client processes\n", flush=True)
@@ -709,6 +838,7 @@ def main(argv=None) -> int:
     notes = [f"- **WARNING**: {c}" for c in changes]
     for key, reason in skipped.items():
         notes.append(f"- {names[key]} skipped: {reason}")
+    notes += paced_shortfalls(rows, all_clients, names)
     for r in records:
         if not r["ok"]:
             notes.append(
@@ -733,7 +863,7 @@ def main(argv=None) -> int:
         "run-by-run ratios. Streaming (server, client or bidi): calls/s counts whole streams of 100 "
         "messages, the latency runs to the end of the stream, and server CPU per call is per stream.",
         "",
-        "### Targets (issues 7 and 14)",
+        "### Targets (issues 7, 14, 23 and 24)",
         "",
         *target_lines,
     ]

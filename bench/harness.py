@@ -106,6 +106,8 @@ class ClientKind:
     saturating: bool = False
     startup_s: float = 1.0  # rough extra seconds per measurement, for the ETA
     short: str = ""
+    rate: float = 0.0  # paced: the calls/s it starts in all, whatever the server could take; 0: closed loop
+    workloads: Optional[Sequence[str]] = None  # the workload keys it runs; None: every one
 
 
 @dataclasses.dataclass(frozen=True)
@@ -311,6 +313,8 @@ def measure_once(cell: Cell, duration: float, warmup: float, logdir: Path, tag: 
             bad_responses=result.get("bad_responses", 0),
             p50_us=result["p50_us"],
             p99_us=result["p99_us"],
+            target_rate=result.get("target_rate") or None,
+            skipped_slots=result.get("skipped_slots", 0),
             client_duration_s=result["duration_s"],
             window_s=window,
             server_cpu_s=server_cpu,
@@ -434,6 +438,8 @@ def run_matrix(
             )
             if rec["ok"]:
                 extra = f", {rec['errors']} errors" if rec["errors"] else ""
+                if rec["skipped_slots"]:
+                    extra += f", {rec['skipped_slots']:,} paced slots skipped"
                 rss = rec["server_rss_peak_mib"]
                 log(
                     f"{head} {rec['calls_per_s']:,.0f} calls/s,"

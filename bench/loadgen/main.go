@@ -1,9 +1,17 @@
-// Command loadgen is a saturating gRPC load generator for the pygrpc-native
-// benchmarks.
+// Command loadgen is a gRPC load generator for the pygrpc-native
+// benchmarks: saturating by default, or paced at a fixed rate.
 //
-// It keeps -conns connections with -concurrency calls in flight on each, for
-// -warmup and then -duration, and prints one JSON object with what it
-// measured. Calls are unary echoes (-method, default /echo.Echo/Say), or with
+// It keeps -conns connections with -concurrency callers on each, for -warmup
+// and then -duration, and prints one JSON object with what it measured.
+// Without -rate each caller starts its next call as soon as the last one
+// ends (closed loop: the server is the bottleneck). With -rate N the callers
+// together start N calls per second, evenly spaced, each call by whichever
+// caller is free (see pacer); the JSON gives the rate asked for
+// (target_rate), the rate achieved (calls_per_s) and the slots skipped
+// because every caller was still in a call for too long (skipped_slots).
+// Latencies run from a call's start, not from its slot.
+//
+// Calls are unary echoes (-method, default /echo.Echo/Say), or with
 // -stream-messages N server-streaming calls (-method /echo.Echo/Count): the
 // request is N as 4 big-endian bytes followed by the -payload body, and the
 // server must send the body back N times; a call counts when all N messages
@@ -115,6 +123,7 @@ const (
 type worker struct {
 	calls     int64
 	badResp   int64
+	skipped   int64 // paced slots skipped in the measured window
 	errs      map[string]int64
 	latencyUS []uint32
 	_         [64]byte // keep workers' hot fields on separate cache lines
@@ -136,6 +145,8 @@ type result struct {
 	Messages     int              `json:"stream_messages"`
 	ClientMsgs   int              `json:"client_messages"`
 	Pingpongs    int              `json:"pingpong"`
+	TargetRate   float64          `json:"target_rate"`
+	Skipped      int64            `json:"skipped_slots"`
 	Method       string           `json:"method"`
 	TLS          bool             `json:"tls"`
 	GOMAXPROCS   int              `json:"gomaxprocs"`
@@ -155,6 +166,67 @@ func checkLoopback(addr string) error {
 		return fmt.Errorf("-addr %q: only loopback addresses (127.0.0.0/8, ::1, localhost) are allowed", addr)
 	}
 	return nil
+}
+
+// pacer is the schedule of a paced run: slot k is due at start + k/rate,
+// and each caller, when free, claims the next slot and starts its call then.
+// The slots are absolute times, so late wake-ups don't push later slots back
+// (no drift), and any free caller takes a slot that another one, still in a
+// call, could not. When every caller was busy and slots piled up, at most
+// backlog of them (one per caller) are started late, back to back as callers
+// free up; older ones are skipped and counted, so a stall is not followed by
+// a burst of its missed calls.
+type pacer struct {
+	start    time.Time
+	interval time.Duration
+	backlog  int64
+	next     atomic.Int64 // the index of the next unclaimed slot
+}
+
+func newPacer(start time.Time, rate float64, backlog int) *pacer {
+	return &pacer{start: start, interval: max(1, time.Duration(float64(time.Second)/rate)), backlog: int64(backlog)}
+}
+
+// claim takes the next slot as of now: when it is due, and how many older
+// slots were skipped to reach it.
+func (p *pacer) claim(now time.Time) (due time.Time, skipped int64) {
+	for {
+		k := p.next.Load()
+		// The oldest slot still kept: the backlog newest of those already due.
+		oldest := int64(now.Sub(p.start)/p.interval) - p.backlog + 1
+		if k >= oldest {
+			if p.next.CompareAndSwap(k, k+1) {
+				return p.slot(k), 0
+			}
+		} else if p.next.CompareAndSwap(k, oldest+1) {
+			return p.slot(oldest), oldest - k
+		}
+	}
+}
+
+func (p *pacer) slot(k int64) time.Time {
+	return p.start.Add(time.Duration(k) * p.interval)
+}
+
+// sleepUntil waits until t; false if stop closed first (or already was).
+func sleepUntil(t time.Time, stop <-chan struct{}) bool {
+	select {
+	case <-stop:
+		return false
+	default:
+	}
+	d := time.Until(t)
+	if d <= 0 {
+		return true
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return true
+	case <-stop:
+		return false
+	}
 }
 
 func percentile(sorted []uint32, p float64) float64 {
@@ -282,14 +354,15 @@ func main() {
 	connectTimeout := flag.Duration("connect-timeout", 10*time.Second, "how long to wait for every connection to be ready")
 	sync_ := flag.Bool("sync", false, "print MEASURE_START / MEASURE_END lines around the measured window")
 	maxSamples := flag.Int("max-latency-samples", 2_000_000, "latency samples kept in all (calls beyond are counted but not timed)")
+	rate := flag.Float64("rate", 0, "0: closed loop (saturating); N > 0: start N calls per second in all, evenly spaced, each by whichever caller is free")
 	flag.Parse()
 
 	if err := checkLoopback(*addr); err != nil {
 		fmt.Fprintln(os.Stderr, "loadgen:", err)
 		os.Exit(2)
 	}
-	if *conns < 1 || *concurrency < 1 || *payload < 0 || *messages < 0 || *clientMessages < 0 || *pingpongs < 0 || *duration <= 0 || *warmup < 0 {
-		fmt.Fprintln(os.Stderr, "loadgen: -conns and -concurrency must be >= 1, -payload, -stream-messages, -client-messages and -pingpong >= 0, -duration > 0, -warmup >= 0")
+	if *conns < 1 || *concurrency < 1 || *payload < 0 || *messages < 0 || *clientMessages < 0 || *pingpongs < 0 || *duration <= 0 || *warmup < 0 || *rate < 0 {
+		fmt.Fprintln(os.Stderr, "loadgen: -conns and -concurrency must be >= 1, -payload, -stream-messages, -client-messages, -pingpong and -rate >= 0, -duration > 0, -warmup >= 0")
 		os.Exit(2)
 	}
 	if (*messages > 0 && *clientMessages > 0) || (*messages > 0 && *pingpongs > 0) || (*clientMessages > 0 && *pingpongs > 0) {
@@ -374,6 +447,12 @@ func main() {
 	n := *conns * *concurrency
 	perWorkerSamples := max(1, *maxSamples/n)
 	workers := make([]worker, n)
+	// stopped closes with the window, waking paced callers between slots.
+	stopped := make(chan struct{})
+	var pace *pacer
+	if *rate > 0 {
+		pace = newPacer(time.Now(), *rate, n)
+	}
 	var wg sync.WaitGroup
 	for w := range workers {
 		wk := &workers[w]
@@ -390,6 +469,15 @@ func main() {
 			for {
 				if phase.Load() == phaseStop {
 					return
+				}
+				if pace != nil {
+					due, skipped := pace.claim(time.Now())
+					if !sleepUntil(due, stopped) {
+						return
+					}
+					if phase.Load() == phaseMeasure {
+						wk.skipped += skipped
+					}
 				}
 				t0 := time.Now()
 				var err error
@@ -437,6 +525,7 @@ func main() {
 	mark("MEASURE_START")
 	time.Sleep(*duration)
 	phase.Store(phaseStop)
+	close(stopped)
 	elapsed := time.Since(start)
 	mark("MEASURE_END")
 
@@ -460,6 +549,7 @@ func main() {
 		Messages:     *messages,
 		ClientMsgs:   *clientMessages,
 		Pingpongs:    *pingpongs,
+		TargetRate:   *rate,
 		Method:       *method,
 		TLS:          *useTLS,
 		GOMAXPROCS:   runtime.GOMAXPROCS(0),
@@ -469,6 +559,7 @@ func main() {
 		wk := &workers[i]
 		res.Calls += wk.calls
 		res.BadResponses += wk.badResp
+		res.Skipped += wk.skipped
 		for c, k := range wk.errs {
 			res.ErrorsByCode[c] += k
 			res.Errors += k
