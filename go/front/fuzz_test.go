@@ -61,7 +61,7 @@ func FuzzMetadataChecks(f *testing.F) {
 				size += len(k) + len(v) + 32
 			}
 		}
-		if err := checkMetadataSize(md, limit); (err == nil) != (size <= int(limit) && maxValue(md) <= max(int(limit), 16<<10)) {
+		if err := checkMetadataSize(metadataOf(md), limit); (err == nil) != (size <= int(limit) && maxValue(md) <= max(int(limit), 16<<10)) {
 			t.Fatalf("checkMetadataSize(size %d, limit %d) = %v", size, limit, err)
 		}
 	})

@@ -150,7 +150,7 @@ func (g grpcgoHandler) tap(ctx context.Context, info *tap.Info) (context.Context
 			conn, _ = p.Addr.(*connState)
 		}
 	}
-	ctx, err := g.h.admit(ctx, info.Header, conn)
+	ctx, err := g.h.admit(ctx, metadataOf(info.Header), conn)
 	if err != nil && g.cs != nil {
 		// grpc-go's stats handler never hears of a call its tap refused
 		// (it answers before the call begins): report it here, as a call

@@ -449,7 +449,7 @@ func (c *h2Conn) headers(f *http2.MetaHeadersFrame) error {
 	if cs := c.srv.stats; cs != nil {
 		s.stats = cs.Begin(req.method, time.Now())
 	}
-	ctx, err := c.srv.h.admit(s.ctx, req.md, c.cs)
+	ctx, err := c.srv.h.admit(s.ctx, req.header, c.cs)
 	if err == nil && c.srv.limits.DisabledCompression != nil {
 		// grpc.compression_enabled_algorithms_bitset: a request in a
 		// disabled encoding is refused, as grpcio refuses it.

@@ -11,7 +11,6 @@ import (
 	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/encoding"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 )
 
@@ -19,10 +18,9 @@ import (
 // them: the gRPC fields it acts on, and the metadata in arrival order.
 type h2Request struct {
 	method     string // :path
-	header     [][2]string
-	md         metadata.MD // the same fields, for admission (handler.admit)
-	encoding   string      // grpc-encoding of the request messages ("" none)
-	accept     []string    // grpc-accept-encoding
+	header     Metadata
+	encoding   string   // grpc-encoding of the request messages ("" none)
+	accept     []string // grpc-accept-encoding
 	timeout    time.Duration
 	hasTimeout bool
 }
@@ -40,10 +38,7 @@ type h2Reject struct {
 // keys decoded), kept in the order they came, with :authority (or host, as
 // gRFC A41 says) and user-agent among them, as grpc-go's server keeps them.
 func parseRequest(fields []hpack.HeaderField) (*h2Request, *h2Reject) {
-	r := &h2Request{
-		header: make([][2]string, 0, len(fields)),
-		md:     make(metadata.MD, len(fields)),
-	}
+	r := &h2Request{header: make(Metadata, 0, len(fields))}
 	var (
 		httpMethod, contentType string
 		isGRPC                  bool
@@ -132,7 +127,6 @@ func parseRequest(fields []hpack.HeaderField) (*h2Request, *h2Reject) {
 
 func (r *h2Request) add(k, v string) {
 	r.header = append(r.header, [2]string{k, v})
-	r.md[k] = append(r.md[k], v)
 }
 
 // grpcContentType reports application/grpc, with or without a subtype.

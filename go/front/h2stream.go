@@ -84,10 +84,12 @@ func (s *h2Stream) ClientCompressors() []string { return s.req.accept }
 // Request waits for the call's one request (the reader dispatches unary
 // calls only once it is in, so this rarely waits).
 func (s *h2Stream) Request() (mem.BufferSlice, error) {
-	select {
-	case <-s.requestIn:
-	case <-s.ctx.Done():
-		return nil, s.ctx.Err()
+	if !s.requestReady() { // ready is the rule: ctx.Done() is made only to wait
+		select {
+		case <-s.requestIn:
+		case <-s.ctx.Done():
+			return nil, s.ctx.Err()
+		}
 	}
 	s.rmu.Lock()
 	defer s.rmu.Unlock()

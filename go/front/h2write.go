@@ -345,6 +345,12 @@ func (w *h2Writer) answerFlushLocked() {
 func (w *h2Writer) flusher() {
 	for range w.flushReq {
 		w.mu.Lock()
+		if d := coalesceWindow - time.Since(w.lastWrite); d > 0 {
+			// Let the burst gather: at most one write per coalesceWindow.
+			w.mu.Unlock()
+			time.Sleep(d)
+			w.mu.Lock()
+		}
 		w.flushing = false
 		w.flushLocked()
 		w.mu.Unlock()

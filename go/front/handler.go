@@ -9,7 +9,6 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/mem"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 )
 
@@ -52,7 +51,7 @@ type handler struct {
 // metadata and bad tokens cheaply (only that call ends) and to take an
 // ordering ticket. The returned context is the call's. conn is the call's
 // connection, which only an ordered front needs (nil is fine otherwise).
-func (h *handler) admit(ctx context.Context, md metadata.MD, conn *connState) (context.Context, error) {
+func (h *handler) admit(ctx context.Context, md Metadata, conn *connState) (context.Context, error) {
 	if err := checkMetadataSize(md, h.cfg.Limits.MaxHeaderListSize); err != nil {
 		h.m.callsRefused.Add(1)
 		return ctx, err
@@ -72,9 +71,12 @@ func (h *handler) admit(ctx context.Context, md metadata.MD, conn *connState) (c
 }
 
 // authenticate finds the client key of the call's bearer token.
-func (h *handler) authenticate(md metadata.MD) (string, bool) {
-	for _, v := range md.Get("authorization") {
-		if tok, ok := strings.CutPrefix(v, "Bearer "); ok {
+func (h *handler) authenticate(md Metadata) (string, bool) {
+	for _, kv := range md {
+		if kv[0] != "authorization" {
+			continue
+		}
+		if tok, ok := strings.CutPrefix(kv[1], "Bearer "); ok {
 			if key, ok := h.cfg.BearerTokens[tok]; ok {
 				return key, true
 			}

@@ -2,11 +2,10 @@ package front
 
 import (
 	"fmt"
-	"sort"
+	"slices"
 	"strings"
 
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 )
 
@@ -16,29 +15,22 @@ import (
 // limit and 16 KiB) is named as such; otherwise the total is given with
 // the size of each field. grpcio also counts pseudo-headers that grpc-go
 // doesn't show, so its totals are larger (README: known differences).
-func checkMetadataSize(md metadata.MD, limit uint32) error {
+func checkMetadataSize(md Metadata, limit uint32) error {
 	total := 0
-	for k, vs := range md {
-		for _, v := range vs {
-			if len(v) > max(int(limit), 16<<10) {
-				return status.Errorf(codes.ResourceExhausted, "received metadata size exceeds hard limit (value length %d vs. %d)", len(v), limit)
-			}
-			total += len(k) + len(v) + 32
+	for _, kv := range md {
+		if len(kv[1]) > max(int(limit), 16<<10) {
+			return status.Errorf(codes.ResourceExhausted, "received metadata size exceeds hard limit (value length %d vs. %d)", len(kv[1]), limit)
 		}
+		total += len(kv[0]) + len(kv[1]) + 32
 	}
 	if uint32(total) <= limit {
 		return nil
 	}
-	keys := make([]string, 0, len(md))
-	for k := range md {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	sorted := slices.Clone(md) // by key; a key's values in their order
+	slices.SortStableFunc(sorted, func(a, b [2]string) int { return strings.Compare(a[0], b[0]) })
 	var fields strings.Builder
-	for _, k := range keys {
-		for _, v := range md[k] {
-			fmt.Fprintf(&fields, " %s:%dB", k, len(k)+len(v)+32)
-		}
+	for _, kv := range sorted {
+		fmt.Fprintf(&fields, " %s:%dB", kv[0], len(kv[0])+len(kv[1])+32)
 	}
 	return status.Errorf(codes.ResourceExhausted, "received metadata size exceeds hard limit (%d vs. %d); %s", total, limit, fields.String())
 }
