@@ -24,6 +24,7 @@ the targets of issues 7, 14, 23 and 24, each met or NOT met. Writes the table
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import shutil
 import subprocess
 import sys
@@ -46,6 +47,15 @@ AIO_SERVERS = ("grpcio_aio", "native_aio", "native_aio_uvloop", "native_aio_h2")
 # row says which it measures, whatever PGN_TRANSPORT the run inherited.
 ON_GRPCGO = {"PGN_TRANSPORT": "grpcgo"}
 ON_H2 = {"PGN_TRANSPORT": "h2"}
+# The rows measured on both transports: the grpc-go transport's key, and the
+# h2 row's name (its key is the same + "_h2").
+H2_ROWS = {
+    "native_sync": "pygrpc_native.server(), h2 transport",
+    "native_sync16": "pygrpc_native.server(), 16 workers, h2 transport",
+    "native_aio": "pygrpc_native.aio.server(), h2 transport",
+    "lowlevel": "Low-level API, h2 transport",
+    "ceiling": "Ceiling, h2 transport",
+}
 
 DEFAULT_SERVERS = (
     "grpcio_sync,native_sync,native_sync16,grpcio_aio,native_aio,native_aio_uvloop,lowlevel,ceiling,grpcgo,"
@@ -198,7 +208,7 @@ def server_kinds(args, ceiling: Optional[Path], goserver: Optional[Path], tls, w
     py = sys.executable
     workers = ("--workers", str(args.grpcio_workers))
     tls_args = ("--tls-cert", str(tls.cert), "--tls-key", str(tls.key)) if tls else ()
-    return {
+    kinds = {
         s.key: s
         for s in (
             ServerKind("grpcio_sync", "grpc.server()", (py, "-m", "bench.servers.grpcio_sync", *workers)),
@@ -250,46 +260,6 @@ def server_kinds(args, ceiling: Optional[Path], goserver: Optional[Path], tls, w
                 unavailable=why.get("ceiling"),
                 env=ON_GRPCGO,
             ),
-            # The same servers on the front's own transport (h2).
-            ServerKind(
-                "native_sync_h2",
-                "pygrpc_native.server(), h2 transport",
-                (py, "-m", "bench.servers.grpcio_sync", "--impl", "native", *workers),
-                requires="pygrpc_native",
-                counterpart="grpcio_sync",
-                env=ON_H2,
-            ),
-            ServerKind(
-                "native_sync16_h2",
-                "pygrpc_native.server(), 16 workers, h2 transport",
-                (py, "-m", "bench.servers.grpcio_sync", "--impl", "native", "--workers", "16"),
-                requires="pygrpc_native",
-                counterpart="grpcio_sync",
-                env=ON_H2,
-            ),
-            ServerKind(
-                "native_aio_h2",
-                "pygrpc_native.aio.server(), h2 transport",
-                (py, "-m", "bench.servers.aio_echo", "--impl", "native"),
-                requires="pygrpc_native",
-                counterpart="grpcio_aio",
-                env=ON_H2,
-            ),
-            ServerKind(
-                "lowlevel_h2",
-                "Low-level API, h2 transport",
-                (py, "-m", "bench.servers.lowlevel", "--threads", str(args.lowlevel_threads)),
-                requires="pygrpc_native",
-                counterpart="grpcio_sync",
-                env=ON_H2,
-            ),
-            ServerKind(
-                "ceiling_h2",
-                "Ceiling, h2 transport",
-                (str(ceiling),),
-                unavailable=why.get("ceiling"),
-                env=ON_H2,
-            ),
             ServerKind("grpcgo", "grpc-go alone", (str(goserver),), unavailable=why.get("goserver")),
             ServerKind(
                 "native_sync_prom",
@@ -327,6 +297,11 @@ def server_kinds(args, ceiling: Optional[Path], goserver: Optional[Path], tls, w
                         ),
         )
     }
+    # The same servers on the front's own transport (h2).
+    for key, name in H2_ROWS.items():
+        base = kinds[key]
+        kinds[f"{key}_h2"] = dataclasses.replace(base, key=f"{key}_h2", name=name, env=ON_H2)
+    return kinds
 
 
 def client_kinds(args, loadgen: Optional[Path], tls) -> dict:
