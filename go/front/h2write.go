@@ -41,7 +41,7 @@ type h2Writer struct {
 	flushReq    chan struct{}
 	flusherDone bool
 	// lateFlush writes out frames queued by controlLater that nothing
-	// else has written within ackDelay; lateArmed: it is set to.
+	// else has written within ackDelay; lateArmed: it is running.
 	lateFlush *time.Timer
 	lateArmed bool
 
