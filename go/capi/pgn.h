@@ -152,9 +152,42 @@ typedef struct {
  * instead would park the thread's locked goroutine, which costs Go's
  * scheduler a hand-off of its P and two context switches per wait. The
  * caller owns it (on its stack is fine): init, hand it to Go, wait, destroy.
- * Go signals it exactly once for each time it took it, under its own lock
- * and before the thread can see the signal, so the waiter may be destroyed
- * as soon as the wait returns. */
+ * Go signals it exactly once for each time it took it, and the signal
+ * touches nothing of the waiter once the thread can see it, so the waiter
+ * may be destroyed as soon as the wait returns.
+ *
+ * On Linux it is a futex: the signal sets the word, then wakes the word's
+ * address. A mutex and a condition variable (elsewhere) must be signalled
+ * under the mutex for that lifetime guarantee, and the woken thread then
+ * blocks on the mutex the signaller still holds: a second sleep and wake-up
+ * for every message, which a ping-pong stream pays at every exchange. The
+ * wake of a futex word whose waiter has already returned is harmless: at
+ * worst a spurious wake-up for whatever waits on that address later, and
+ * every futex waiter (these included) checks its word again. */
+#if defined(__linux__)
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+typedef struct {
+    uint32_t signaled;
+} pgn_waiter;
+
+static inline void pgn_waiter_init(pgn_waiter *w) { w->signaled = 0; }
+
+static inline void pgn_waiter_wait(pgn_waiter *w) {
+    while (__atomic_load_n(&w->signaled, __ATOMIC_ACQUIRE) == 0) {
+        syscall(SYS_futex, &w->signaled, FUTEX_WAIT_PRIVATE, 0, NULL, NULL, 0);
+    }
+}
+
+static inline void pgn_waiter_signal(pgn_waiter *w) {
+    __atomic_store_n(&w->signaled, 1, __ATOMIC_RELEASE);
+    syscall(SYS_futex, &w->signaled, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+
+static inline void pgn_waiter_destroy(pgn_waiter *w) { (void)w; }
+#else
 typedef struct {
     pthread_mutex_t mu;
     pthread_cond_t cond;
@@ -175,6 +208,8 @@ static inline void pgn_waiter_wait(pgn_waiter *w) {
     pthread_mutex_unlock(&w->mu);
 }
 
+/* Under the mutex, so that the waiter can't return (and be destroyed)
+ * before the signal is done with it. */
 static inline void pgn_waiter_signal(pgn_waiter *w) {
     pthread_mutex_lock(&w->mu);
     w->signaled = 1;
@@ -186,6 +221,7 @@ static inline void pgn_waiter_destroy(pgn_waiter *w) {
     pthread_cond_destroy(&w->cond);
     pthread_mutex_destroy(&w->mu);
 }
+#endif
 
 /* pgn_read's arguments and results. A message that fits in buf is copied
  * there (one call for the usual small message); a larger one is taken in

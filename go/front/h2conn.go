@@ -311,7 +311,7 @@ func (c *h2Conn) frame(f http2.Frame) error {
 			}
 			return nil
 		}
-		c.w.control(func(b []byte) []byte { return appendPing(b, true, f.Data) })
+		c.w.controlLater(func(b []byte) []byte { return appendPing(b, true, f.Data) })
 	case *http2.WindowUpdateFrame:
 		return c.windowUpdate(f)
 	case *http2.RSTStreamFrame:

@@ -41,6 +41,10 @@ type h2Writer struct {
 	lastWrite   time.Time
 	flushReq    chan struct{}
 	flusherDone bool
+	// lateFlush writes out frames queued by controlLater that nothing
+	// else has written within ackDelay; lateArmed: it is running.
+	lateFlush *time.Timer
+	lateArmed bool
 
 	henc *hpack.Encoder
 	hbuf bytes.Buffer
@@ -148,6 +152,42 @@ func (w *h2Writer) control(f func(b []byte) []byte) {
 		w.buf = f(w.buf)
 		w.flushLocked()
 	}
+	w.mu.Unlock()
+}
+
+// ackDelay is how long a PING ack may wait in buf for a write that takes it
+// along (controlLater).
+const ackDelay = time.Millisecond
+
+// controlLater queues a control frame that may wait up to ackDelay for the
+// connection's next write (an answer, another control frame): a PING ack.
+// A client that pings as it receives data (grpc-go's BDP estimator does,
+// once per round trip) otherwise costs a write of its own, and the
+// client a read, for every message it gets; its ack then goes out with the
+// next answer instead.
+func (w *h2Writer) controlLater(f func(b []byte) []byte) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err != nil {
+		return
+	}
+	w.buf = f(w.buf)
+	if w.flushing || w.lateArmed {
+		return // the writer in progress, or the armed timer, takes it
+	}
+	w.lateArmed = true
+	if w.lateFlush == nil {
+		w.lateFlush = time.AfterFunc(ackDelay, w.flushLate)
+	} else {
+		w.lateFlush.Reset(ackDelay)
+	}
+}
+
+// flushLate is the lateFlush timer: it writes out what waits.
+func (w *h2Writer) flushLate() {
+	w.mu.Lock()
+	w.lateArmed = false
+	w.flushLocked()
 	w.mu.Unlock()
 }
 
