@@ -370,10 +370,12 @@ func (c *h2Conn) settings(f *http2.SettingsFrame) error {
 	c.w.windowWait.Broadcast()
 	if c.w.err == nil {
 		c.w.buf = appendSettingsAck(c.w.buf)
-		c.w.flushLocked()
 	}
 	c.w.mu.Unlock()
+	// Written once c.mu is released: a write that fails closes the
+	// connection (h2Writer.onError), which takes c.mu.
 	c.mu.Unlock()
+	c.w.flushNow()
 	return nil
 }
 

@@ -348,6 +348,16 @@ func (w *h2Writer) queueHeaders(streamID uint32, endStream bool, fields []header
 	return nil
 }
 
+// flushNow writes out what is queued, at once (unless another goroutine
+// is writing: it will).
+func (w *h2Writer) flushNow() {
+	w.mu.Lock()
+	if w.err == nil {
+		w.flushLocked()
+	}
+	w.mu.Unlock()
+}
+
 // flush writes out what is queued (unless another goroutine is writing:
 // it will).
 func (w *h2Writer) flush() {
