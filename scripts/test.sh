@@ -92,7 +92,7 @@ PGN_TRANSPORT=h2 go test -count=1 -race ./go/front
 PGN_TRANSPORT=h2 go test -run='^$' -fuzz='^FuzzWire$' -fuzztime="${PGN_FUZZTIME:-30x}" ./go/front
 PGN_TRANSPORT=h2 "$py" -m pytest -q -p no:cacheprovider tests/test_*diff*.py tests/test_tls_*.py \
   tests/test_interop.py tests/test_lowlevel_*.py tests/test_server_request_streams.py tests/test_stream_memory.py \
-  tests/test_metrics_prometheus.py tests/test_observability.py tests/reliability
+  tests/test_metrics_prometheus.py tests/test_observability.py tests/test_server_vanished_clients.py tests/reliability
 
 if [ "${PGN_WHEELS:-}" = 1 ] || [ -n "${CI:-}" ]; then
   echo "== wheels"
