@@ -259,6 +259,16 @@ class ServerCore:
             pass  # the server has stopped
         self.release_slot(call_id)
 
+    def is_live(self, call_id: int) -> bool:
+        """Whether the client still waits for call_id, asked of Go just
+        before its handler would start: a call reset or timed out after
+        Python took it from the queue runs no handler, as in grpcio (one
+        look at Go's call table)."""
+        try:
+            return bool(self.front.is_active(call_id))
+        except RuntimeError:
+            return False  # the server has stopped: every call has ended
+
     def release_slot(self, call_id: int) -> None:
         """No handler runs for a call Python took: with
         maximum_concurrent_rpcs, its place is free once it has ended."""

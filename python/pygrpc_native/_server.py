@@ -305,7 +305,8 @@ class _Server(ServerCore, grpc.Server):
                         self._end_task_locked(task)
                         return
                 continue
-            if not self._is_live(call_id):
+            if not self.is_live(call_id):
+                self.pre_intercepted.pop(call_id, None)
                 self.release_slot(call_id)  # the client is gone; Go counted it as cancelled
                 continue
             task.call_id = call_id
@@ -333,12 +334,6 @@ class _Server(ServerCore, grpc.Server):
             self._call_runner.reject(call_id, _UNKNOWN, "Error in service handler!")
             return
         self.intercepted(lookup, handler)
-
-    def _is_live(self, call_id: int) -> bool:
-        try:
-            return self.front.is_active(call_id)
-        except RuntimeError:
-            return False  # the server has stopped: every call has ended
 
     def _receive(self) -> bool:
         """Takes the next batch from Go into the deque, waiting up to _IDLE,
