@@ -8,6 +8,7 @@ import (
 	"net"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/net/http2"
@@ -45,6 +46,10 @@ type h2Writer struct {
 	// else has written within ackDelay; lateArmed: it is running.
 	lateFlush *time.Timer
 	lateArmed bool
+
+	// streams counts the connection's open streams (h2Conn adds and
+	// removes them; atomic, read under mu), for window.
+	streams atomic.Int32
 
 	henc *hpack.Encoder
 	hbuf bytes.Buffer
@@ -366,11 +371,26 @@ func (w *h2Writer) flush() {
 	w.mu.Unlock()
 }
 
-// coalesceWindow: an answer that comes this soon after the connection's
-// last write is left to the connection's flusher goroutine, so that the
-// answers of a burst go out in one write; a lone answer is written at once
-// by its sender.
-const coalesceWindow = 30 * time.Microsecond
+// coalesceWindow is the least time between two writes of answers while a
+// connection is busy: an answer that comes sooner after the last write is
+// left to the connection's flusher goroutine, so that the answers of a
+// burst go out in one write, while a lone answer is written at once by its
+// sender. The window is coalesceWindow per stream open on the connection,
+// up to coalesceStreams of them: a connection carrying one call (a
+// ping-pong stream, a lone unary call) waits at most 30 µs, while one
+// carrying many streams of messages, where each write would otherwise
+// carry a few of them (aio.server() streams cost 12 writes per 100
+// messages at 30 µs, 5 at 200 µs), waits up to 240 µs, still well below
+// the queueing such a load has.
+const (
+	coalesceWindow  = 30 * time.Microsecond
+	coalesceStreams = 8
+)
+
+// window is the current least time between writes. mu held.
+func (w *h2Writer) window() time.Duration {
+	return coalesceWindow * time.Duration(min(max(w.streams.Load(), 1), coalesceStreams))
+}
 
 // answerFlushLocked writes out queued answers (see coalesceWindow). mu
 // held.
@@ -378,7 +398,7 @@ func (w *h2Writer) answerFlushLocked() {
 	if w.flushing || len(w.buf) == 0 || w.err != nil {
 		return
 	}
-	if time.Since(w.lastWrite) < coalesceWindow {
+	if time.Since(w.lastWrite) < w.window() {
 		w.flushing = true // the flusher's now; senders meanwhile only append
 		if w.flushReq == nil {
 			w.flushReq = make(chan struct{}, 1)
@@ -395,8 +415,8 @@ func (w *h2Writer) answerFlushLocked() {
 func (w *h2Writer) flusher() {
 	for range w.flushReq {
 		w.mu.Lock()
-		if d := coalesceWindow - time.Since(w.lastWrite); d > 0 {
-			// Let the burst gather: at most one write per coalesceWindow.
+		if d := w.window() - time.Since(w.lastWrite); d > 0 {
+			// Let the burst gather: at most one write per window.
 			w.mu.Unlock()
 			time.Sleep(d)
 			w.mu.Lock()
