@@ -472,7 +472,6 @@ func (c *h2Conn) headers(f *http2.MetaHeadersFrame) error {
 	c.w.mu.Lock()
 	s.sendWindow = c.w.initialWindow
 	c.w.mu.Unlock()
-	c.w.streams.Add(1)
 	c.streams[id] = s
 	c.idleSince = time.Time{}
 	c.mu.Unlock()
@@ -636,7 +635,6 @@ func (c *h2Conn) endStream(s *h2Stream, code codes.Code, reset bool) {
 	s.released = true
 	delete(c.streams, s.id)
 	delete(c.peerRST, s.id)
-	c.w.streams.Add(-1)
 	idle := len(c.streams) == 0
 	if idle {
 		c.idleSince = time.Now()
