@@ -55,6 +55,8 @@ H2_ROWS = {
     "native_aio": "pygrpc_native.aio.server(), h2 transport",
     "lowlevel": "Low-level API, h2 transport",
     "ceiling": "Ceiling, h2 transport",
+    "native_sync_prom": "pygrpc_native.server() + Prometheus endpoint, h2 transport",
+    "native_sync_otel": "pygrpc_native.server() + OpenTelemetry plugin, h2 transport",
 }
 
 DEFAULT_SERVERS = (
@@ -62,10 +64,11 @@ DEFAULT_SERVERS = (
     "native_sync_h2,native_sync16_h2,native_aio_h2,lowlevel_h2,ceiling_h2"
 )
 # The metrics rows (A66 metrics on; README "Observability"): opt-in with
-# --servers, as their cost is measured against native_sync's, not tracked
-# by the targets. The plugin rows run in build/venv-otel (scripts/test.sh
-# makes it): grpcio-observability pins another grpcio.
-METRICS_SERVERS = "native_sync_prom,native_sync_otel,grpcio_sync_otel"
+# --servers, as their cost is measured against native_sync's (or
+# native_sync_h2's), not tracked by the targets. The plugin rows run in
+# build/venv-otel (scripts/test.sh makes it): grpcio-observability pins
+# another grpcio.
+METRICS_SERVERS = "native_sync_prom,native_sync_otel,native_sync_prom_h2,native_sync_otel_h2,grpcio_sync_otel"
 ALL_SERVERS = DEFAULT_SERVERS + ",grpcio_sync_tls,native_sync_tls," + METRICS_SERVERS
 OTEL_PYTHON = harness.REPO_ROOT / "build" / "venv-otel" / "bin" / "python"
 GRPCGO = "grpcgo"
@@ -267,6 +270,7 @@ def server_kinds(args, ceiling: Optional[Path], goserver: Optional[Path], tls, w
                 (py, "-m", "bench.servers.grpcio_sync", "--impl", "native", *workers, "--metrics", "prometheus"),
                 requires="pygrpc_native",
                 counterpart="grpcio_sync",
+                env=ON_GRPCGO,
             ),
             ServerKind(
                 "native_sync_otel",
@@ -274,6 +278,7 @@ def server_kinds(args, ceiling: Optional[Path], goserver: Optional[Path], tls, w
                 (str(OTEL_PYTHON), "-m", "bench.servers.grpcio_sync", "--impl", "native", *workers, "--metrics", "otel"),
                 unavailable=None if OTEL_PYTHON.exists() else f"no {OTEL_PYTHON} (scripts/test.sh makes it)",
                 counterpart="grpcio_sync_otel",
+                env=ON_GRPCGO,
             ),
             ServerKind(
                 "grpcio_sync_otel",

@@ -78,19 +78,19 @@ echo "== pytest"
 # The package is imported from the venv: the source tree keeps it under python/.
 "$py" -m pytest -q -p no:cacheprovider tests
 
-echo "== the front's own transport (h2): Go tests, wire fuzzing, differential, TLS, metrics, interop, reliability"
-# The full suites above ran on the default transport (grpc-go's server);
-# the h2 transport is chosen per server (grpc.pygrpc_native.transport) or,
-# for whole suites, by PGN_TRANSPORT. On it: the Go tests (every front test,
-# since they make their fronts from the same configuration; the
-# frame-differential test drives both transports and plain grpc-go in every
-# run), the wire fuzzer, the differential suites (grpc.server() and ours,
-# compared), the TLS, low-level and metrics suites, the interop matrix
-# (plaintext and TLS) and the short reliability suite (h2spec against plain
-# grpc-go included).
-PGN_TRANSPORT=h2 go test -count=1 -race ./go/front
-PGN_TRANSPORT=h2 go test -run='^$' -fuzz='^FuzzWire$' -fuzztime="${PGN_FUZZTIME:-30x}" ./go/front
-PGN_TRANSPORT=h2 "$py" -m pytest -q -p no:cacheprovider tests/test_*diff*.py tests/test_tls_*.py \
+echo "== grpc-go's transport (the oracle): Go tests, wire fuzzing, differential, TLS, metrics, interop, reliability"
+# The full suites above ran on the default transport (the front's own, h2);
+# grpc-go's server stays selectable per server (grpc.pygrpc_native.transport)
+# or, for whole suites, by PGN_TRANSPORT, as the reference h2 is held to. On
+# it: the Go tests (every front test, since they make their fronts from the
+# same configuration; the frame-differential test drives both transports
+# and plain grpc-go in every run), the wire fuzzer, the differential suites
+# (grpc.server() and ours, compared), the TLS, low-level and metrics
+# suites, the interop matrix (plaintext and TLS) and the short reliability
+# suite (h2spec against plain grpc-go included).
+PGN_TRANSPORT=grpcgo go test -count=1 -race ./go/front
+PGN_TRANSPORT=grpcgo go test -run='^$' -fuzz='^FuzzWire$' -fuzztime="${PGN_FUZZTIME:-30x}" ./go/front
+PGN_TRANSPORT=grpcgo "$py" -m pytest -q -p no:cacheprovider tests/test_*diff*.py tests/test_tls_*.py \
   tests/test_interop.py tests/test_lowlevel_*.py tests/test_server_request_streams.py tests/test_stream_memory.py \
   tests/test_metrics_prometheus.py tests/test_observability.py tests/test_server_vanished_clients.py tests/reliability
 

@@ -49,8 +49,9 @@ type Config struct {
 	// TLS secures the port with these credentials (ParseTLS); nil:
 	// plaintext.
 	TLS *PortSecurity
-	// Transport is the HTTP/2 transport behind the seam: TransportGRPCGo
-	// (grpc-go's server, the default) or TransportH2 (the front's own).
+	// Transport is the HTTP/2 transport behind the seam: TransportH2 (the
+	// front's own, the default) or TransportGRPCGo (grpc-go's server, the
+	// oracle the other is tested against).
 	Transport string
 }
 
@@ -62,7 +63,7 @@ const (
 
 // transportOption names the transport in a server's options; without it,
 // the PGN_TRANSPORT environment variable does (for running whole test
-// suites on either), and without that, grpc-go's.
+// suites on either), and without that, the front's own (h2).
 const (
 	transportOption = "grpc.pygrpc_native.transport"
 	transportEnv    = "PGN_TRANSPORT"
@@ -247,7 +248,7 @@ func ParseConfig(doc []byte) (*Config, error) {
 	cfg.Limits.MaxHeaderListSize = headerListLimit(soft, hard)
 	cfg.Limits.Compression.dropDisabled(cfg.Limits.DisabledCompression)
 	if cfg.Transport == "" {
-		cfg.Transport = TransportGRPCGo
+		cfg.Transport = TransportH2
 		if t := os.Getenv(transportEnv); t != "" {
 			if err := checkTransport(t, transportEnv); err != nil {
 				return nil, err

@@ -24,7 +24,7 @@ GRPC_GO_SAY = "/echo.Echo/Say"
 # The transport our servers run on (PGN_TRANSPORT, passed to every server
 # of ours this harness starts; the package's default when unset). Results
 # and failures are labelled with it.
-TRANSPORT = os.environ.get("PGN_TRANSPORT") or "grpcgo"
+TRANSPORT = os.environ.get("PGN_TRANSPORT") or "h2"
 # Our default SETTINGS_MAX_CONCURRENT_STREAMS, given to plain grpc-go too so
 # that both advertise the same limit (h2spec skips its cases without one).
 MAX_CONCURRENT_STREAMS = 1024

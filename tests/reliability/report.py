@@ -4,7 +4,7 @@ the figures they recorded to docs/reliability.md:
 
     build/venv/bin/python -m tests.reliability.report           # short run, a few minutes
     PGN_RELIABILITY_LONG=1 build/venv/bin/python -m tests.reliability.report   # long run
-    PGN_TRANSPORT=h2 build/venv/bin/python -m tests.reliability.report         # docs/reliability-h2.md
+    PGN_TRANSPORT=grpcgo build/venv/bin/python -m tests.reliability.report     # docs/reliability-grpcgo.md
 
 Every figure here is one a test measured and held to its bar (or, for a
 control, measured alongside): nothing is probed by the report itself.
@@ -141,7 +141,7 @@ def _anchor(title: str) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    name = "reliability.md" if TRANSPORT == "grpcgo" else f"reliability-{TRANSPORT}.md"
+    name = "reliability.md" if TRANSPORT == "h2" else f"reliability-{TRANSPORT}.md"
     parser.add_argument("--out", default=str(ROOT / "docs" / name))
     args = parser.parse_args()
     s = scales.current()
