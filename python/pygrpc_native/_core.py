@@ -263,11 +263,15 @@ class ServerCore:
         """Whether the client still waits for call_id, asked of Go just
         before its handler would start: a call reset or timed out after
         Python took it from the queue runs no handler, as in grpcio (one
-        look at Go's call table)."""
+        look at Go's call table). A call that isn't live is forgotten here;
+        its slot is the caller's to free."""
         try:
-            return bool(self.front.is_active(call_id))
+            if self.front.is_active(call_id):
+                return True
         except RuntimeError:
-            return False  # the server has stopped: every call has ended
+            pass  # the server has stopped: every call has ended
+        self.pre_intercepted.pop(call_id, None)
+        return False
 
     def release_slot(self, call_id: int) -> None:
         """No handler runs for a call Python took: with

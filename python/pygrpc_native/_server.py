@@ -306,7 +306,6 @@ class _Server(ServerCore, grpc.Server):
                         return
                 continue
             if not self.is_live(call_id):
-                self.pre_intercepted.pop(call_id, None)
                 self.release_slot(call_id)  # the client is gone; Go counted it as cancelled
                 continue
             task.call_id = call_id

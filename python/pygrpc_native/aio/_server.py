@@ -196,7 +196,6 @@ class _AioServer(ServerCore, grpc.aio.Server):
             # Reset (or timed out) between the batch and this first step:
             # its slot is freed by the task's done callback.
             self._call_tasks.pop(call.call_id, None)
-            self.pre_intercepted.pop(call.call_id, None)
             return
         ctx = ServicerContext(call, self._waits)  # type: ignore[arg-type]  # set at start
         try:
