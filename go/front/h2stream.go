@@ -42,6 +42,9 @@ type h2Stream struct {
 	// wakeOnEnd: a sender waiting for window is woken when ctx ends
 	// (registered the first time one waits; under the writer's mu).
 	wakeOnEnd bool
+	// offload: the owner's sends leave their writes to the connection's
+	// flusher (OffloadWrites).
+	offload bool
 
 	// Receive side, reader only: the gRPC message being assembled.
 	prefix    [5]byte
@@ -307,7 +310,10 @@ func (s *h2Stream) clientAccepts(name string) bool {
 func (s *h2Stream) SendCompressor() string { return s.compressor }
 
 // Flush writes out what the owner queued.
-func (s *h2Stream) Flush() { s.c.w.flush() }
+func (s *h2Stream) Flush() { s.c.w.flush(s.offload) }
+
+// OffloadWrites: see inlineStream.
+func (s *h2Stream) OffloadWrites(on bool) { s.offload = on }
 
 // Finish writes the status and trailers (trailers-only when no headers
 // went out) and ends the stream.
@@ -348,7 +354,7 @@ func (s *h2Stream) Finish(st *status.Status, trailer Metadata) {
 	// and must not find this one still counted against
 	// max_concurrent_streams.
 	s.c.endStream(s, code, false)
-	_ = s.c.w.sendHeaders(s.id, true, fields, after)
+	_ = s.c.w.sendHeaders(s.id, true, fields, after, s.offload)
 }
 
 // finishWith ends a stream whose handler returned without Finish: with

@@ -272,8 +272,9 @@ func (w *h2Writer) appendHeadersLocked(streamID uint32, endStream bool, fields [
 }
 
 // sendHeaders queues a header block and writes it out (the caller may
-// block on the socket: it is a call's owner, never the reader).
-func (w *h2Writer) sendHeaders(streamID uint32, endStream bool, fields []headerField, after func(b []byte) []byte) error {
+// block on the socket: it is a call's owner, never the reader); offload
+// leaves the write to the flusher (answerFlushLocked).
+func (w *h2Writer) sendHeaders(streamID uint32, endStream bool, fields []headerField, after func(b []byte) []byte, offload bool) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.err != nil {
@@ -283,7 +284,7 @@ func (w *h2Writer) sendHeaders(streamID uint32, endStream bool, fields []headerF
 	if after != nil {
 		w.buf = after(w.buf)
 	}
-	w.answerFlushLocked()
+	w.answerFlushLocked(offload)
 	return nil
 }
 
@@ -365,10 +366,10 @@ func (w *h2Writer) flushNow() {
 }
 
 // flush writes out what is queued (unless another goroutine is writing:
-// it will).
-func (w *h2Writer) flush() {
+// it will); offload leaves that to the flusher (answerFlushLocked).
+func (w *h2Writer) flush(offload bool) {
 	w.mu.Lock()
-	w.answerFlushLocked()
+	w.answerFlushLocked(offload)
 	w.mu.Unlock()
 }
 
@@ -395,9 +396,13 @@ func (w *h2Writer) window() time.Duration {
 	return coalesceWindow * time.Duration(min(max(w.batch, 1), coalesceBatch))
 }
 
-// answerFlushLocked writes out queued answers (see coalesceWindow). mu
-// held.
-func (w *h2Writer) answerFlushLocked() {
+// answerFlushLocked writes out queued answers (see coalesceWindow), or
+// with offload leaves them to the flusher whatever the window: the sender
+// is an event loop's thread, whose time is worth more than the flusher's
+// wake-up (aio.server() on 2 cores: ~12% less CPU per empty call, 35% less
+// per stream of 100 ping-pongs; server()'s pool threads, which gained
+// nothing by it, write themselves). mu held.
+func (w *h2Writer) answerFlushLocked(offload bool) {
 	if w.err != nil {
 		return
 	}
@@ -405,7 +410,7 @@ func (w *h2Writer) answerFlushLocked() {
 	if w.flushing || len(w.buf) == 0 {
 		return
 	}
-	if time.Since(w.lastWrite) < w.window() {
+	if offload || time.Since(w.lastWrite) < w.window() {
 		w.flushing = true // the flusher's now; senders meanwhile only append
 		if w.flushReq == nil {
 			w.flushReq = make(chan struct{}, 1)

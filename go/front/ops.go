@@ -78,8 +78,10 @@ type opQueue struct {
 	// (applies the ops) on its own thread. driving: someone is; abandoned:
 	// the call ended on the wire, for the driver to act on; closed: the call
 	// is over, and later ops report ResultEnded. All guarded by mu; drive
-	// is set before the call's first event is queued and never changes.
-	drive     func()
+	// is set before the call's first event is queued and never changes. Its
+	// argument says the driver runs on a thread that must not wait (an event
+	// loop's: a put without block).
+	drive     func(offload bool)
 	driving   bool
 	abandoned bool
 	closed    bool
@@ -120,7 +122,7 @@ func (q *opQueue) put(o op, block bool, ended <-chan struct{}) Result {
 				q.driving = true
 				q.mu.Unlock()
 				if run {
-					q.drive()
+					q.drive(!block)
 				}
 				return ResultOK
 			}
@@ -192,7 +194,7 @@ func (q *opQueue) abandon() {
 	q.driving = true
 	q.mu.Unlock()
 	if run {
-		q.drive()
+		q.drive(false)
 	}
 }
 

@@ -180,6 +180,13 @@ type inlineStream interface {
 	// wire size may differ a little) can't be sent now without waiting
 	// for flow control.
 	SendWouldWait(n int) bool
+	// OffloadWrites says whether the sends that follow, up to the next
+	// call of it, come from a thread that should not write to the socket
+	// itself: an event loop's, which serves every other call meanwhile (a
+	// write there costs them all its syscall). The transport then leaves
+	// their writes to a goroutine of its own. Each driver says it before
+	// it applies ops.
+	OffloadWrites(on bool)
 	// End ends a driven call, once, when its driver is done with it: with
 	// err's status unless Finish already ended it (nil err: nothing more
 	// to send), or with a reset if the call already ended on the wire.
@@ -199,15 +206,16 @@ func (s *stream) driven() {
 
 // drive applies c's queued ops until none is left, the call ends, or an op
 // would wait (then a goroutine takes over). Run by opQueue with the right
-// to drive.
-func (s *stream) drive() { s.applyQueued(false) }
+// to drive; offload: on an event loop's thread (inlineStream.OffloadWrites).
+func (s *stream) drive(offload bool) { s.applyQueued(false, offload) }
 
 // driveWaiting is drive on a goroutine of its own, which may wait for flow
 // control; it stops driving once the queue is empty.
-func (s *stream) driveWaiting() { s.applyQueued(true) }
+func (s *stream) driveWaiting() { s.applyQueued(true, false) }
 
 // applyQueued is drive (mayWait false) and driveWaiting (true).
-func (s *stream) applyQueued(mayWait bool) {
+func (s *stream) applyQueued(mayWait, offload bool) {
+	s.out.(inlineStream).OffloadWrites(offload)
 	for {
 		batch, abandoned, ok := s.c.ops.takeDriven(s.batch[:0])
 		s.batch = batch
