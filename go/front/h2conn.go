@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"golang.org/x/net/http2"
-	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -77,8 +76,9 @@ type h2Conn struct {
 	w        *h2Writer
 
 	// Reader only.
-	br *bufio.Reader
-	fr *http2.Framer
+	br  *bufio.Reader
+	fr  *http2.Framer
+	hdr headerReader // header blocks, read past the Framer (h2headerread.go)
 	// readyCalls are calls handed over on the reader (inline), run once the
 	// reader has taken every frame already read (see readFrames).
 	readyCalls []*h2Stream
@@ -199,6 +199,7 @@ func (c *h2Conn) handshake() error {
 		)
 		return appendWindowUpdate(b, 0, h2ConnWindow-65535)
 	})
+	// Large enough to peek a whole frame of h2MaxReadFrame (headersDirect).
 	c.br = bufio.NewReaderSize(c.nc, 32<<10)
 	br := c.br
 	var preface [len(http2.ClientPreface)]byte
@@ -209,12 +210,18 @@ func (c *h2Conn) handshake() error {
 		return errors.New("the client preface is not HTTP/2's")
 	}
 	c.fr = http2.NewFramer(nil, br)
-	c.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
-	c.fr.MaxHeaderListSize = h2HeaderListLimit(limits)
+	c.hdr = newHeaderReader(h2HeaderListLimit(limits))
+	// The first frame is the Framer's, a header block included (one only
+	// ever ends the connection); every later one is read past it
+	// (headersDirect).
+	c.fr.ReadMetaHeaders = c.hdr.dec
+	c.fr.MaxHeaderListSize = c.hdr.limit
 	// Our SETTINGS keep HTTP/2's default largest frame; a larger one is a
 	// FRAME_SIZE_ERROR.
 	c.fr.SetMaxReadFrameSize(h2MaxReadFrame)
 	f, err := c.fr.ReadFrame()
+	c.fr.ReadMetaHeaders = nil
+	c.hdr.dec.SetEmitFunc(c.hdr.field)
 	if err != nil {
 		return fmt.Errorf("reading the client's first SETTINGS: %w", err)
 	}
@@ -253,33 +260,44 @@ func (c *h2Conn) readFrames() error {
 	}
 }
 
-// readFrame reads the next frame and acts on it: a plain DATA frame
-// itself (dataDirect), any other through the Framer and its checks. An
-// error closes the connection.
+// readFrame reads the next frame and acts on it: a header block
+// (headersDirect) and a plain DATA frame (dataDirect) itself, any other
+// through the Framer and its checks. An error closes the connection.
 func (c *h2Conn) readFrame() error {
+	if direct, err := c.headersDirect(); direct || err != nil {
+		return err
+	}
 	if direct, err := c.dataDirect(); direct || err != nil {
 		return err
 	}
 	f, err := c.fr.ReadFrame()
 	if err != nil {
-		var se http2.StreamError
-		if errors.As(err, &se) {
-			// A HEADERS frame refused as a stream error still opened
-			// its stream (its later frames are not on an idle one).
-			if se.StreamID%2 == 1 && se.StreamID > c.maxStreamID.Load() {
-				c.maxStreamID.Store(se.StreamID)
-			}
-			c.streamError(se.StreamID, se.Code)
-			return nil
-		}
-		var ce http2.ConnectionError
-		if errors.As(err, &ce) {
-			c.goAwayError(http2.ErrCode(ce), err.Error())
-		}
-		return err
+		return c.readError(err)
 	}
 	c.lastRead.Store(time.Now().UnixNano())
 	return c.frame(f)
+}
+
+// readError acts on an error reading a frame (the Framer's, or
+// headersDirect's of the same kinds): a stream error resets the stream
+// and the connection goes on (nil); a connection error sends GOAWAY with
+// its code; any error but a stream error ends the connection.
+func (c *h2Conn) readError(err error) error {
+	var se http2.StreamError
+	if errors.As(err, &se) {
+		// A HEADERS frame refused as a stream error still opened
+		// its stream (its later frames are not on an idle one).
+		if se.StreamID%2 == 1 && se.StreamID > c.maxStreamID.Load() {
+			c.maxStreamID.Store(se.StreamID)
+		}
+		c.streamError(se.StreamID, se.Code)
+		return nil
+	}
+	var ce http2.ConnectionError
+	if errors.As(err, &ce) {
+		c.goAwayError(http2.ErrCode(ce), err.Error())
+	}
+	return err
 }
 
 // runReady hands the calls queued by dispatch to the front.
@@ -295,8 +313,6 @@ func (c *h2Conn) runReady() {
 // saying why, where one is due).
 func (c *h2Conn) frame(f http2.Frame) error {
 	switch f := f.(type) {
-	case *http2.MetaHeadersFrame:
-		return c.headers(f)
 	case *http2.DataFrame:
 		return c.data(f.StreamID, int(f.Header().Length), f.StreamEnded(), &framePayload{p: f.Data(), n: len(f.Data())})
 	case *http2.SettingsFrame:
@@ -400,12 +416,13 @@ func (c *h2Conn) stream(id uint32) *h2Stream {
 }
 
 // headers starts a call (or, on an open stream, takes the client's
-// trailers as its half-close).
-func (c *h2Conn) headers(f *http2.MetaHeadersFrame) error {
-	id := f.StreamID
+// trailers as its half-close). It keeps nothing of hb.fields (parseRequest
+// copies what it keeps).
+func (c *h2Conn) headers(hb headerBlock) error {
+	id := hb.streamID
 	if id%2 == 0 || id <= c.maxStreamID.Load() {
 		if s := c.stream(id); s != nil {
-			if !f.StreamEnded() {
+			if !hb.endStream {
 				c.streamError(id, http2.ErrCodeProtocol)
 				return nil
 			}
@@ -424,7 +441,7 @@ func (c *h2Conn) headers(f *http2.MetaHeadersFrame) error {
 	if refuse {
 		return nil // after the final GOAWAY: ignored, as HTTP/2 says
 	}
-	if f.Truncated {
+	if hb.truncated {
 		c.w.control(func(b []byte) []byte { return appendRSTStream(b, id, http2.ErrCodeFrameSize) })
 		return nil
 	}
@@ -432,12 +449,12 @@ func (c *h2Conn) headers(f *http2.MetaHeadersFrame) error {
 		c.w.control(func(b []byte) []byte { return appendRSTStream(b, id, http2.ErrCodeRefusedStream) })
 		return nil
 	}
-	req, rej := parseRequest(f.Fields)
+	req, rej := parseRequest(hb.fields)
 	if rej != nil {
 		if rej.rst {
 			c.w.control(func(b []byte) []byte { return appendRSTStream(b, id, http2.ErrCodeProtocol) })
 		} else {
-			c.earlyAbort(id, rej.httpStatus, rej.st, !f.StreamEnded())
+			c.earlyAbort(id, rej.httpStatus, rej.st, !hb.endStream)
 		}
 		return nil
 	}
@@ -460,11 +477,11 @@ func (c *h2Conn) headers(f *http2.MetaHeadersFrame) error {
 		}
 	}
 	if err != nil {
-		c.endUnstarted(s, status.Convert(err), !f.StreamEnded())
+		c.endUnstarted(s, status.Convert(err), !hb.endStream)
 		return nil
 	}
 	if ctx.Err() != nil {
-		c.endUnstarted(s, status.New(codes.DeadlineExceeded, context.DeadlineExceeded.Error()), !f.StreamEnded())
+		c.endUnstarted(s, status.New(codes.DeadlineExceeded, context.DeadlineExceeded.Error()), !hb.endStream)
 		return nil
 	}
 	s.ctx = ctx
@@ -480,7 +497,7 @@ func (c *h2Conn) headers(f *http2.MetaHeadersFrame) error {
 		// as grpc-go's transport does.
 		context.AfterFunc(s.ctx, func() { c.expire(s) })
 	}
-	if f.StreamEnded() {
+	if hb.endStream {
 		s.halfClose()
 		c.dispatch(s)
 		return nil

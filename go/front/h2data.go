@@ -59,10 +59,11 @@ func (f *framePayload) skip() error {
 // needs none of the Framer's checks (on a stream, unpadded, within
 // h2MaxReadFrame): its payload goes from the connection's reader straight
 // into the request message, one copy where the Framer would make two, and
-// no frame value. Any other frame is left to the Framer (false). The
-// Framer never stops inside a header block (it reads CONTINUATION frames
-// with their HEADERS), so skipping it here loses none of its checks on
-// frame order.
+// no frame value. Any other frame is left to the Framer (false). It runs
+// after headersDirect, which reads header blocks whole (and takes every
+// frame while a refused block's CONTINUATION frames are due), so no frame
+// it takes is inside a header block: skipping the Framer here loses none
+// of its checks on frame order.
 func (c *h2Conn) dataDirect() (bool, error) {
 	h, err := c.br.Peek(9)
 	if err != nil || http2.FrameType(h[3]) != http2.FrameData || http2.Flags(h[4]).Has(http2.FlagDataPadded) {
