@@ -422,7 +422,9 @@ func (c *h2Conn) headers(hb headerBlock) error {
 	id := hb.streamID
 	if id%2 == 0 || id <= c.maxStreamID.Load() {
 		if s := c.stream(id); s != nil {
-			if !hb.endStream {
+			// Trailers end the stream and carry no pseudo-header
+			// (RFC 9113 8.1); fields has its pseudo-headers first.
+			if !hb.endStream || len(hb.fields) > 0 && hb.fields[0].IsPseudo() {
 				c.streamError(id, http2.ErrCodeProtocol)
 				return nil
 			}
