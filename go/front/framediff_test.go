@@ -92,6 +92,9 @@ var frameDiffStricter = map[string]map[string]string{
 		"FuzzWire seed: DATA on an unopened stream": "RFC 9113 5.1: DATA on an idle stream is a connection error PROTOCOL_ERROR; grpc-go ignores it",
 		"HEADERS on an even stream":                 "the same GOAWAY PROTOCOL_ERROR; grpc-go acknowledges the client's SETTINGS first, h2 closes at once",
 		"stream ids going backwards":                "the same GOAWAY PROTOCOL_ERROR; grpc-go acknowledges the client's SETTINGS first, h2 closes at once",
+		"trailers end the request":                  "RFC 9113 8.1: a request may end with trailers (HEADERS with END_STREAM), h2 takes them as the half-close; grpc-go's transport takes any second HEADERS on a stream as a connection error PROTOCOL_ERROR",
+		"trailers with a pseudo-header":             "RFC 9113 8.1: trailers with a pseudo-header are malformed, a stream error PROTOCOL_ERROR; grpc-go's transport takes any second HEADERS on a stream as a connection error PROTOCOL_ERROR",
+		"trailers without END_STREAM":               "RFC 9113 8.1: a second HEADERS without END_STREAM is malformed, a stream error PROTOCOL_ERROR; grpc-go's transport takes any second HEADERS on a stream as a connection error PROTOCOL_ERROR",
 		"continuation flood, valid fields":          "h2 decodes header blocks up to twice the per-call metadata limit (1 MiB at least, h2HeaderListLimit) and closes a connection that floods past it; grpc-go's transport decodes 16 MiB and the front then refuses the call",
 	},
 }
@@ -484,6 +487,61 @@ func frameDiffScenarios(t *testing.T) []scenario {
 		{name: "HEADERS interrupted by another frame", send: write(frame(fHeaders, 0, 1, block), frame(fPing, 0, 0, make([]byte, 8)))},
 		{name: "CONTINUATION without HEADERS", send: write(frame(fCont, flagEndHeaders, 1, block))},
 
+		// Header blocks, as the h2 transport reads them past the Framer
+		// (h2headerread.go): frame order, padding, priority, fields, the
+		// list limit. A call after a refused block checks that the HPACK
+		// context went on.
+		{name: "header block over three CONTINUATIONs", send: write(frame(fHeaders, 0, 1, block[:10]),
+			frame(fCont, 0, 1, block[10:30]), frame(fCont, 0, 1, nil), frame(fCont, flagEndHeaders, 1, block[30:]),
+			frame(fData, flagEndStream, 1, hi))},
+		{name: "header block and DATA in one write", send: write(append(append(frame(fHeaders, 0, 1, block[:25]),
+			frame(fCont, flagEndHeaders, 1, block[25:])...), frame(fData, flagEndStream, 1, hi)...))},
+		{name: "HEADERS interrupted by DATA", send: write(frame(fHeaders, 0, 1, block), frame(fData, flagEndStream, 1, hi))},
+		{name: "HEADERS interrupted by HEADERS", send: write(frame(fHeaders, 0, 1, block[:20]), frame(fHeaders, flagEndHeaders, 3, block))},
+		{name: "CONTINUATION of another stream", send: write(frame(fHeaders, 0, 1, block[:20]), frame(fCont, flagEndHeaders, 3, block[20:]))},
+		{name: "CONTINUATION after a whole block", send: write(frame(fHeaders, flagEndHeaders, 1, block), frame(fCont, flagEndHeaders, 1, nil))},
+		{name: "CONTINUATION over the max frame size", send: write(frame(fHeaders, 0, 1, block), frame(fCont, flagEndHeaders, 1, make([]byte, 16385)))},
+		{name: "HEADERS over the max frame size", send: write(frame(fHeaders, flagEndHeaders, 1, append(slices.Clone(block), make([]byte, 16385)...)))},
+		{name: "HEADERS on stream 0 without END_HEADERS", send: write(frame(fHeaders, 0, 0, block), frame(fCont, flagEndHeaders, 0, nil))},
+		{name: "padded HEADERS with padding past the payload", send: write(
+			frame(fHeaders, flagEndHeaders|0x8, 1, append([]byte{200}, block...)), frame(fData, flagEndStream, 1, hi), unaryCall(3, sayPath, "after"))},
+		{name: "padded HEADERS with padding past the payload, then CONTINUATION", send: write(
+			frame(fHeaders, 0x8, 1, append([]byte{200}, block...)), frame(fCont, 0, 1, nil), frame(fCont, flagEndHeaders, 1, nil),
+			frame(fData, flagEndStream, 1, hi), unaryCall(3, sayPath, "after"))},
+		{name: "padded HEADERS with padding past the payload, then DATA", send: write(
+			frame(fHeaders, 0x8, 1, append([]byte{200}, block...)), frame(fData, flagEndStream, 1, hi))},
+		{name: "padded HEADERS without a pad length", send: write(frame(fHeaders, flagEndHeaders|0x8, 1, nil))},
+		{name: "HEADERS with priority on itself", send: write(
+			frame(fHeaders, flagEndHeaders|0x20, 1, append(append(u32(1), 16), block...)), frame(fData, flagEndStream, 1, hi))},
+		{name: "HEADERS with priority, exclusive", send: write(
+			frame(fHeaders, flagEndHeaders|0x20|0x8, 1, append(append(append([]byte{2}, u32(1<<31|0)...), 200), append(slices.Clone(block), 0, 0)...)),
+			frame(fData, flagEndStream, 1, hi))},
+		{name: "HEADERS with priority cut short", send: write(frame(fHeaders, flagEndHeaders|0x20, 1, u32(0)))},
+		{name: "uppercase header name in a CONTINUATION", send: write(frame(fHeaders, 0, 1, block),
+			frame(fCont, flagEndHeaders, 1, literal("X-Upper", "v")), frame(fData, flagEndStream, 1, hi), unaryCall(3, sayPath, "after"))},
+		{name: "uppercase header name, then CONTINUATION", send: write(frame(fHeaders, 0, 1, blockWith([2]string{"X-Upper", "v"})),
+			frame(fCont, flagEndHeaders, 1, nil))},
+		{name: "header value with a NUL", send: write(frame(fHeaders, flagEndHeaders, 1, blockWith([2]string{"x-nul", "a\x00b"})),
+			frame(fData, flagEndStream, 1, hi), unaryCall(3, sayPath, "after"))},
+		{name: "header name with a space", send: write(frame(fHeaders, flagEndHeaders, 1, blockWith([2]string{"x y", "v"})), frame(fData, flagEndStream, 1, hi))},
+		{name: "unknown pseudo-header", send: write(frame(fHeaders, flagEndHeaders, 1, append(literal(":foo", "x"), block...)), frame(fData, flagEndStream, 1, hi))},
+		{name: "duplicate :path", send: write(frame(fHeaders, flagEndHeaders, 1, append(literal(":path", sayPath), block...)), frame(fData, flagEndStream, 1, hi))},
+		{name: ":status in a request", send: write(frame(fHeaders, flagEndHeaders, 1, append(literal(":status", "200"), block...)), frame(fData, flagEndStream, 1, hi))},
+		{name: "HPACK field cut at the block's end", send: write(frame(fHeaders, flagEndHeaders, 1, append(slices.Clone(block), 0x10, 5, 'x')))},
+		{name: "HPACK error in a CONTINUATION", send: write(frame(fHeaders, 0, 1, block), frame(fCont, flagEndHeaders, 1, []byte{0xff, 0xff, 0xff, 0xff, 0xff}))},
+		// Trailers on a stream whose message is still incomplete (so that
+		// no server has answered yet), then a call on the same connection.
+		{name: "trailers end the request", send: write(frame(fHeaders, flagEndHeaders, 1, block), frame(fData, 0, 1, hi[:6]),
+			frame(fHeaders, flagEndHeaders|flagEndStream, 1, literal("x-trailer", "v")), unaryCall(3, sayPath, "after"))},
+		{name: "trailers with a pseudo-header", send: write(frame(fHeaders, flagEndHeaders, 1, block), frame(fData, 0, 1, hi[:6]),
+			frame(fHeaders, flagEndHeaders|flagEndStream, 1, literal(":path", sayPath)), unaryCall(3, sayPath, "after"))},
+		{name: "trailers without END_STREAM", send: write(frame(fHeaders, flagEndHeaders, 1, block), frame(fData, 0, 1, hi[:6]),
+			frame(fHeaders, flagEndHeaders, 1, literal("x-trailer", "v")), unaryCall(3, sayPath, "after"))},
+		// Past every server's header list limit in one frame: a 4 KiB field
+		// indexed once, then referred to by its index thousands of times.
+		{name: "header list over the limit", send: write(frame(fHeaders, flagEndHeaders, 1, oversizedBlock()),
+			frame(fData, flagEndStream, 1, hi), unaryCall(3, sayPath, "after"))},
+
 		// Rapid reset (CVE-2023-44487): whole calls reset at once, then
 		// one more; which of the reset calls were answered races.
 		// 1,000 resets go through first: a loaded machine (or -race) may
@@ -562,6 +620,20 @@ func frameDiffScenarios(t *testing.T) []scenario {
 	}
 	slices.SortStableFunc(out, func(a, b scenario) int { return strings.Compare(a.name, b.name) })
 	return out
+}
+
+// oversizedBlock is a request header block for sayPath that decodes past
+// 16 MiB (every server's header list limit): a 4 KiB field added to the
+// dynamic table, then indexed 5,000 times.
+func oversizedBlock() []byte {
+	var b bytes.Buffer
+	b.Write(requestBlock(sayPath))
+	enc := hpack.NewEncoder(&b)
+	big := hpack.HeaderField{Name: "x-big", Value: strings.Repeat("b", 4000)}
+	for range 5000 {
+		_ = enc.WriteField(big)
+	}
+	return b.Bytes()
 }
 
 // wireCorpus is FuzzWire's corpus (testdata/fuzz/FuzzWire), file name ->
