@@ -34,8 +34,9 @@ const (
 // twice the per-call metadata limit (which admission enforces with
 // grpcio's RESOURCE_EXHAUSTED, so it must fit), at least 1 MiB, at most
 // grpc-go's 16 MiB. Past it the stream is reset, and a client that goes on
-// sending CONTINUATION frames loses its connection (x/net's framer), so a
-// header flood costs a connection about this much, not grpc-go's 16 MiB.
+// sending CONTINUATION frames loses its connection (readHeaderBlock, as
+// x/net's Framer does), so a header flood costs a connection about this
+// much, not grpc-go's 16 MiB.
 func h2HeaderListLimit(l *Limits) uint32 {
 	return min(max(2*l.MaxHeaderListSize, 1<<20), transportHeaderListLimit)
 }
