@@ -144,15 +144,30 @@ class ServicerContext(CallInfo, grpc.aio.ServicerContext):
             raise grpc.aio.UsageError(what)
 
     async def write(self, message: Any) -> None:
+        body = self._write_now(message)
+        if body is not None:
+            await self._write_later(body)
+
+    def _write_now(self, message: Any) -> Optional[bytes]:
+        """write() as far as it goes without an await, which is all of it
+        when the call's buffer has room (the usual case): None once the
+        message is sent; otherwise its serialized body, for _write_later.
+        Lets a loop of writes (an async generator's responses) skip a
+        coroutine per message."""
         self._check_open("RPC already finished.")
         call = self._call
         body = serialize(call.serializer, message)
         call.initial_metadata_sent = True
-        send = call.front.send_message
-        sent = self._send_now(send, body)
-        if sent is None:
-            sent = await self._post(send, body)
-        if not sent:
+        sent = self._send_now(call.front.send_message, body)
+        if sent:
+            return None
+        if sent is False:
+            raise asyncio.CancelledError()
+        return body
+
+    async def _write_later(self, body: bytes) -> None:
+        """The rest of a write() that _write_now could not finish."""
+        if not await self._post(self._call.front.send_message, body):
             raise asyncio.CancelledError()
 
     async def read(self) -> Any:

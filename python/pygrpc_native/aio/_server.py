@@ -247,8 +247,13 @@ class _AioServer(ServerCore, grpc.aio.Server):
     async def _serve_stream(self, behavior: Any, call: CallState, ctx: ServicerContext, request: Any) -> None:
         kind = self._kind(behavior)
         if kind is _BehaviorKind.ASYNC_GENERATOR:
+            # ctx.write(), without a coroutine per message when it needs
+            # no await.
+            write_now = ctx._write_now
             async for message in behavior(request, ctx):
-                await ctx.write(message)
+                body = write_now(message)
+                if body is not None:
+                    await ctx._write_later(body)
         elif kind is _BehaviorKind.COROUTINE:
             await behavior(request, ctx)
         else:

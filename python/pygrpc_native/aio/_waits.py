@@ -93,11 +93,19 @@ class RequestStream:
         while not self._messages:
             if self._ended:
                 return grpc.aio.EOF
-            self._waiter = self._waits.loop.create_future()
-            try:
-                await self._waiter
-            finally:
-                self._waiter = None
+            await self._wait()
+        return self._take()
+
+    async def _wait(self) -> None:
+        """Until a message or the end arrives."""
+        self._waiter = self._waits.loop.create_future()
+        try:
+            await self._waiter
+        finally:
+            self._waiter = None
+
+    def _take(self) -> Any:
+        """The first queued request, deserialized."""
         message = self._messages.popleft()
         self._bytes -= len(message)
         self._top_up()
@@ -108,10 +116,12 @@ class RequestStream:
         return self
 
     async def __anext__(self) -> Any:
-        request = await self.read()
-        if request is grpc.aio.EOF:
-            raise StopAsyncIteration()
-        return request
+        # read(), without a coroutine of its own per message.
+        while not self._messages:
+            if self._ended:
+                raise StopAsyncIteration()
+            await self._wait()
+        return self._take()
 
 
 class LoopWaits:
