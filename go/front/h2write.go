@@ -398,10 +398,10 @@ func (w *h2Writer) window() time.Duration {
 
 // answerFlushLocked writes out queued answers (see coalesceWindow), or
 // with offload leaves them to the flusher whatever the window: the sender
-// is an event loop's thread, whose time is worth more than the flusher's
-// wake-up (aio.server() on 2 cores: ~12% less CPU per empty call, 35% less
-// per stream of 100 ping-pongs; server()'s pool threads, which gained
-// nothing by it, write themselves). mu held.
+// is a Python thread holding the GIL, whose time is worth more than the
+// flusher's wake-up (aio.server() on 2 cores: ~12% less CPU per empty call,
+// a third less per stream of 100 ping-pongs; server() the same within the
+// runs' spread). mu held.
 func (w *h2Writer) answerFlushLocked(offload bool) {
 	if w.err != nil {
 		return

@@ -79,8 +79,9 @@ type opQueue struct {
 	// the call ended on the wire, for the driver to act on; closed: the call
 	// is over, and later ops report ResultEnded. All guarded by mu; drive
 	// is set before the call's first event is queued and never changes. Its
-	// argument says the driver runs on a thread that must not wait (an event
-	// loop's: a put without block).
+	// argument says the driver runs on a thread that must not wait: a put
+	// without block, which is how Python's thread first tries every op,
+	// holding the GIL.
 	drive     func(offload bool)
 	driving   bool
 	abandoned bool
