@@ -734,6 +734,10 @@ func (c *h2Conn) close(err error) {
 	c.closed = true
 	c.mu.Unlock()
 	c.cancel()
+	if c.goAwaySent.Load() {
+		// The GOAWAY saying why may wait behind the flusher's burst.
+		c.w.settle(time.Second)
+	}
 	c.w.fail(err)
 	signal(c.kick)
 	if c.goAwaySent.Load() {
@@ -788,6 +792,7 @@ func (c *h2Conn) timers() {
 		if goneAway && active == 0 {
 			// Every call answered: the last frames go out, then the
 			// connection closes.
+			c.w.settle(time.Second)
 			c.sock.waitWritten(time.Second)
 			c.close(errH2Stopped)
 			return

@@ -185,7 +185,7 @@ func (s *h2Stream) SendHeader(md Metadata) error {
 	}
 	s.headerSent = true
 	fields := s.responseHeader(md)
-	return s.c.w.queueHeaders(s.id, false, fields)
+	return s.c.w.queueHeaders(s.id, false, fields, nil)
 }
 
 func (s *h2Stream) responseHeader(md Metadata) []headerField {
@@ -349,12 +349,15 @@ func (s *h2Stream) Finish(st *status.Status, trailer Metadata) {
 	if !s.requestEnded() {
 		after = func(b []byte) []byte { return appendRSTStream(b, s.id, http2.ErrCodeNo) }
 	}
-	// The stream leaves the connection's count before its status goes
-	// out: a client that has the status may open another stream at once,
-	// and must not find this one still counted against
-	// max_concurrent_streams.
+	// The status is queued, then the stream leaves the connection's
+	// count, then the status goes out: a client that has the status may
+	// open another stream at once, and must not find this one still
+	// counted against max_concurrent_streams; and a connection that closes
+	// once its last stream has left (a graceful stop) finds the status
+	// queued, and writes it first (h2Writer.settle).
+	_ = s.c.w.queueHeaders(s.id, true, fields, after)
 	s.c.endStream(s, code, false)
-	_ = s.c.w.sendHeaders(s.id, true, fields, after, s.offload)
+	s.c.w.flush(s.offload)
 }
 
 // finishWith ends a stream whose handler returned without Finish: with

@@ -50,6 +50,10 @@ type h2Writer struct {
 	// (answerFlushLocked); batch is how many the last write took along.
 	// Both for window.
 	answers, batch int
+	// settled is broadcast when a write ends or the connection fails,
+	// while settling (the number of goroutines in settle) is above zero.
+	settled  *sync.Cond
+	settling int
 
 	henc *hpack.Encoder
 	hbuf bytes.Buffer
@@ -77,6 +81,7 @@ func newH2Writer(nc net.Conn, onError func(error)) *h2Writer {
 	}
 	w.henc = hpack.NewEncoder(&w.hbuf)
 	w.windowWait = sync.NewCond(&w.mu)
+	w.settled = sync.NewCond(&w.mu)
 	return w
 }
 
@@ -127,6 +132,9 @@ func (w *h2Writer) flushLocked() {
 		}
 	}
 	w.flushing = false
+	if w.settling > 0 {
+		w.settled.Broadcast()
+	}
 }
 
 // Write buffers: while one is being written, senders append to another,
@@ -271,23 +279,6 @@ func (w *h2Writer) appendHeadersLocked(streamID uint32, endStream bool, fields [
 	}
 }
 
-// sendHeaders queues a header block and writes it out (the caller may
-// block on the socket: it is a call's owner, never the reader); offload
-// leaves the write to the flusher (answerFlushLocked).
-func (w *h2Writer) sendHeaders(streamID uint32, endStream bool, fields []headerField, after func(b []byte) []byte, offload bool) error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.err != nil {
-		return errConnClosed
-	}
-	w.appendHeadersLocked(streamID, endStream, fields)
-	if after != nil {
-		w.buf = after(w.buf)
-	}
-	w.answerFlushLocked(offload)
-	return nil
-}
-
 // sendMessage writes one gRPC message (its 5-byte prefix, then parts) as
 // DATA frames on s, within the peer's windows: it waits for window updates
 // while either window is empty, until s or the connection ends. The caller
@@ -344,15 +335,45 @@ func (w *h2Writer) sendMessage(s *h2Stream, prefix [5]byte, parts [][]byte) erro
 	return nil
 }
 
-// queueHeaders queues a header block; it goes out with the next flush.
-func (w *h2Writer) queueHeaders(streamID uint32, endStream bool, fields []headerField) error {
+// queueHeaders queues a header block, and the frames after appends, if
+// any; they go out with the next flush.
+func (w *h2Writer) queueHeaders(streamID uint32, endStream bool, fields []headerField, after func(b []byte) []byte) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.err != nil {
 		return errConnClosed
 	}
 	w.appendHeadersLocked(streamID, endStream, fields)
+	if after != nil {
+		w.buf = after(w.buf)
+	}
 	return nil
+}
+
+// settle writes out what is queued and waits until no write of the
+// writer's is in progress (the flusher's included), the connection fails,
+// or timeout passes: a connection closing on purpose first sends what its
+// calls queued.
+func (w *h2Writer) settle(timeout time.Duration) {
+	expired := false
+	t := time.AfterFunc(timeout, func() {
+		w.mu.Lock()
+		expired = true
+		w.settled.Broadcast()
+		w.mu.Unlock()
+	})
+	defer t.Stop()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.settling++
+	for w.err == nil && !expired && (w.flushing || len(w.buf) > 0) {
+		if !w.flushing {
+			w.flushLocked()
+			continue
+		}
+		w.settled.Wait()
+	}
+	w.settling--
 }
 
 // flushNow writes out what is queued, at once (unless another goroutine
@@ -435,6 +456,9 @@ func (w *h2Writer) flusher() {
 		}
 		w.flushing = false
 		w.flushLocked()
+		if w.settling > 0 {
+			w.settled.Broadcast() // flushLocked had nothing to write
+		}
 		w.mu.Unlock()
 	}
 }
@@ -485,5 +509,6 @@ func (w *h2Writer) fail(err error) {
 		close(w.flushReq)
 	}
 	w.windowWait.Broadcast()
+	w.settled.Broadcast()
 	w.mu.Unlock()
 }

@@ -32,11 +32,13 @@ func newNotifier() (*notifier, error) {
 
 var oneByte = []byte{1}
 
-func (n *notifier) raise() { _, _ = unix.Write(n.w, oneByte) }
+// raise and lower are raw system calls (see rawWrite): the pipe is
+// non-blocking.
+func (n *notifier) raise() { _, _ = rawWrite(uintptr(n.w), oneByte) }
 
 func (n *notifier) lower() {
 	var b [8]byte
-	_, _ = unix.Read(n.r, b[:])
+	_, _ = rawReadFD(uintptr(n.r), b[:])
 }
 
 func (n *notifier) close() {
