@@ -613,8 +613,10 @@ func (c *h2Conn) peerReset2(id uint32) {
 	}
 	c.peerRST[id] = true
 	mine := !s.dispatched
+	s.cancel() // under mu: see h2Stream.endHook
+	hook := s.takeEndHookLocked()
 	c.mu.Unlock()
-	s.cancel()
+	tellEnd(hook)
 	s.cut()
 	c.w.wake()
 	if mine {
@@ -629,15 +631,18 @@ func (c *h2Conn) peerReset(s *h2Stream) bool {
 	return c.peerRST[s.id] || c.closed
 }
 
-// expire resets a call whose deadline passed before it was handed to the
-// front.
+// expire runs when the context of a call with a deadline ends, for any
+// reason: it resets the call if the deadline passed before it was handed to
+// the front, and tells the call's end hook (the only teller of a deadline).
 func (c *h2Conn) expire(s *h2Stream) {
 	c.mu.Lock()
 	mine := !s.dispatched && !s.released
 	if mine {
 		c.peerRST[s.id] = true
 	}
+	hook := s.takeEndHookLocked()
 	c.mu.Unlock()
+	tellEnd(hook)
 	if mine {
 		c.w.control(func(b []byte) []byte { return appendRSTStream(b, s.id, http2.ErrCodeCancel) })
 		c.endStream(s, codes.DeadlineExceeded, true)
@@ -659,8 +664,10 @@ func (c *h2Conn) endStream(s *h2Stream, code codes.Code, reset bool) {
 	if idle {
 		c.idleSince = time.Now()
 	}
+	s.cancel() // under mu: see h2Stream.endHook
+	hook := s.takeEndHookLocked()
 	c.mu.Unlock()
-	s.cancel()
+	tellEnd(hook)
 	if cs := c.srv.stats; cs != nil && s.stats != nil {
 		cs.End(s.stats, time.Now(), code, reset)
 	}
@@ -732,8 +739,17 @@ func (c *h2Conn) close(err error) {
 		return
 	}
 	c.closed = true
+	var hooks []wireEndHook
+	for _, s := range c.streams {
+		if h := s.takeEndHookLocked(); h != nil {
+			hooks = append(hooks, h)
+		}
+	}
+	c.cancel() // every stream's context with it; under mu: see h2Stream.endHook
 	c.mu.Unlock()
-	c.cancel()
+	for _, h := range hooks {
+		h.wireEnded()
+	}
 	if c.goAwaySent.Load() {
 		// The GOAWAY saying why may wait behind the flusher's burst.
 		c.w.settle(time.Second)

@@ -173,6 +173,35 @@ func (s *h2Stream) End(err error) {
 	s.c.srv.handlers.Done()
 }
 
+// NotifyEnd: see inlineStream, and h2Stream.endHook.
+func (s *h2Stream) NotifyEnd(h wireEndHook) {
+	c := s.c
+	c.mu.Lock()
+	now := s.released || c.closed || c.peerRST[s.id] || s.ctx.Err() != nil
+	if !now {
+		s.endHook = h
+	}
+	c.mu.Unlock()
+	if now {
+		h.wireEnded()
+	}
+}
+
+// takeEndHookLocked takes the stream's end hook, to tell it once its
+// context has ended. c.mu held.
+func (s *h2Stream) takeEndHookLocked() wireEndHook {
+	h := s.endHook
+	s.endHook = nil
+	return h
+}
+
+// tellEnd tells an end hook taken with takeEndHookLocked, if any.
+func tellEnd(h wireEndHook) {
+	if h != nil {
+		h.wireEnded()
+	}
+}
+
 // SendWouldWait: the peer's windows can't take n bytes (and a little
 // more, for the prefix and what compression may add) now.
 func (s *h2Stream) SendWouldWait(n int) bool {

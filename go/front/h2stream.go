@@ -59,6 +59,16 @@ type h2Stream struct {
 	// stream is shared.
 	atHeaders, inline bool
 	released          bool // gone from the connection (under c.mu)
+	// endHook is told when the call ends on the wire (NotifyEnd). Under
+	// c.mu. Whoever ends the stream's context explicitly (peerReset2,
+	// endStream, close) cancels it under c.mu and takes the hook in the
+	// same critical section; the deadline's end is told by expire, which
+	// runs after ctx has ended and takes the hook under c.mu. NotifyEnd,
+	// under c.mu, tells the hook at once if ctx has already ended (or the
+	// stream is released, reset or its connection closed, which imply it)
+	// and stores it otherwise. So the hook is told exactly once, always
+	// after ctx has ended, and outside c.mu.
+	endHook wireEndHook
 
 	// Request hand-off, under rmu.
 	rmu        sync.Mutex

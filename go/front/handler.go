@@ -212,7 +212,9 @@ func (h *handler) serveMethod(st ServerStream, methodID int32, c *call) error {
 	if err := h.deliver(c, ev, first); err != nil {
 		if drive {
 			s.c.ops.close()
-			s.stopHook()
+			if s.stopHook != nil {
+				s.stopHook()
+			}
 		}
 		return err
 	}

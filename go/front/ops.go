@@ -73,16 +73,16 @@ type opQueue struct {
 	// read under mu.
 	ready, room chan struct{}
 
-	// Driven calls (drive set; see stream.drive): no goroutine waits for
+	// Driven calls (driver set; see stream.drive): no goroutine waits for
 	// ops; whoever queues one and finds nobody driving the call drives it
 	// (applies the ops) on its own thread. driving: someone is; abandoned:
 	// the call ended on the wire, for the driver to act on; closed: the call
-	// is over, and later ops report ResultEnded. All guarded by mu; drive
-	// is set before the call's first event is queued and never changes. Its
-	// argument says the driver runs on a thread that must not wait: a put
-	// without block, which is how Python's thread first tries every op,
-	// holding the GIL.
-	drive     func(offload bool)
+	// is over, and later ops report ResultEnded. All guarded by mu; driver
+	// is set before the call's first event is queued and never changes.
+	// drive's argument says the driver runs on a thread that must not wait:
+	// a put without block, which is how Python's thread first tries every
+	// op, holding the GIL.
+	driver    *stream
 	driving   bool
 	abandoned bool
 	closed    bool
@@ -118,12 +118,12 @@ func (q *opQueue) put(o op, block bool, ended <-chan struct{}) Result {
 		if q.hasRoomLocked(size) {
 			q.ops = append(q.ops, o)
 			q.bytes += size
-			if q.drive != nil {
+			if q.driver != nil {
 				run := !q.driving
 				q.driving = true
 				q.mu.Unlock()
 				if run {
-					q.drive(!block)
+					q.driver.drive(!block)
 				}
 				return ResultOK
 			}
@@ -182,21 +182,38 @@ func (q *opQueue) requeue(ops []op) {
 	q.mu.Unlock()
 }
 
-// abandon records that a driven call ended on the wire and drives it if
-// nobody is, so that its end is acted on.
+// abandon records that a driven call ended (on the wire, or its own
+// deadline passed) and drives it if nobody is, so that its end is acted on.
+// It may drive on the calling goroutine: a context.AfterFunc's.
 func (q *opQueue) abandon() {
+	if q.markAbandoned() {
+		q.driver.drive(false)
+	}
+}
+
+// wireEnded is abandon as the transport's end hook (inlineStream.
+// NotifyEnd): the transport may call it from its reader or from inside a
+// send, so a driver it needs runs on a goroutine of its own. Most often the
+// hook comes from the call's own Finish, while its driver runs: then it
+// only sets a flag nobody reads.
+func (q *opQueue) wireEnded() {
+	if q.markAbandoned() {
+		go q.driver.drive(false)
+	}
+}
+
+// markAbandoned records the call's end for its driver and reports whether
+// the caller must drive the call (nobody is, and it is not closed).
+func (q *opQueue) markAbandoned() (run bool) {
 	q.mu.Lock()
+	defer q.mu.Unlock()
 	if q.closed {
-		q.mu.Unlock()
-		return
+		return false
 	}
 	q.abandoned = true
-	run := !q.driving
+	run = !q.driving
 	q.driving = true
-	q.mu.Unlock()
-	if run {
-		q.drive(false)
-	}
+	return run
 }
 
 // close ends a driven call's queue: later ops report ResultEnded, and what

@@ -19,7 +19,8 @@ type stream struct {
 	c   *call
 	out ServerStream
 	// Driven calls only: the ops being applied (reused), and what stops
-	// the end-of-call callback (driven).
+	// the end-of-call callback (driven; nil when the transport tells the
+	// opQueue itself, inlineStream.NotifyEnd).
 	batch    []op
 	stopHook func() bool
 }
@@ -191,6 +192,20 @@ type inlineStream interface {
 	// err's status unless Finish already ended it (nil err: nothing more
 	// to send), or with a reset if the call already ended on the wire.
 	End(err error)
+	// NotifyEnd has h told, once, when the call ends on the wire: when
+	// Context ends, whatever the reason (reset, deadline, lost connection,
+	// server stop, the call's own end), and at once if it already has. The
+	// transport tells it on one of its own goroutines or on the owner's
+	// (from Finish or End), holding none of its locks; h must not wait.
+	// This replaces a context.AfterFunc on Context, which costs a driven
+	// call several allocations.
+	NotifyEnd(h wireEndHook)
+}
+
+// wireEndHook is told that a driven call ended on the wire
+// (inlineStream.NotifyEnd).
+type wireEndHook interface {
+	wireEnded()
 }
 
 // errDriven is what handler.serve returns for a call it left to be driven:
@@ -198,10 +213,16 @@ type inlineStream interface {
 var errDriven = errors.New("front: the call is driven by its ops")
 
 // driven makes c's ops drive the call from now on; called before its first
-// event is queued.
+// event is queued. The call's end on the wire reaches the queue
+// (opQueue.wireEnded) through the transport's end hook; a call with a
+// deadline of its own (c.stop set: it ends deadlineMargin before the
+// client's) also needs its context watched, for that earlier end.
 func (s *stream) driven() {
-	s.c.ops.drive = s.drive
-	s.stopHook = context.AfterFunc(s.c.ctx, s.c.ops.abandon)
+	s.c.ops.driver = s
+	if s.c.stop != nil {
+		s.stopHook = context.AfterFunc(s.c.ctx, s.c.ops.abandon)
+	}
+	s.out.(inlineStream).NotifyEnd(&s.c.ops)
 }
 
 // drive applies c's queued ops until none is left, the call ends, or an op
