@@ -58,6 +58,22 @@ type call struct {
 	// uncompressedNext sends the next message uncompressed
 	// (disable_next_message_compression()).
 	uncompressedNext bool
+
+	// owner is the stream serving the call as its method (serveMethod),
+	// allocated with the call rather than on its own; see newStream.
+	owner stream
+}
+
+// newStream is the stream that serves c as its method: c.owner, set up
+// now. Called once per call, by the goroutine that owns it (serveMethod),
+// before the call's EventCall is queued. It lives as long as the call:
+// nothing reuses it (a looked-up call's lookup is served by a stream of
+// its own, on the stack of resolve).
+func (c *call) newStream(h *handler) *stream {
+	s := &c.owner
+	*s = stream{h: h, c: c, out: c.st}
+	s.batch = s.batchBuf[:0]
+	return s
 }
 
 // takeUncompressedNext reports whether the message about to be sent goes

@@ -146,7 +146,7 @@ func (h *handler) relayToFallback(st ServerStream, path string) error {
 // the call as the method Python routes it to (route), or ends it as Python
 // says.
 func (h *handler) resolve(st ServerStream, path string) error {
-	c, err := h.newCall(st, path, -1)
+	c, err := h.newCall(st, path, -1, false)
 	if err != nil {
 		return err
 	}
@@ -190,9 +190,11 @@ func (h *handler) serveMethod(st ServerStream, methodID int32, c *call) error {
 		}
 	}
 	first := c == nil
+	_, drive := st.(inlineStream)
+	drive = drive && first // a looked-up call is served where it was routed
 	if first {
 		var err error
-		if c, err = h.newCall(st, m.Path, methodID); err != nil {
+		if c, err = h.newCall(st, m.Path, methodID, drive); err != nil {
 			req.Free()
 			return err
 		}
@@ -202,9 +204,7 @@ func (h *handler) serveMethod(st ServerStream, methodID int32, c *call) error {
 		c.requests = newRequestStream(c, h.events, st)
 		st.StartRequests(c.requests)
 	}
-	s := &stream{h: h, c: c, out: st}
-	_, drive := st.(inlineStream)
-	drive = drive && first // a looked-up call is served where it was routed
+	s := c.newStream(h)
 	if drive {
 		s.driven()
 	}
@@ -245,8 +245,10 @@ func (h *handler) refuse(ctx context.Context, err error) error {
 
 // newCall starts a call, unless the concurrency limit refuses it: taking
 // its slot is one atomic step (slots.take), so a burst can't run more calls
-// than the limit.
-func (h *handler) newCall(st ServerStream, path string, methodID int32) (*call, error) {
+// than the limit. driven: the call will be driven by its ops (stream.
+// driven), so no goroutine waits for them and its queue needs no ready
+// channel.
+func (h *handler) newCall(st ServerStream, path string, methodID int32, driven bool) (*call, error) {
 	ctx := st.Context()
 	if !h.calls.slots.take() {
 		return nil, h.refuse(ctx, status.Error(codes.ResourceExhausted, detailsConcurrencyLimit))
@@ -256,8 +258,10 @@ func (h *handler) newCall(st ServerStream, path string, methodID int32) (*call, 
 		path:     path,
 		ctx:      ctx,
 		st:       st,
-		ops:      newOpQueue(),
 		ended:    make(chan struct{}),
+	}
+	if !driven {
+		c.ops.ready = make(chan struct{}, 1)
 	}
 	if _, ok := ctx.Deadline(); ok {
 		c.ctx, c.stop = beforeDeadline(ctx)

@@ -86,6 +86,12 @@ type opQueue struct {
 	driving   bool
 	abandoned bool
 	closed    bool
+
+	// first is ops' first backing array (put), so that a call whose ops
+	// come one at a time queues them without allocating. ops goes on
+	// using it after each take (takeLocked keeps ops[:0]), and only a
+	// burst of more ops than it holds moves ops to the heap.
+	first [1]op
 }
 
 func newOpQueue() opQueue {
@@ -116,6 +122,9 @@ func (q *opQueue) put(o op, block bool, ended <-chan struct{}) Result {
 		}
 		n := len(q.ops)
 		if q.hasRoomLocked(size) {
+			if q.ops == nil {
+				q.ops = q.first[:0]
+			}
 			q.ops = append(q.ops, o)
 			q.bytes += size
 			if q.driver != nil {

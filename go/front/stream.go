@@ -23,13 +23,17 @@ type stream struct {
 	// opQueue itself, inlineStream.NotifyEnd).
 	batch    []op
 	stopHook func() bool
+	// batchBuf is batch's first backing array, so that a call whose ops
+	// come one at a time (a unary answer) takes them without allocating
+	// (call.newStream).
+	batchBuf [1]op
 }
 
 // serve applies Python's ops to the call until Python finishes it, routes
 // it, or the call ends on its own (cancel, deadline, lost connection,
 // server stop).
 func (s *stream) serve() error {
-	var batch []op
+	batch := s.batchBuf[:0]
 	for {
 		select {
 		case <-s.c.ops.ready:
