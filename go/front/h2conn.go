@@ -452,8 +452,9 @@ func (c *h2Conn) headers(hb headerBlock) error {
 		c.w.control(func(b []byte) []byte { return appendRSTStream(b, id, http2.ErrCodeRefusedStream) })
 		return nil
 	}
-	req, rej := parseRequest(hb.fields)
-	if rej != nil {
+	s := &h2Stream{c: c, id: id}
+	req := &s.req
+	if rej := parseRequest(req, hb.fields); rej != nil {
 		if rej.rst {
 			c.w.control(func(b []byte) []byte { return appendRSTStream(b, id, http2.ErrCodeProtocol) })
 		} else {
@@ -461,7 +462,6 @@ func (c *h2Conn) headers(hb headerBlock) error {
 		}
 		return nil
 	}
-	s := &h2Stream{c: c, id: id, req: req, requestIn: make(chan struct{})}
 	s.atHeaders, s.inline = c.srv.h.dispatchAtHeaders(req.method)
 	if req.hasTimeout {
 		s.ctx, s.cancel = context.WithTimeout(c.ctx, req.timeout)

@@ -23,6 +23,11 @@ type h2Request struct {
 	accept     []string // grpc-accept-encoding
 	timeout    time.Duration
 	hasTimeout bool
+	// headerBuf is header's first backing array (parseRequest), so that a
+	// call with few metadata keys keeps them without an allocation of
+	// their own; the request lives in its h2Stream, and nothing reuses
+	// either.
+	headerBuf [8][2]string
 }
 
 // h2Reject is a request the transport answers itself: with an HTTP status
@@ -37,8 +42,13 @@ type h2Reject struct {
 // and gRPC's own keys are acted on; the rest are metadata (values of -bin
 // keys decoded), kept in the order they came, with :authority (or host, as
 // gRFC A41 says) and user-agent among them, as grpc-go's server keeps them.
-func parseRequest(fields []hpack.HeaderField) (*h2Request, *h2Reject) {
-	r := &h2Request{header: make(Metadata, 0, len(fields))}
+// r is the zero h2Request it fills (its stream's); nil is success.
+func parseRequest(r *h2Request, fields []hpack.HeaderField) *h2Reject {
+	if len(fields) <= len(r.headerBuf) {
+		r.header = r.headerBuf[:0]
+	} else {
+		r.header = make(Metadata, 0, len(fields))
+	}
 	var (
 		httpMethod, contentType string
 		isGRPC                  bool
@@ -81,7 +91,7 @@ func parseRequest(fields []hpack.HeaderField) (*h2Request, *h2Reject) {
 			r.timeout, r.hasTimeout = d, true
 		case "connection":
 			// A request with a connection header is malformed (gRFC A41).
-			return nil, &h2Reject{rst: true}
+			return &h2Reject{rst: true}
 		case "user-agent":
 			r.add(f.Name, f.Value)
 		default:
@@ -101,28 +111,28 @@ func parseRequest(fields []hpack.HeaderField) (*h2Request, *h2Reject) {
 		}
 	}
 	if authorities > 1 || hosts > 1 {
-		return nil, &h2Reject{httpStatus: http.StatusBadRequest, st: status.New(codes.Internal,
+		return &h2Reject{httpStatus: http.StatusBadRequest, st: status.New(codes.Internal,
 			fmt.Sprintf("num values of :authority: %d, num values of host: %d, both must only have 1 value as per HTTP/2 spec", authorities, hosts))}
 	}
 	if !isGRPC {
-		return nil, &h2Reject{httpStatus: http.StatusUnsupportedMediaType, st: status.Newf(codes.InvalidArgument, "invalid gRPC request content-type %q", contentType)}
+		return &h2Reject{httpStatus: http.StatusUnsupportedMediaType, st: status.Newf(codes.InvalidArgument, "invalid gRPC request content-type %q", contentType)}
 	}
 	if headerErr != nil {
-		return nil, &h2Reject{httpStatus: http.StatusBadRequest, st: headerErr}
+		return &h2Reject{httpStatus: http.StatusBadRequest, st: headerErr}
 	}
 	if e := r.encoding; e != "" && e != identity && encoding.GetCompressor(e) == nil {
-		return nil, &h2Reject{httpStatus: http.StatusOK, st: status.Newf(codes.Unimplemented, "grpc: Decompressor is not installed for grpc-encoding %q", e)}
+		return &h2Reject{httpStatus: http.StatusOK, st: status.Newf(codes.Unimplemented, "grpc: Decompressor is not installed for grpc-encoding %q", e)}
 	}
 	if authorities == 0 {
 		if hosts == 0 {
-			return nil, &h2Reject{httpStatus: http.StatusBadRequest, st: status.New(codes.Internal, "no host or :authority header present")}
+			return &h2Reject{httpStatus: http.StatusBadRequest, st: status.New(codes.Internal, "no host or :authority header present")}
 		}
 		r.add(":authority", host) // a host stands in for :authority (A41)
 	}
 	if httpMethod != http.MethodPost {
-		return nil, &h2Reject{httpStatus: http.StatusMethodNotAllowed, st: status.Newf(codes.Internal, "Received a HEADERS frame with :method %q which should be POST", httpMethod)}
+		return &h2Reject{httpStatus: http.StatusMethodNotAllowed, st: status.Newf(codes.Internal, "Received a HEADERS frame with :method %q which should be POST", httpMethod)}
 	}
-	return r, nil
+	return nil
 }
 
 func (r *h2Request) add(k, v string) {

@@ -47,7 +47,9 @@ func (s *h2Stream) halfClose() {
 func (s *h2Stream) requestArrivedLocked() {
 	if !s.requestInClosed {
 		s.requestInClosed = true
-		close(s.requestIn)
+		if s.requestIn != nil {
+			close(s.requestIn)
+		}
 	}
 }
 

@@ -26,7 +26,7 @@ import (
 type h2Stream struct {
 	c   *h2Conn
 	id  uint32
-	req *h2Request
+	req h2Request // set by the reader before the stream is shared; read-only after
 	// ctx ends when the call ends on the wire (reset, connection lost,
 	// deadline); cancel ends it.
 	ctx    context.Context
@@ -81,8 +81,10 @@ type h2Stream struct {
 	delivering bool // a goroutine is handing messages to sink
 	sinkEnded  bool // sink.End was called
 	cutOff     bool // the call ended on the wire
-	// requestIn is closed when Request has its answer (a message, the
-	// half-close or a refusal); requestInClosed says it is.
+	// requestInClosed says that Request has its answer (a message, the
+	// half-close or a refusal). requestIn is made only by a Request that
+	// has to wait for it (the reader hands unary calls over once their
+	// request is in, so most never do), and closed when it comes.
 	requestIn       chan struct{}
 	requestInClosed bool
 }
@@ -97,14 +99,20 @@ func (s *h2Stream) ClientCompressors() []string { return s.req.accept }
 // Request waits for the call's one request (the reader dispatches unary
 // calls only once it is in, so this rarely waits).
 func (s *h2Stream) Request() (mem.BufferSlice, error) {
-	if !s.requestReady() { // ready is the rule: ctx.Done() is made only to wait
+	s.rmu.Lock()
+	if !s.requestInClosed { // ready is the rule: ctx.Done() is made only to wait
+		if s.requestIn == nil {
+			s.requestIn = make(chan struct{})
+		}
+		in := s.requestIn
+		s.rmu.Unlock()
 		select {
-		case <-s.requestIn:
+		case <-in:
 		case <-s.ctx.Done():
 			return nil, s.ctx.Err()
 		}
+		s.rmu.Lock()
 	}
-	s.rmu.Lock()
 	defer s.rmu.Unlock()
 	if len(s.msgs) > 0 {
 		m := s.msgs[0]
