@@ -202,12 +202,18 @@ func (s *h2Stream) SendHeader(md Metadata) error {
 		return status.Error(codes.Internal, "transport: the stream is done")
 	}
 	s.headerSent = true
-	fields := s.responseHeader(md)
+	var buf [headerFieldsOnStack]headerField
+	fields := s.responseHeader(buf[:0], md)
 	return s.c.w.queueHeaders(s.id, false, fields, nil)
 }
 
-func (s *h2Stream) responseHeader(md Metadata) []headerField {
-	fields := make([]headerField, 0, 3+len(md))
+// headerFieldsOnStack is how many header fields SendHeader and Finish
+// gather on the stack (the writer encodes them and keeps nothing); more
+// metadata than that moves them to the heap.
+const headerFieldsOnStack = 8
+
+// responseHeader appends the response headers to fields.
+func (s *h2Stream) responseHeader(fields []headerField, md Metadata) []headerField {
 	fields = append(fields, headerField{":status", "200"}, headerField{"content-type", "application/grpc"})
 	if s.compressor != compressNone {
 		fields = append(fields, headerField{"grpc-encoding", s.compressor})
@@ -348,7 +354,8 @@ func (s *h2Stream) Finish(st *status.Status, trailer Metadata) {
 			details, _ = proto.Marshal(p)
 		}
 	}
-	fields := make([]headerField, 0, 6+len(trailer))
+	var buf [headerFieldsOnStack]headerField
+	fields := buf[:0]
 	if !s.headerSent {
 		fields = append(fields, headerField{":status", "200"}, headerField{"content-type", "application/grpc"})
 	}
