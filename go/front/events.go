@@ -143,7 +143,11 @@ func (e *Events) push(ev Event) bool { return e.main.push(ev) }
 // queues are closed.
 func (e *Events) deliver(ctx context.Context, ev Event) bool {
 	if t := ticketFrom(ctx); t != nil {
-		return t.resolve(&ev)
+		// A copy of its own, made only here: the ticket may keep it
+		// until the calls before it are delivered, and taking ev's
+		// address would move every call's event to the heap.
+		held := ev
+		return t.resolve(&held)
 	}
 	return e.main.push(ev)
 }

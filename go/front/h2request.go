@@ -20,9 +20,25 @@ import (
 // message queues one complete request message.
 func (s *h2Stream) message(m mem.BufferSlice) {
 	s.rmu.Lock()
+	if s.msgs == nil {
+		s.msgs = s.msgsBuf[:0]
+	}
 	s.msgs = append(s.msgs, m)
 	s.requestArrivedLocked()
 	s.rmu.Unlock()
+}
+
+// popMsgLocked takes the oldest queued message (msgs is not empty; rmu
+// held). Its slot is cleared, and once none is left msgs starts over at
+// msgsBuf.
+func (s *h2Stream) popMsgLocked() mem.BufferSlice {
+	m := s.msgs[0]
+	s.msgs[0] = nil
+	s.msgs = s.msgs[1:]
+	if len(s.msgs) == 0 {
+		s.msgs = s.msgsBuf[:0]
+	}
+	return m
 }
 
 // refuse records the status of a request message the transport refused

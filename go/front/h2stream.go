@@ -73,6 +73,10 @@ type h2Stream struct {
 	// Request hand-off, under rmu.
 	rmu        sync.Mutex
 	msgs       []mem.BufferSlice // complete messages not yet handed over
+	// msgsBuf is msgs' backing array while few messages wait (message,
+	// popMsgLocked): a unary request, or a stream taken as it comes,
+	// queues its messages without allocating.
+	msgsBuf [1]mem.BufferSlice
 	recvEnd    bool              // the client half-closed
 	recvErr    error             // the transport refused a message (status error)
 	backlog    int               // window held back while msgs wait for credit
@@ -115,10 +119,7 @@ func (s *h2Stream) Request() (mem.BufferSlice, error) {
 	}
 	defer s.rmu.Unlock()
 	if len(s.msgs) > 0 {
-		m := s.msgs[0]
-		s.msgs[0] = nil
-		s.msgs = s.msgs[1:]
-		return m, nil
+		return s.popMsgLocked(), nil
 	}
 	if s.recvErr != nil {
 		return nil, s.recvErr
@@ -179,9 +180,7 @@ func (s *h2Stream) deliver() {
 		}
 		s.credit--
 		if len(s.msgs) > 0 {
-			m := s.msgs[0]
-			s.msgs[0] = nil
-			s.msgs = s.msgs[1:]
+			m := s.popMsgLocked()
 			s.rmu.Unlock()
 			s.sink.Message(m)
 			continue
