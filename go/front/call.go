@@ -28,10 +28,10 @@ type call struct {
 	conn      *connState // nil for a connection no listener of ours accepted
 	clientKey string
 	ops       opQueue
-	// ended is closed when the handler goroutine is done with the call:
-	// ops posted afterwards report ResultEnded, and Python threads waiting
-	// for room in ops are released.
-	ended chan struct{}
+	// ended fires when the handler goroutine is done with the call
+	// (Calls.end): ops posted afterwards report ResultEnded, and Python
+	// threads waiting for room in ops are released.
+	ended endSignal
 	// watched sends the call's EventCancel to the watched queue instead of
 	// the main one. Guarded by the call's shard lock, so that Watch and the
 	// call's end agree on where the event goes.
@@ -74,6 +74,48 @@ func (c *call) newStream(h *handler) *stream {
 	*s = stream{h: h, c: c, out: c.st}
 	s.batch = s.batchBuf[:0]
 	return s
+}
+
+// endSignal is a one-time signal (a call's end) whose channel is made only
+// when someone has to wait for it: most calls end with nobody waiting, and
+// a channel per call would be an allocation per call.
+type endSignal struct {
+	set atomic.Bool // fired; written under mu
+	mu  sync.Mutex
+	ch  chan struct{} // made by the first wait; closed by fire
+}
+
+// closedSignal is the channel wait returns once the signal has fired.
+var closedSignal = func() chan struct{} {
+	ch := make(chan struct{})
+	close(ch)
+	return ch
+}()
+
+// fire sets the signal and releases its waiters; once only.
+func (e *endSignal) fire() {
+	e.mu.Lock()
+	e.set.Store(true)
+	if e.ch != nil {
+		close(e.ch)
+	}
+	e.mu.Unlock()
+}
+
+// fired reports whether the signal is set.
+func (e *endSignal) fired() bool { return e.set.Load() }
+
+// wait returns a channel closed once the signal is set.
+func (e *endSignal) wait() <-chan struct{} {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.ch == nil {
+		if e.set.Load() {
+			return closedSignal
+		}
+		e.ch = make(chan struct{})
+	}
+	return e.ch
 }
 
 // takeUncompressedNext reports whether the message about to be sent goes

@@ -105,7 +105,7 @@ func (cs *Calls) end(c *call, o outcome) (watched, seen bool) {
 	if c.requests != nil {
 		c.requests.close()
 	}
-	close(c.ended)
+	c.ended.fire()
 	if slotFree {
 		cs.slots.give()
 	}
@@ -139,7 +139,7 @@ func (cs *Calls) post(id uint64, o op, block bool) Result {
 	if r != ResultOK {
 		return r
 	}
-	return c.ops.put(o, block, c.ended)
+	return c.ops.put(o, block, &c.ended)
 }
 
 // Respond answers a unary call with one message and status OK. The
@@ -191,7 +191,7 @@ func (cs *Calls) Route(id uint64, methodID int32) (Result, error) {
 	if !c.awaitingRoute.Load() {
 		return ResultOK, configErrorf("call %d is not waiting for a lookup (EVENT_LOOKUP)", id)
 	}
-	return c.ops.put(op{kind: opRoute, routeTo: methodID}, true, c.ended), nil
+	return c.ops.put(op{kind: opRoute, routeTo: methodID}, true, &c.ended), nil
 }
 
 // WaitRoom waits until a call's buffer has room for another op (a thread's
@@ -202,7 +202,7 @@ func (cs *Calls) WaitRoom(id uint64) Result {
 	if r != ResultOK {
 		return r
 	}
-	if !c.ops.waitRoom(c.ended) {
+	if !c.ops.waitRoom(&c.ended) {
 		return ResultEnded
 	}
 	return ResultOK
@@ -218,10 +218,8 @@ func (cs *Calls) NotifyRoom(id uint64) Result {
 		return r
 	}
 	c.ops.notifyRoom(func() {
-		select {
-		case <-c.ended:
+		if c.ended.fired() {
 			return
-		default:
 		}
 		cs.events.push(Event{Kind: EventRoom, CallID: c.id, MethodID: c.methodID, ClientKey: c.clientKey, call: c})
 	})

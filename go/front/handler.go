@@ -258,7 +258,6 @@ func (h *handler) newCall(st ServerStream, path string, methodID int32, driven b
 		path:     path,
 		ctx:      ctx,
 		st:       st,
-		ended:    make(chan struct{}),
 	}
 	if !driven {
 		c.ops.ready = make(chan struct{}, 1)

@@ -72,7 +72,7 @@ func TestRecvCapsBatchesByBytes(t *testing.T) {
 // ends.
 func TestOpQueueLimitsAndWakeUps(t *testing.T) {
 	q := newOpQueue()
-	ended := make(chan struct{})
+	ended := new(endSignal)
 	for i := 0; i < maxQueuedOps; i++ {
 		if r := q.put(op{kind: opMessage}, false, ended); r != ResultOK {
 			t.Fatalf("op %d: %v", i, r)
@@ -105,7 +105,7 @@ func TestOpQueueLimitsAndWakeUps(t *testing.T) {
 	}
 	go func() { done <- q.put(op{kind: opMessage}, true, ended) }()
 	time.Sleep(10 * time.Millisecond)
-	close(ended)
+	ended.fire()
 	if r := <-done; r != ResultEnded {
 		t.Fatalf("sender blocked when the call ended: %v, want ResultEnded", r)
 	}

@@ -106,14 +106,12 @@ func signal(ch chan struct{}) {
 }
 
 // put queues o. Without block it never waits; with block it waits for room
-// until ended is closed (the call has ended: ResultEnded).
-func (q *opQueue) put(o op, block bool, ended <-chan struct{}) Result {
+// until ended fires (the call has ended: ResultEnded).
+func (q *opQueue) put(o op, block bool, ended *endSignal) Result {
 	size := o.message.Len()
 	for {
-		select {
-		case <-ended:
+		if ended.fired() {
 			return ResultEnded
-		default:
 		}
 		q.mu.Lock()
 		if q.closed {
@@ -153,7 +151,7 @@ func (q *opQueue) put(o op, block bool, ended <-chan struct{}) Result {
 		}
 		select {
 		case <-room:
-		case <-ended:
+		case <-ended.wait():
 			return ResultEnded
 		}
 	}
@@ -265,9 +263,9 @@ func (q *opQueue) hasRoomLocked(size int) bool {
 	return n == 0 || (n < maxQueuedOps && q.bytes+size <= maxQueuedBytes)
 }
 
-// waitRoom waits until the queue has room for an op (or ended is closed:
+// waitRoom waits until the queue has room for an op (or ended fires:
 // false), without queueing anything.
-func (q *opQueue) waitRoom(ended <-chan struct{}) bool {
+func (q *opQueue) waitRoom(ended *endSignal) bool {
 	for {
 		q.mu.Lock()
 		if q.hasRoomLocked(0) {
@@ -282,7 +280,7 @@ func (q *opQueue) waitRoom(ended <-chan struct{}) bool {
 		q.mu.Unlock()
 		select {
 		case <-room:
-		case <-ended:
+		case <-ended.wait():
 			return false
 		}
 	}
