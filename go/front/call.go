@@ -76,6 +76,27 @@ func (c *call) newStream(h *handler) *stream {
 	return s
 }
 
+// callMemory is a ServerStream that carries the memory of its call, so
+// that the two are one allocation (h2Stream). takeCallMemory returns it the
+// first time, zeroed, and nil after that; a stream has at most one call
+// (newCall runs once per stream), so the memory is never shared, and it is
+// never reused: the stream and its call live as long as anything (the call
+// table, an Event, a ticket, the stream's own reader) refers to either.
+type callMemory interface {
+	takeCallMemory() *call
+}
+
+// newCallMemory is where newCall puts the call of st: in st's own memory
+// when it has some (callMemory), else a new allocation.
+func newCallMemory(st ServerStream) *call {
+	if m, ok := st.(callMemory); ok {
+		if c := m.takeCallMemory(); c != nil {
+			return c
+		}
+	}
+	return new(call)
+}
+
 // endSignal is a one-time signal (a call's end) whose channel is made only
 // when someone has to wait for it: most calls end with nobody waiting, and
 // a channel per call would be an allocation per call.

@@ -91,6 +91,21 @@ type h2Stream struct {
 	// request is in, so most never do), and closed when it comes.
 	requestIn       chan struct{}
 	requestInClosed bool
+
+	// callMem is the memory of the front's call for this stream (see
+	// callMemory), taken once (callMemTaken) by the goroutine serving the
+	// call; the front owns it from then on.
+	callMem      call
+	callMemTaken bool
+}
+
+// takeCallMemory: see callMemory.
+func (s *h2Stream) takeCallMemory() *call {
+	if s.callMemTaken {
+		return nil
+	}
+	s.callMemTaken = true
+	return &s.callMem
 }
 
 func (s *h2Stream) Context() context.Context    { return s.ctx }

@@ -253,7 +253,8 @@ func (h *handler) newCall(st ServerStream, path string, methodID int32, driven b
 	if !h.calls.slots.take() {
 		return nil, h.refuse(ctx, status.Error(codes.ResourceExhausted, detailsConcurrencyLimit))
 	}
-	c := &call{
+	c := newCallMemory(st)
+	*c = call{
 		methodID: methodID,
 		path:     path,
 		ctx:      ctx,
