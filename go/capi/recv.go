@@ -22,13 +22,15 @@ func pgn_recv(h C.int64_t, a *C.pgn_recv_args) C.int {
 		if a.queue == C.PGN_QUEUE_WATCHED {
 			batch, closed = f.Events().RecvWatched(max, timeout)
 		} else {
-			batch, closed = f.Events().Recv(max, int(a.max_bytes), timeout)
+			batch, closed = f.Events().RecvInto(takeEventSlice(), max, int(a.max_bytes), timeout)
 		}
 		if closed {
+			giveEventSlice(batch)
 			return C.PGN_STOPPED
 		}
 		a.count = C.int32_t(len(batch))
 		if len(batch) == 0 {
+			giveEventSlice(batch)
 			return C.PGN_OK
 		}
 		withKeys := a.with_keys != 0
@@ -92,6 +94,7 @@ func pgn_fill(batch C.uint64_t, payloads **C.char, keys *C.char) {
 		}
 		e.Release()
 	}
+	giveEventSlice(b.events) // every event released; the table forgot b
 }
 
 //export pgn_read

@@ -106,7 +106,15 @@ func newEvents(m *metrics) *Events {
 // drained. The caller releases each event (Event.Release) once it has
 // copied the payload.
 func (e *Events) Recv(max, maxBytes int, timeout time.Duration) (batch []Event, closed bool) {
-	batch, closed = e.main.recv(max, maxBytes, timeout)
+	return e.RecvInto(nil, max, maxBytes, timeout)
+}
+
+// RecvInto is Recv returning the batch in dst's memory (dst[:0], grown as
+// needed), so that a caller done with one batch can reuse its slice for
+// the next and take events without allocating. The caller must not hold
+// on to the events of dst (they are overwritten).
+func (e *Events) RecvInto(dst []Event, max, maxBytes int, timeout time.Duration) (batch []Event, closed bool) {
+	batch, closed = e.main.recvInto(dst, max, maxBytes, timeout)
 	if len(batch) > 0 {
 		e.m.batchesDelivered.Add(1)
 		e.m.eventsDelivered.Add(uint64(len(batch)))

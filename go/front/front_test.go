@@ -108,14 +108,17 @@ func serveEvents(t testing.TB, f *Front, handle func(f *Front, e Event)) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
+		var batch []Event // reused, as the C API reuses its batches
 		for {
-			batch, closed := f.Events().Recv(64, math.MaxInt, -1)
+			var closed bool
+			batch, closed = f.Events().RecvInto(batch, 64, math.MaxInt, -1)
 			if closed {
 				return
 			}
 			for _, e := range batch {
 				handle(f, e)
 			}
+			clear(batch)
 		}
 	}()
 	t.Cleanup(func() {

@@ -138,6 +138,13 @@ func (q *eventQueue) endUnseen(c *call) (seen bool) {
 // unless the first event alone is larger, without waiting. Events of calls
 // that ended before Python saw them are dropped on the way.
 func (q *eventQueue) take(max, maxBytes int) (batch []Event, closed bool) {
+	return q.takeInto(nil, max, maxBytes)
+}
+
+// takeInto is take appending the batch to dst[:0] (nil when there is no
+// event and dst is nil), so that a caller can reuse one slice.
+func (q *eventQueue) takeInto(dst []Event, max, maxBytes int) (batch []Event, closed bool) {
+	batch = dst[:0]
 	q.mu.Lock()
 	bytes := 0
 	i := q.head
@@ -156,7 +163,7 @@ func (q *eventQueue) take(max, maxBytes int) (batch []Event, closed bool) {
 		if c != nil {
 			c.seen = true
 		}
-		if batch == nil {
+		if cap(batch) == 0 {
 			batch = make([]Event, 0, min(max, len(q.items)-i))
 		}
 		batch = append(batch, *e)
@@ -185,10 +192,16 @@ func (q *eventQueue) take(max, maxBytes int) (batch []Event, closed bool) {
 // returns a batch as take does. It returns closed=true once the queue is
 // closed and empty, and (nil, false) on timeout.
 func (q *eventQueue) recv(max, maxBytes int, timeout time.Duration) (batch []Event, closed bool) {
+	return q.recvInto(nil, max, maxBytes, timeout)
+}
+
+// recvInto is recv returning the batch in dst's memory (takeInto); on
+// timeout the batch is empty.
+func (q *eventQueue) recvInto(dst []Event, max, maxBytes int, timeout time.Duration) (batch []Event, closed bool) {
 	var expired <-chan time.Time
 	for {
-		batch, closed = q.take(max, maxBytes)
-		if batch != nil || closed || timeout == 0 {
+		batch, closed = q.takeInto(dst, max, maxBytes)
+		if len(batch) > 0 || closed || timeout == 0 {
 			return batch, closed
 		}
 		if expired == nil && timeout > 0 {
@@ -199,7 +212,7 @@ func (q *eventQueue) recv(max, maxBytes int, timeout time.Duration) (batch []Eve
 		select {
 		case <-q.ready:
 		case <-expired:
-			return q.take(max, maxBytes)
+			return q.takeInto(dst, max, maxBytes)
 		}
 	}
 }
