@@ -171,7 +171,10 @@ func (s *stream) abandon(cause error) error {
 // and finds nobody applying them (opQueue.put runs drive), which is most
 // often the Python thread that answers, so a reply goes from Python to the
 // socket with no goroutine in between. The call's end on the wire is acted
-// on the same way (opQueue.abandon, from a context callback).
+// on the same way: the transport tells the call's opQueue
+// (inlineStream.NotifyEnd, opQueue.wireEnded), which drives the call on a
+// goroutine of its own if nobody is driving it; a call with a deadline of
+// its own is also watched with a context callback (opQueue.abandon).
 //
 // A driver never waits: an op the transport can't take at once (a message
 // beyond the client's flow-control window) hands the call to a goroutine
