@@ -466,7 +466,7 @@ func (c *h2Conn) headers(hb headerBlock) error {
 	if req.hasTimeout {
 		s.ctx, s.cancel = context.WithTimeout(c.ctx, req.timeout)
 	} else {
-		s.ctx, s.cancel = context.WithCancel(c.ctx)
+		s.ctx = &s.untimed
 	}
 	if cs := c.srv.stats; cs != nil {
 		s.stats = cs.Begin(req.method, time.Now())
@@ -493,6 +493,9 @@ func (c *h2Conn) headers(hb headerBlock) error {
 	s.sendWindow = c.w.initialWindow
 	c.w.mu.Unlock()
 	c.streams[id] = s
+	if c.closed {
+		s.endContext() // close has ended those it held; see streamContext
+	}
 	c.idleSince = time.Time{}
 	c.mu.Unlock()
 	if req.hasTimeout {
@@ -537,7 +540,7 @@ func (c *h2Conn) earlyAbort(id uint32, httpStatus int, st *status.Status, rst bo
 // endUnstarted answers a call the front refused at admission.
 func (c *h2Conn) endUnstarted(s *h2Stream, st *status.Status, rst bool) {
 	c.earlyAbort(s.id, http.StatusOK, st, rst)
-	s.cancel()
+	s.endContext()
 	if cs := c.srv.stats; cs != nil && s.stats != nil {
 		cs.End(s.stats, time.Now(), st.Code(), false)
 	}
@@ -613,7 +616,7 @@ func (c *h2Conn) peerReset2(id uint32) {
 	}
 	c.peerRST[id] = true
 	mine := !s.dispatched
-	s.cancel() // under mu: see h2Stream.endHook
+	s.endContext() // under mu: see h2Stream.endHook
 	hook := s.takeEndHookLocked()
 	c.mu.Unlock()
 	tellEnd(hook)
@@ -664,7 +667,7 @@ func (c *h2Conn) endStream(s *h2Stream, code codes.Code, reset bool) {
 	if idle {
 		c.idleSince = time.Now()
 	}
-	s.cancel() // under mu: see h2Stream.endHook
+	s.endContext() // under mu: see h2Stream.endHook
 	hook := s.takeEndHookLocked()
 	c.mu.Unlock()
 	tellEnd(hook)
@@ -741,11 +744,12 @@ func (c *h2Conn) close(err error) {
 	c.closed = true
 	var hooks []wireEndHook
 	for _, s := range c.streams {
+		s.endContext() // under mu: see h2Stream.endHook
 		if h := s.takeEndHookLocked(); h != nil {
 			hooks = append(hooks, h)
 		}
 	}
-	c.cancel() // every stream's context with it; under mu: see h2Stream.endHook
+	c.cancel()
 	c.mu.Unlock()
 	for _, h := range hooks {
 		h.wireEnded()

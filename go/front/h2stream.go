@@ -28,9 +28,11 @@ type h2Stream struct {
 	id  uint32
 	req h2Request // set by the reader before the stream is shared; read-only after
 	// ctx ends when the call ends on the wire (reset, connection lost,
-	// deadline); cancel ends it.
+	// deadline); endContext ends it.
 	ctx    context.Context
-	cancel context.CancelFunc
+	cancel context.CancelFunc // a deadline's context's; nil: ctx is untimed's
+	// untimed is ctx's base when the call has no deadline (streamContext).
+	untimed streamContext
 	// stats is the CallStats value of the call (nil when not measured).
 	stats any
 
@@ -71,15 +73,15 @@ type h2Stream struct {
 	endHook wireEndHook
 
 	// Request hand-off, under rmu.
-	rmu        sync.Mutex
-	msgs       []mem.BufferSlice // complete messages not yet handed over
+	rmu  sync.Mutex
+	msgs []mem.BufferSlice // complete messages not yet handed over
 	// msgsBuf is msgs' backing array while few messages wait (message,
 	// popMsgLocked): a unary request, or a stream taken as it comes,
 	// queues its messages without allocating.
-	msgsBuf [1]mem.BufferSlice
-	recvEnd    bool              // the client half-closed
-	recvErr    error             // the transport refused a message (status error)
-	backlog    int               // window held back while msgs wait for credit
+	msgsBuf    [1]mem.BufferSlice
+	recvEnd    bool  // the client half-closed
+	recvErr    error // the transport refused a message (status error)
+	backlog    int   // window held back while msgs wait for credit
 	sink       RequestSink
 	credit     int
 	delivering bool // a goroutine is handing messages to sink
@@ -97,6 +99,15 @@ type h2Stream struct {
 	// call; the front owns it from then on.
 	callMem      call
 	callMemTaken bool
+}
+
+// endContext ends the stream's context (idempotent).
+func (s *h2Stream) endContext() {
+	if s.cancel != nil {
+		s.cancel()
+		return
+	}
+	s.untimed.cancel()
 }
 
 // takeCallMemory: see callMemory.
