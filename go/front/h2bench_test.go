@@ -39,6 +39,24 @@ func BenchmarkUnaryCall(b *testing.B) {
 	}
 }
 
+// TestUnaryCallAllocations holds the h2 transport to allocating nothing
+// per unary call in steady state beyond the request handed over (empty
+// here): under one allocation per call, averaged (the stream slab costs
+// one per streamSlabSize calls). The whole process is counted: the front,
+// the transport, the stand-in for Python and the raw client.
+func TestUnaryCallAllocations(t *testing.T) {
+	f := startBenchFront(t, TransportH2)
+	c := dialRaw(t, f.Port())
+	for i := 0; i < 200; i++ {
+		c.call(t) // warm: the HPACK tables, buffers and event slices
+	}
+	n := testing.AllocsPerRun(800, func() { c.call(t) })
+	t.Logf("%.3f allocations per call", n)
+	if n >= 1 {
+		t.Fatalf("%.2f allocations per unary call on h2; want under 1 (go test -run='^$' -bench='UnaryCall$/h2' -benchmem -memprofile ./go/front shows where)", n)
+	}
+}
+
 // BenchmarkUnaryCallLoaded is BenchmarkUnaryCall under load: 4
 // connections, each sending calls 32 at a time, as bench/loadgen does; ns/op
 // is wall time per call with every core busy, so it tracks CPU per call.
@@ -73,7 +91,7 @@ func BenchmarkUnaryCallLoaded(b *testing.B) {
 
 // startBenchFront is a front on transport whose stand-in for Python
 // answers every EventCall with an empty message.
-func startBenchFront(b *testing.B, transport string) *Front {
+func startBenchFront(b testing.TB, transport string) *Front {
 	f := startConfigured(b, fmt.Sprintf(`{"address": "127.0.0.1:0", "methods": [[%q, false]],
 		"options": [["grpc.pygrpc_native.transport", %q]]}`, sayPath, transport))
 	serveEvents(b, f, func(f *Front, e Event) {
@@ -109,7 +127,7 @@ var rawRequestHeader = []hpack.HeaderField{
 	{Name: ":authority", Value: "bench"}, {Name: "content-type", Value: "application/grpc"}, {Name: "te", Value: "trailers"},
 }
 
-func dialRaw(b *testing.B, port int) *rawClient {
+func dialRaw(b testing.TB, port int) *rawClient {
 	conn, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
 	if err != nil {
 		b.Fatal(err)
@@ -127,10 +145,10 @@ func dialRaw(b *testing.B, port int) *rawClient {
 
 var emptyMessage = []byte{0, 0, 0, 0, 0}
 
-func (c *rawClient) call(b *testing.B) { c.calls(b, 1) }
+func (c *rawClient) call(b testing.TB) { c.calls(b, 1) }
 
 // calls sends n calls at once and reads until every one has ended.
-func (c *rawClient) calls(b *testing.B, n int) {
+func (c *rawClient) calls(b testing.TB, n int) {
 	for i := 0; i < n; i++ {
 		id := c.id + uint32(2*i)
 		c.header.Reset()

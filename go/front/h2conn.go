@@ -83,7 +83,10 @@ type h2Conn struct {
 	// readyCalls are calls handed over on the reader (inline), run once the
 	// reader has taken every frame already read (see readFrames).
 	readyCalls []*h2Stream
-	readyWait  int   // frames read since the first of readyCalls
+	readyWait  int // frames read since the first of readyCalls
+	// streamSlab is where the reader takes its next streams' memory (see
+	// newStream).
+	streamSlab []h2Stream
 	recvWindow int64 // connection window left to the client
 	connUnack  int
 	// lastRead is when a frame last arrived (keepalive), in Unix ns.
@@ -452,7 +455,7 @@ func (c *h2Conn) headers(hb headerBlock) error {
 		c.w.control(func(b []byte) []byte { return appendRSTStream(b, id, http2.ErrCodeRefusedStream) })
 		return nil
 	}
-	s := &h2Stream{c: c, id: id}
+	s := c.newStream(id)
 	req := &s.req
 	if rej := parseRequest(req, hb.fields); rej != nil {
 		if rej.rst {
@@ -512,6 +515,26 @@ func (c *h2Conn) headers(hb headerBlock) error {
 		c.dispatch(s)
 	}
 	return nil
+}
+
+// streamSlabSize is how many streams' memory the reader allocates at once.
+const streamSlabSize = 8
+
+// newStream is a new stream's memory, taken from the connection's slab:
+// one allocation for streamSlabSize streams, not one per call. Each slot
+// is used once and never reused, so nothing outlives its stream's users
+// by mistake; the price is that a slab stays allocated while any of its
+// streams is referenced (a long-lived stream keeps at most
+// streamSlabSize-1 ended neighbours' memory, about 1.3 KiB each). Reader
+// only.
+func (c *h2Conn) newStream(id uint32) *h2Stream {
+	if len(c.streamSlab) == 0 {
+		c.streamSlab = make([]h2Stream, streamSlabSize)
+	}
+	s := &c.streamSlab[0]
+	c.streamSlab = c.streamSlab[1:]
+	s.c, s.id = c, id
+	return s
 }
 
 // earlyAbort answers a request the transport refuses before any call

@@ -196,6 +196,17 @@ func (c *h2Conn) requestData(s *h2Stream, pl *framePayload, end bool) error {
 // decode turns the assembled message into a buffer for the front,
 // decompressing it when its flag says so.
 func (c *h2Conn) decode(s *h2Stream) (mem.BufferSlice, error) {
+	if s.prefix[0]&1 == 0 && s.body.buf == nil && !s.firstMsgTaken {
+		// The stream's first small message (a unary call's request): its
+		// wrappers in the stream's memory (see h2Stream.firstMsg).
+		s.firstMsgTaken = true
+		s.firstMsg = s.body.takeBytes()
+		if cs := c.srv.stats; cs != nil && s.stats != nil {
+			cs.Message(s.stats, false, len(s.firstMsg)+5)
+		}
+		s.firstMsgBufs[0] = &s.firstMsg
+		return s.firstMsgBufs[:1:1], nil
+	}
 	body := s.body.take()
 	if cs := c.srv.stats; cs != nil && s.stats != nil {
 		cs.Message(s.stats, false, body.Len()+5)
@@ -238,6 +249,14 @@ func (m *messageBody) left() int { return len(m.b) - m.filled }
 func (m *messageBody) next(k int) []byte {
 	m.filled += k
 	return m.b[m.filled-k : m.filled]
+}
+
+// takeBytes hands over a complete message that is a plain slice (buf is
+// nil); the body is empty after.
+func (m *messageBody) takeBytes() []byte {
+	b := m.b
+	*m = messageBody{}
+	return b
 }
 
 // take hands the complete message over; the body is empty after.

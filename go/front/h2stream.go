@@ -94,6 +94,15 @@ type h2Stream struct {
 	requestIn       chan struct{}
 	requestInClosed bool
 
+	// firstMsg and firstMsgBufs are the stream's first request message,
+	// when small and uncompressed, and its BufferSlice: a unary request
+	// handed over without allocating its wrappers. Set once by the reader
+	// (firstMsgTaken); owned by whoever holds the message after that, as
+	// any message is (a SliceBuffer's Free does nothing).
+	firstMsg      mem.SliceBuffer
+	firstMsgBufs  [1]mem.Buffer
+	firstMsgTaken bool
+
 	// callMem is the memory of the front's call for this stream (see
 	// callMemory), taken once (callMemTaken) by the goroutine serving the
 	// call; the front owns it from then on.
