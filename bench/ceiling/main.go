@@ -45,6 +45,7 @@ func main() {
 	collectMethod := flag.String("collect-method", "/echo.Echo/Collect", "the client-streaming method")
 	chatMethod := flag.String("chat-method", "/echo.Echo/Chat", "the bidi method")
 	profile := flag.String("cpuprofile", "", "write a CPU profile here")
+	metrics := flag.Bool("metrics", false, "gRFC A66 metrics on, with a Prometheus endpoint on a free loopback port")
 	flag.Parse()
 	if ip := net.ParseIP(*host); ip == nil || !ip.IsLoopback() {
 		log.Fatalf("refusing to listen on %q: the benchmarks use loopback addresses only", *host)
@@ -67,6 +68,14 @@ func main() {
 	f, err := front.New(cfg)
 	if err != nil {
 		log.Fatal(err)
+	}
+	if *metrics {
+		if _, err := f.EnableMetrics(front.MetricsConfig{Address: net.JoinHostPort(*host, "0")}); err != nil {
+			log.Fatal(err)
+		}
+		for _, path := range []string{*method, *countMethod, *collectMethod, *chatMethod} {
+			f.CallMetrics().RegisterMethod(path)
+		}
 	}
 	if err := f.Start(); err != nil {
 		log.Fatal(err)

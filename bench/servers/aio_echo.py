@@ -54,7 +54,12 @@ async def _serve(args, stop) -> None:
             _common.CHAT_METHOD.rsplit("/", 1)[1]: grpc.stream_stream_rpc_method_handler(_chat),
         },
     )
-    server = make_server(handlers=(handler,))
+    options = []
+    if args.metrics == "prometheus":
+        if args.impl != "native":
+            raise SystemExit("--metrics prometheus is pygrpc_native's endpoint: use --impl native")
+        options.append(("grpc.pygrpc_native.metrics_address", f"{args.host}:0"))
+    server = make_server(handlers=(handler,), options=options)
     port = _common.add_port(server, args, make_credentials)
     await server.start()
     _common.announce(port)
@@ -66,6 +71,7 @@ def main() -> None:
     p = _common.parser(__doc__)
     p.add_argument("--impl", choices=("grpcio", "native"), default="grpcio", help="whose aio.server() to run")
     p.add_argument("--uvloop", action="store_true", help="run on uvloop")
+    p.add_argument("--metrics", choices=("off", "prometheus"), default="off", help="A66 metrics: pygrpc_native's Prometheus endpoint")
     args = p.parse_args()
     _common.check_loopback(args.host)
     stop = _common.install_stop_signals()

@@ -34,6 +34,7 @@ def main() -> None:
     p = _common.parser(__doc__)
     p.add_argument("--threads", type=int, default=1, help="Python threads calling recv_batch")
     p.add_argument("--batch", type=int, default=256, help="max events per recv_batch")
+    p.add_argument("--metrics", choices=("off", "prometheus"), default="off", help="A66 metrics (a Prometheus endpoint)")
     args = p.parse_args()
     _common.check_loopback(args.host)
     stop = _common.install_stop_signals()
@@ -54,6 +55,7 @@ def main() -> None:
             (_common.CHAT_METHOD, True, True),
         ],
         credentials=credentials,
+        metrics_address=f"{args.host}:0" if args.metrics == "prometheus" else None,
     )
     front.start()
     parse_count = _common.parse_count

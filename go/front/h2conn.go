@@ -524,9 +524,10 @@ const streamSlabSize = 8
 // one allocation for streamSlabSize streams, not one per call. Each slot
 // is used once and never reused, so nothing outlives its stream's users
 // by mistake; the price is that a slab stays allocated while any of its
-// streams is referenced (a long-lived stream keeps at most
-// streamSlabSize-1 ended neighbours' memory, about 1.3 KiB each). Reader
-// only.
+// streams is referenced: a long-lived stream keeps at most
+// streamSlabSize-1 ended neighbours' memory (about 1.3 KiB each) and what
+// they still point to (headers, a small request) from being collected.
+// Reader only.
 func (c *h2Conn) newStream(id uint32) *h2Stream {
 	if len(c.streamSlab) == 0 {
 		c.streamSlab = make([]h2Stream, streamSlabSize)
