@@ -41,7 +41,7 @@ AIO_BASELINE = "grpcio_aio"
 CEILING = "ceiling"
 CEILING_SERVERS = (CEILING, "ceiling_h2")  # the rows that run the ceiling binary
 TLS_BASELINE = "grpcio_sync_tls"
-AIO_SERVERS = ("grpcio_aio", "native_aio", "native_aio_uvloop", "native_aio_h2")
+AIO_SERVERS = ("grpcio_aio", "native_aio", "native_aio_uvloop", "native_aio_h2", "native_aio_prom", "native_aio_prom_h2")
 
 # Our servers' environment, naming the transport behind the Go front: every
 # row says which it measures, whatever PGN_TRANSPORT the run inherited.
@@ -60,6 +60,15 @@ H2_ROWS = {
     "native_aio_prom": "pygrpc_native.aio.server() + Prometheus endpoint, h2 transport",
     "lowlevel_prom": "Low-level API + Prometheus endpoint, h2 transport",
     "ceiling_prom": "Ceiling + Prometheus endpoint, h2 transport",
+}
+
+# The rows measured with the Prometheus endpoint on (key + "_prom"): the
+# flag that turns it on in each base row's server.
+PROM_FLAGS = {
+    "native_sync": ("--metrics", "prometheus"),
+    "native_aio": ("--metrics", "prometheus"),
+    "lowlevel": ("--metrics", "prometheus"),
+    "ceiling": ("-metrics",),
 }
 
 DEFAULT_SERVERS = (
@@ -271,37 +280,6 @@ def server_kinds(args, ceiling: Optional[Path], goserver: Optional[Path], tls, w
             ),
             ServerKind("grpcgo", "grpc-go alone", (str(goserver),), unavailable=why.get("goserver")),
             ServerKind(
-                "native_sync_prom",
-                "pygrpc_native.server() + Prometheus endpoint",
-                (py, "-m", "bench.servers.grpcio_sync", "--impl", "native", *workers, "--metrics", "prometheus"),
-                requires="pygrpc_native",
-                counterpart="grpcio_sync",
-                env=ON_GRPCGO,
-            ),
-            ServerKind(
-                "native_aio_prom",
-                "pygrpc_native.aio.server() + Prometheus endpoint",
-                (py, "-m", "bench.servers.aio_echo", "--impl", "native", "--metrics", "prometheus"),
-                requires="pygrpc_native",
-                counterpart="grpcio_aio",
-                env=ON_GRPCGO,
-            ),
-            ServerKind(
-                "lowlevel_prom",
-                "Low-level API + Prometheus endpoint",
-                (py, "-m", "bench.servers.lowlevel", "--threads", str(args.lowlevel_threads), "--metrics", "prometheus"),
-                requires="pygrpc_native",
-                counterpart="grpcio_sync",
-                env=ON_GRPCGO,
-            ),
-            ServerKind(
-                "ceiling_prom",
-                "Ceiling + Prometheus endpoint",
-                (str(ceiling), "-metrics"),
-                unavailable=why.get("ceiling"),
-                env=ON_GRPCGO,
-            ),
-            ServerKind(
                 "native_sync_otel",
                 "pygrpc_native.server() + OpenTelemetry plugin",
                 (str(OTEL_PYTHON), "-m", "bench.servers.grpcio_sync", "--impl", "native", *workers, "--metrics", "otel"),
@@ -332,6 +310,13 @@ def server_kinds(args, ceiling: Optional[Path], goserver: Optional[Path], tls, w
         )
     }
     # The same servers on the front's own transport (h2).
+    # The rows with the Prometheus endpoint on: the base row's command
+    # with its metrics flag.
+    for key, flag in PROM_FLAGS.items():
+        base = kinds[key]
+        kinds[f"{key}_prom"] = dataclasses.replace(
+            base, key=f"{key}_prom", name=f"{base.name} + Prometheus endpoint", argv=(*base.argv, *flag)
+        )
     for key, name in H2_ROWS.items():
         base = kinds[key]
         kinds[f"{key}_h2"] = dataclasses.replace(base, key=f"{key}_h2", name=name, env=ON_H2)
