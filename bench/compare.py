@@ -41,7 +41,9 @@ AIO_BASELINE = "grpcio_aio"
 CEILING = "ceiling"
 CEILING_SERVERS = (CEILING, "ceiling_h2")  # the rows that run the ceiling binary
 TLS_BASELINE = "grpcio_sync_tls"
-AIO_SERVERS = ("grpcio_aio", "native_aio", "native_aio_uvloop", "native_aio_h2", "native_aio_prom", "native_aio_prom_h2")
+AIO_SERVERS = (
+    "grpcio_aio", "native_aio", "native_aio_uvloop", "native_aio_h2", "native_aio_prom", "native_aio_prom_h2",
+)  # fmt: skip
 
 # Our servers' environment, naming the transport behind the Go front: every
 # row says which it measures, whatever PGN_TRANSPORT the run inherited.
@@ -315,7 +317,10 @@ def server_kinds(args, ceiling: Optional[Path], goserver: Optional[Path], tls, w
     for key, flag in PROM_FLAGS.items():
         base = kinds[key]
         kinds[f"{key}_prom"] = dataclasses.replace(
-            base, key=f"{key}_prom", name=f"{base.name} + Prometheus endpoint", argv=(*base.argv, *flag)
+            base,
+            key=f"{key}_prom",
+            name=f"{base.name} + Prometheus endpoint",
+            argv=(*base.argv, *flag),
         )
     for key, name in H2_ROWS.items():
         base = kinds[key]

@@ -71,7 +71,9 @@ def main() -> None:
     p = _common.parser(__doc__)
     p.add_argument("--impl", choices=("grpcio", "native"), default="grpcio", help="whose aio.server() to run")
     p.add_argument("--uvloop", action="store_true", help="run on uvloop")
-    p.add_argument("--metrics", choices=("off", "prometheus"), default="off", help="A66 metrics: pygrpc_native's Prometheus endpoint")
+    p.add_argument(
+        "--metrics", choices=("off", "prometheus"), default="off", help="A66 metrics: pygrpc_native's Prometheus endpoint"
+    )
     args = p.parse_args()
     _common.check_loopback(args.host)
     stop = _common.install_stop_signals()

@@ -34,7 +34,9 @@ def main() -> None:
     p = _common.parser(__doc__)
     p.add_argument("--threads", type=int, default=1, help="Python threads calling recv_batch")
     p.add_argument("--batch", type=int, default=256, help="max events per recv_batch")
-    p.add_argument("--metrics", choices=("off", "prometheus"), default="off", help="A66 metrics (a Prometheus endpoint)")
+    p.add_argument(
+        "--metrics", choices=("off", "prometheus"), default="off", help="A66 metrics (a Prometheus endpoint)"
+    )
     args = p.parse_args()
     _common.check_loopback(args.host)
     stop = _common.install_stop_signals()
