@@ -17,6 +17,13 @@ import (
 // which cancels every stream it holds (h2Conn.close) and any stream
 // registered after it closed (h2Conn.headers). Err is context.Canceled
 // from the moment Done's channel is closed.
+//
+// Contexts derived from it directly, and context.AfterFunc on it, are tied
+// to it through its AfterFunc method, with no goroutine. Through a
+// context.WithValue of it (admit's client key, with bearer tokens) the
+// context package can't see that method and watches Done with a goroutine
+// per derived context instead, until either ends: every stream's context
+// ends (endContext on each way a stream ends), so none is left behind.
 type streamContext struct {
 	end endSignal
 	// afterMu guards after: the functions AfterFunc registered and not
