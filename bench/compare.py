@@ -151,7 +151,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     )
     p.add_argument("--runs", type=int, default=5, help="measurements per cell (default 5)")
     p.add_argument("--duration", type=float, default=3.0, help="measured seconds per run (default 3)")
-    p.add_argument("--warmup", type=float, default=1.0, help="warmup seconds per run, not measured (default 1; at least 3 for grpcio_8x4)")
+    p.add_argument("--warmup", type=float, default=1.0, help="warmup seconds per run, not measured (default 1)")
     p.add_argument(
         "--quick",
         action="store_true",
@@ -377,10 +377,6 @@ def client_kinds(args, loadgen: Optional[Path], tls) -> dict:
                 "32 grpcio client threads (8 processes x 4)",
                 grpcio(8, 4),
                 startup_s=3.0,
-                # Eight grpcio processes on two cores take about 3 s to reach
-                # their pace; measured after 1 s, the same server's CPU per
-                # call spanned 2x between runs (bench/README: 2026-12-03).
-                min_warmup_s=3.0,
                 short="32 grpcio threads (8x4)",
             ),
             ClientKind(
@@ -825,11 +821,6 @@ def main(argv=None) -> int:
         settings = (
             f"{args.runs} run(s) x {args.duration:g} s measured (+{args.warmup:g} s warmup) per cell"
             + (" (--quick)" if args.quick else "")
-            + "".join(
-                f" ({c.short or c.name}: at least {c.min_warmup_s:g} s warmup)"
-                for c in {cell.client.key: cell.client for cell in cells}.values()
-                if c.min_warmup_s > args.warmup
-            )
             + f"; {len(cells)} cells, {len(cells) * args.runs} measurements; "
             f"server()s with ThreadPoolExecutor(max_workers={args.grpcio_workers}); "
             f"low-level API with {args.lowlevel_threads} recv_batch thread(s); "

@@ -105,10 +105,6 @@ class ClientKind:
     command: Callable[[str, Workload, float, float, bool], list]
     saturating: bool = False
     startup_s: float = 1.0  # rough extra seconds per measurement, for the ETA
-    # The least warmup it gets, whatever --warmup says: a client that takes
-    # longer than that to reach its steady pace would otherwise have its
-    # start-up measured.
-    min_warmup_s: float = 0.0
     short: str = ""
     rate: float = 0.0  # paced: the calls/s it starts in all, whatever the server could take; 0: closed loop
     workloads: Optional[Sequence[str]] = None  # the workload keys it runs; None: every one
@@ -264,7 +260,6 @@ def machine_busy_ticks() -> tuple[int, int]:
 
 def measure_once(cell: Cell, duration: float, warmup: float, logdir: Path, tag: str) -> dict:
     server, client, workload = cell.server, cell.client, cell.workload
-    warmup = max(warmup, client.min_warmup_s)
     rec: dict = {
         "server": server.key,
         "client": client.key,
@@ -422,7 +417,7 @@ def run_matrix(
     order = schedule(cells, runs)
     total = len(order)
     began = time.monotonic()
-    guess = {c.client.key: max(warmup, c.client.min_warmup_s) + duration + c.client.startup_s + 1.0 for c in cells}
+    guess = {c.client.key: warmup + duration + c.client.startup_s + 1.0 for c in cells}
     with tempfile.TemporaryDirectory(prefix="pgn-bench-logs-") as tmp:
         logdir = Path(tmp)
         for i, (run, cell) in enumerate(order):
