@@ -248,10 +248,15 @@ func (cs *Calls) Watch(id uint64) Result {
 
 // IsActive reports whether a call is still live.
 func (cs *Calls) IsActive(id uint64) (bool, Result) {
-	_, r := cs.table.lookup(id)
+	c, r := cs.table.lookup(id)
 	switch r {
 	case ResultOK:
-		return true, ResultOK
+		// The call's context ends the moment its transport sees the end
+		// (a reset, the deadline, the connection lost), which can be well
+		// before the goroutine or hook that takes the call out of the
+		// table runs: under a flood of resets on grpc-go's transport,
+		// Python asked in between and started handlers for reset calls.
+		return c.ctx.Err() == nil, ResultOK
 	case ResultEnded:
 		return false, ResultOK
 	}

@@ -246,6 +246,29 @@ func TestClientCancel(t *testing.T) {
 	}
 }
 
+// TestIsActiveSeesTheContextEnd: a call whose context has ended (a reset
+// the transport has seen) is not active, even while whatever takes it out
+// of the table (on grpc-go's transport, the call's goroutine) hasn't run
+// yet: Python asks just before it starts a handler.
+func TestIsActiveSeesTheContextEnd(t *testing.T) {
+	cs := configured(t, fmt.Sprintf(`{"address": "127.0.0.1:0", "methods": [[%q, false]]}`, sayPath)).Calls()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if !cs.slots.take() {
+		t.Fatal("no slot")
+	}
+	c := &call{path: sayPath, ctx: ctx}
+	cs.start(c)
+	defer cs.end(c, outcomeCancelled)
+	if active, r := cs.IsActive(c.id); !active || r != ResultOK {
+		t.Fatalf("a live call: active %v, %v", active, r)
+	}
+	cancel()
+	if active, r := cs.IsActive(c.id); active || r != ResultOK {
+		t.Fatalf("a call whose context ended: active %v, %v", active, r)
+	}
+}
+
 func TestUnknownMethod(t *testing.T) {
 	_, cc := startFront(t, "", echo)
 	in, out := []byte{}, []byte(nil)
