@@ -111,6 +111,73 @@ func TestOpQueueLimitsAndWakeUps(t *testing.T) {
 	}
 }
 
+// Room is judged for the op that found none. A queue a few bytes short of
+// its byte limit has room for an empty op but not for the message that was
+// refused: telling a non-blocking sender of room then (as notifyRoom did)
+// had it retry and be refused again, in a loop that kept both cores busy
+// for an aio.server() stream whose client stopped reading.
+func TestRoomIsJudgedForTheRefusedOp(t *testing.T) {
+	q := newOpQueue()
+	ended := new(endSignal)
+	kib := func() op { return op{kind: opMessage, message: mem.BufferSlice{mem.SliceBuffer(make([]byte, 1000))}} }
+	for q.hasRoomLocked(1000) {
+		if r := q.put(kib(), false, ended); r != ResultOK {
+			t.Fatalf("put: %v", r)
+		}
+	}
+	if r := q.put(kib(), false, ended); r != ResultWouldBlock {
+		t.Fatalf("over the byte limit: %v, want ResultWouldBlock", r)
+	}
+	told := make(chan struct{}, 1)
+	q.notifyRoom(func() { told <- struct{}{} })
+	select {
+	case <-told:
+		t.Fatal("notifyRoom told of room the refused message doesn't fit in")
+	default:
+	}
+	waited := make(chan bool, 1)
+	go func() { waited <- q.waitRoom(ended) }()
+	select {
+	case <-waited:
+		t.Fatal("waitRoom returned while the refused message doesn't fit")
+	case <-time.After(20 * time.Millisecond):
+	}
+	q.take(nil)
+	<-told
+	if !<-waited {
+		t.Fatal("waitRoom: false, want true once the queue was taken")
+	}
+}
+
+// The batch a taker holds counts against the limits until its next take,
+// so a call whose sends wait for flow control holds one budget: after a
+// full batch is taken, one more op may queue (a large message can wait
+// behind the one being sent), and no second one.
+func TestTakenBatchCountsUntilTheNextTake(t *testing.T) {
+	q := newOpQueue()
+	ended := new(endSignal)
+	for i := 0; i < maxQueuedOps; i++ {
+		if r := q.put(op{kind: opMessage}, false, ended); r != ResultOK {
+			t.Fatalf("op %d: %v", i, r)
+		}
+	}
+	if got := len(q.take(nil)); got != maxQueuedOps {
+		t.Fatalf("took %d ops", got)
+	}
+	if r := q.put(op{kind: opMessage}, false, ended); r != ResultOK {
+		t.Fatalf("one op behind the taken batch: %v, want ResultOK", r)
+	}
+	if r := q.put(op{kind: opMessage}, false, ended); r != ResultWouldBlock {
+		t.Fatalf("a second op behind a full taken batch: %v, want ResultWouldBlock", r)
+	}
+	q.take(nil) // done with the batch: only the one op is held now
+	for i := 1; i < maxQueuedOps-1; i++ {
+		if r := q.put(op{kind: opMessage}, false, ended); r != ResultOK {
+			t.Fatalf("op %d after the batch: %v", i, r)
+		}
+	}
+}
+
 // Every message a handler sends is copied into its call's op queue as one
 // op: the field order keeps it at 80 bytes on 64-bit platforms (96 with the
 // small fields spread between the large ones).

@@ -48,6 +48,9 @@ type op struct {
 // an event loop's front, reports ResultWouldBlock). They let a handler run
 // ahead of the client by about one HTTP/2 window, and no further, however
 // small its messages; a single larger message always goes through alone.
+// They count the batch the call's taker holds as well as the queue (see
+// opQueue.held), so a call whose client stops reading holds one budget,
+// not one in the taker's hands and another queued behind it.
 const (
 	maxQueuedOps   = 256
 	maxQueuedBytes = 64 << 10
@@ -61,6 +64,21 @@ type opQueue struct {
 	mu    sync.Mutex
 	ops   []op
 	bytes int
+	// heldOps and heldBytes are the batch the taker (the call's goroutine
+	// or its driver) took last and may still be applying: set by each
+	// take, which the taker makes only once it is done with the batch
+	// before, given back by requeue, cleared when a driver stops. They
+	// count against the limits (hasRoomLocked) until then; the room a take
+	// makes is for one op, whatever its size, so that a large message can
+	// wait queued while the one before it is sent.
+	heldOps, heldBytes int
+	// refused is the size of the op a put last found no room for: the room
+	// waitRoom and notifyRoom wait for. Judged for an empty op instead,
+	// room was there as soon as the queue held one byte less than the
+	// limit, so a non-blocking sender whose message didn't fit was told of
+	// room at once, again and again (aio.server() with a client that
+	// stopped reading: both cores busy). Guarded by mu.
+	refused int
 	// full is set by a sender that found no room; the goroutine then
 	// signals room after its next take.
 	full bool
@@ -141,6 +159,7 @@ func (q *opQueue) put(o op, block bool, ended *endSignal) Result {
 			return ResultOK
 		}
 		q.full = true
+		q.refused = size
 		if q.room == nil {
 			q.room = make(chan struct{}, 1)
 		}
@@ -171,6 +190,7 @@ func (q *opQueue) takeDriven(dst []op) (ops []op, abandoned, ok bool) {
 	q.mu.Lock()
 	if len(q.ops) == 0 && !q.abandoned {
 		q.driving = false
+		q.heldOps, q.heldBytes = 0, 0
 		q.mu.Unlock()
 		return dst, false, false
 	}
@@ -185,7 +205,9 @@ func (q *opQueue) requeue(ops []op) {
 	q.ops = append(append(make([]op, 0, len(ops)+len(q.ops)), ops...), q.ops...)
 	for _, o := range ops {
 		q.bytes += o.message.Len()
+		q.heldBytes -= o.message.Len()
 	}
+	q.heldOps -= len(ops)
 	q.mu.Unlock()
 }
 
@@ -233,6 +255,7 @@ func (q *opQueue) close() {
 	}
 	clear(q.ops)
 	q.ops, q.bytes = nil, 0
+	q.heldOps, q.heldBytes = 0, 0
 	q.mu.Unlock()
 }
 
@@ -240,6 +263,7 @@ func (q *opQueue) close() {
 func (q *opQueue) takeLocked(dst []op) []op {
 	dst = append(dst, q.ops...)
 	clear(q.ops)
+	q.heldOps, q.heldBytes = len(q.ops), q.bytes
 	q.ops, q.bytes = q.ops[:0], 0
 	room := q.room
 	full := q.full
@@ -260,15 +284,15 @@ func (q *opQueue) takeLocked(dst []op) []op {
 // Called with mu held.
 func (q *opQueue) hasRoomLocked(size int) bool {
 	n := len(q.ops)
-	return n == 0 || (n < maxQueuedOps && q.bytes+size <= maxQueuedBytes)
+	return n == 0 || (n+q.heldOps < maxQueuedOps && q.bytes+q.heldBytes+size <= maxQueuedBytes)
 }
 
-// waitRoom waits until the queue has room for an op (or ended fires:
-// false), without queueing anything.
+// waitRoom waits until the queue has room for the op it last refused (or
+// ended fires: false), without queueing anything.
 func (q *opQueue) waitRoom(ended *endSignal) bool {
 	for {
 		q.mu.Lock()
-		if q.hasRoomLocked(0) {
+		if q.hasRoomLocked(q.refused) {
 			q.mu.Unlock()
 			return true
 		}
@@ -286,11 +310,11 @@ func (q *opQueue) waitRoom(ended *endSignal) bool {
 	}
 }
 
-// notifyRoom calls fn once the queue has room: at once if it has now,
-// otherwise after the owner's next take.
+// notifyRoom calls fn once the queue has room for the op it last refused:
+// at once if it has now, otherwise after the owner's next take.
 func (q *opQueue) notifyRoom(fn func()) {
 	q.mu.Lock()
-	if q.hasRoomLocked(0) {
+	if q.hasRoomLocked(q.refused) {
 		q.mu.Unlock()
 		fn()
 		return

@@ -293,19 +293,24 @@ def continuation_flood(server: ServerProcess, filler: str = "NULs", limit_mib: i
 def stalled_streams(server: ServerProcess, scale: Scale) -> Figures:
     """Streams whose responses are never read: each asks for 100 MB and
     grants no flow-control window beyond the default. Server memory per
-    stalled stream, and a live call meanwhile."""
+    stalled stream, the CPU the server spends while they stay stalled (a
+    sender told of room that isn't there retries in a loop), and a live
+    call meanwhile."""
     before = settled_stats(server)
     with RawH2(server.port, auto_ack=False) as conn:
         for i in range(scale.stalled_streams):
             conn.unary(2 * i + 1, COUNT, b"100000:1000")
-        time.sleep(2.0)  # the handlers write until flow control stops them
-        during = server.stats()
+        time.sleep(1.0)  # the handlers write until flow control stops them
+        stalled, t0 = server.stats(), time.monotonic()
+        time.sleep(1.0)
+        during, t1 = server.stats(), time.monotonic()
         live = server.live_call_seconds()
     after = settled_stats(server)
     grown_kib = max(0, during["rss_kib"] - before["rss_kib"])
     return {
         "streams": scale.stalled_streams,
         "rss_kib_per_stream": round(grown_kib / scale.stalled_streams, 1),
+        "cpu_ms_per_s_stalled": round((during["cpu_s"] - stalled["cpu_s"]) * 1000 / (t1 - t0), 1),
         "live_call_s": round(live, 3),
         "leaked_calls": None if after["metrics"] is None else after["metrics"]["calls_active"] - 1,
     }
