@@ -60,6 +60,15 @@ def continuation(r: Results) -> Tuple[str, str]:
     return line(ours), line(theirs)
 
 
+def stalled(r: Results) -> Tuple[str, str]:
+    def line(fs: List[Dict[str, Any]]) -> str:
+        return (f"{_worst(fs, 'rss_kib_per_stream')} KiB per stalled stream, "
+                f"{_worst(fs, 'cpu_ms_per_s_stalled')} ms CPU per second while stalled")
+
+    ours, theirs = _split(r)
+    return line(ours), line(theirs)
+
+
 def rapid_reset(r: Results) -> Tuple[str, str]:
     def line(fs: List[Dict[str, Any]]) -> str:
         return (f"{_worst(fs, 'handlers_run')} of {_worst(fs, 'streams_reset'):,} handlers ran at most, "
@@ -148,7 +157,7 @@ VERDICTS: Dict[str, Callable[[Results], Tuple[str, str]]] = {
     "Rapid reset": rapid_reset,
     "CONTINUATION flood (NULs)": continuation,
     "CONTINUATION flood (fields)": continuation,
-    "Stalled streams": _by("rss_kib_per_stream", "{} KiB per stalled stream"),
+    "Stalled streams": stalled,
     "Over the limits": same_as_control,
     "Malformed frames": same_as_control,
     "Handler faults": same_as_control,

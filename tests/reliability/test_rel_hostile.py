@@ -100,11 +100,12 @@ def test_streams_that_never_read_hold_bounded_memory(server, control):
     f, c = _both("Stalled streams", lambda s: stalled_streams(s, scale.current()), server, control)
     # The flow-control window (64 KiB) plus buffers, per stream.
     assert f["rss_kib_per_stream"] < 1024, (TRANSPORT, f)
-    # Stalled streams cost nothing while they stay stalled: ours 0-10 ms of
-    # CPU per second at the short scale (server()'s monitor looks at its
-    # held tasks), grpcio's about as much. aio.server() used 2,000 (both
-    # cores) while its senders were told of room that wasn't there.
-    assert f["cpu_ms_per_s_stalled"] <= max(2 * c["cpu_ms_per_s_stalled"], 100), (TRANSPORT, f, c)
+    # Stalled streams cost next to nothing while they stay stalled: at the
+    # short scale aio.server() ~2 ms of CPU per second, grpcio's ~5,
+    # server() ~60 (its monitor looks at the tasks the stalled handlers hold
+    # every 2 ms). A sender that spins uses a core or more: aio.server()
+    # used 950-2,000 while it was told of room that wasn't there.
+    assert f["cpu_ms_per_s_stalled"] <= max(2 * c["cpu_ms_per_s_stalled"], 250), (TRANSPORT, f, c)
     assert f["live_call_s"] < 5, (TRANSPORT, f)
     assert f["leaked_calls"] == 0, (TRANSPORT, f)
 
