@@ -20,6 +20,20 @@ def _worst(figures: List[Dict[str, Any]], key: str) -> Any:
     return max(values) if values else None
 
 
+Figures = List[Dict[str, Any]]
+
+
+def _both_sides(line: Callable[[Figures], str]) -> Callable[[Results], Tuple[str, str]]:
+    """The verdict that sums up our servers' figures and the controls' the
+    same way, with line."""
+
+    def verdict(r: Results) -> Tuple[str, str]:
+        ours, theirs = _split(r)
+        return line(ours), line(theirs)
+
+    return verdict
+
+
 def load(r: Results) -> Tuple[str, str]:
     def line(fs: List[Dict[str, Any]]) -> str:
         return (f"{sum(f['calls'] for f in fs):,} calls, {sum(f['failed'] for f in fs)} failed; "
@@ -29,62 +43,43 @@ def load(r: Results) -> Tuple[str, str]:
     return line(ours) + f", goroutines +{_worst(ours, 'goroutines_added')}", line(theirs)
 
 
-def disconnects(r: Results) -> Tuple[str, str]:
-    def line(fs: List[Dict[str, Any]]) -> str:
-        leaked = _worst(fs, "leaked_calls")
-        return (f"{sum(f['clients'] for f in fs):,} clients gone mid-call: "
-                + (f"{leaked} calls leaked, " if leaked is not None else "")
-                + f"{sum(f['callbacks_missing'] for f in fs)} callbacks missing, "
-                f"RSS {_worst(fs, 'rss_growth_pct'):+} % at most, live call {_worst(fs, 'live_call_s')} s")
-
-    ours, theirs = _split(r)
-    return line(ours), line(theirs)
+@_both_sides
+def disconnects(fs: Figures) -> str:
+    leaked = _worst(fs, "leaked_calls")
+    return (f"{sum(f['clients'] for f in fs):,} clients gone mid-call: "
+            + (f"{leaked} calls leaked, " if leaked is not None else "")
+            + f"{sum(f['callbacks_missing'] for f in fs)} callbacks missing, "
+            f"RSS {_worst(fs, 'rss_growth_pct'):+} % at most, live call {_worst(fs, 'live_call_s')} s")
 
 
 def _by(key: str, fmt: str) -> Callable[[Results], Tuple[str, str]]:
-    def verdict(r: Results) -> Tuple[str, str]:
-        ours, theirs = _split(r)
-        return fmt.format(_worst(ours, key)), fmt.format(_worst(theirs, key))
-
-    return verdict
+    return _both_sides(lambda fs: fmt.format(_worst(fs, key)))
 
 
-def continuation(r: Results) -> Tuple[str, str]:
-    def line(fs: List[Dict[str, Any]]) -> str:
-        sent, peak = _worst(fs, "sent_kib"), _worst(fs, "rss_peak_growth_kib")
-        closed = all(f["server_closed_connection"] for f in fs)
-        return (f"connection closed after {sent:,} KiB at most" if closed else "not cut off") + (
-            f"; peak RSS +{peak:,} KiB at most")
-
-    ours, theirs = _split(r)
-    return line(ours), line(theirs)
+@_both_sides
+def continuation(fs: Figures) -> str:
+    sent, peak = _worst(fs, "sent_kib"), _worst(fs, "rss_peak_growth_kib")
+    closed = all(f["server_closed_connection"] for f in fs)
+    return (f"connection closed after {sent:,} KiB at most" if closed else "not cut off") + (
+        f"; peak RSS +{peak:,} KiB at most")
 
 
-def stalled(r: Results) -> Tuple[str, str]:
-    def line(fs: List[Dict[str, Any]]) -> str:
-        return (f"{_worst(fs, 'rss_kib_per_stream')} KiB per stalled stream, "
-                f"{_worst(fs, 'cpu_ms_per_s_stalled')} ms CPU per second while stalled")
-
-    ours, theirs = _split(r)
-    return line(ours), line(theirs)
+@_both_sides
+def stalled(fs: Figures) -> str:
+    return (f"{_worst(fs, 'rss_kib_per_stream')} KiB per stalled stream, "
+            f"{_worst(fs, 'cpu_ms_per_s_stalled')} ms CPU per second while stalled")
 
 
-def rapid_reset(r: Results) -> Tuple[str, str]:
-    def line(fs: List[Dict[str, Any]]) -> str:
-        return (f"{_worst(fs, 'handlers_run')} of {_worst(fs, 'streams_reset'):,} handlers ran at most, "
-                f"{_worst(fs, 'cpu_us_per_reset')} µs CPU per reset call; still serving")
-
-    ours, theirs = _split(r)
-    return line(ours), line(theirs)
+@_both_sides
+def rapid_reset(fs: Figures) -> str:
+    return (f"{_worst(fs, 'handlers_run')} of {_worst(fs, 'streams_reset'):,} handlers ran at most, "
+            f"{_worst(fs, 'cpu_us_per_reset')} µs CPU per reset call; still serving")
 
 
-def max_rpcs(r: Results) -> Tuple[str, str]:
-    def line(fs: List[Dict[str, Any]]) -> str:
-        bursts = {", ".join(f"{n} {code}" for code, n in f[k].items()) for f in fs for k in ("first burst", "second burst")}
-        return "each burst of 10 (limit 4): " + " / ".join(sorted(bursts))
-
-    ours, theirs = _split(r)
-    return line(ours), line(theirs)
+@_both_sides
+def max_rpcs(fs: Figures) -> str:
+    bursts = {", ".join(f"{n} {code}" for code, n in f[k].items()) for f in fs for k in ("first burst", "second burst")}
+    return "each burst of 10 (limit 4): " + " / ".join(sorted(bursts))
 
 
 def metrics(r: Results) -> Tuple[str, str]:
@@ -134,13 +129,10 @@ def tls(r: Results) -> Tuple[str, str]:
     return ours + " (a garbage ClientHello gets a TLS alert, grpcio just closes)", theirs
 
 
-def stop(r: Results) -> Tuple[str, str]:
-    def line(fs: List[Dict[str, Any]]) -> str:
-        return (f"exit codes {sorted({f['exit_code'] for f in fs})}, {sum(f['clients_stuck'] for f in fs)} clients "
-                f"stuck, stopped within {_worst(fs, 'stop_s')} s")
-
-    ours, theirs = _split(r)
-    return line(ours), line(theirs)
+@_both_sides
+def stop(fs: Figures) -> str:
+    return (f"exit codes {sorted({f['exit_code'] for f in fs})}, {sum(f['clients_stuck'] for f in fs)} clients "
+            f"stuck, stopped within {_worst(fs, 'stop_s')} s")
 
 
 def queued(r: Results) -> Tuple[str, str]:
