@@ -49,7 +49,7 @@ type op struct {
 // ahead of the client by about one HTTP/2 window, and no further, however
 // small its messages; a single larger message always goes through alone.
 // They count the batch the call's taker holds as well as the queue (see
-// opQueue.held), so a call whose client stops reading holds one budget,
+// opQueue.heldOps), so a call whose client stops reading holds one budget,
 // not one in the taker's hands and another queued behind it.
 const (
 	maxQueuedOps   = 256
