@@ -487,7 +487,7 @@ func (c *h2Conn) headers(hb headerBlock) error {
 		return nil
 	}
 	if ctx.Err() != nil {
-		c.endUnstarted(s, status.New(codes.DeadlineExceeded, context.DeadlineExceeded.Error()), !hb.endStream)
+		c.endUnstarted(s, deadlineStatus, !hb.endStream)
 		return nil
 	}
 	s.ctx = ctx
@@ -659,20 +659,23 @@ func (c *h2Conn) peerReset(s *h2Stream) bool {
 }
 
 // expire runs when the context of a call with a deadline ends, for any
-// reason: it resets the call if the deadline passed before it was handed to
-// the front, and tells the call's end hook (the only teller of a deadline).
+// reason: it ends the call if the deadline passed before it was handed to
+// the front (with status DEADLINE_EXCEEDED, then RST_STREAM NO_ERROR for
+// the request it still waited for, as grpcio's server ends it; grpc-go's
+// transport resets it with CANCEL), and tells the call's end hook (the only
+// teller of a deadline).
 func (c *h2Conn) expire(s *h2Stream) {
 	c.mu.Lock()
-	mine := !s.dispatched && !s.released
+	mine := !s.dispatched && !s.released && !c.peerRST[s.id]
 	if mine {
-		c.peerRST[s.id] = true
+		c.peerRST[s.id] = true // the reader drops the rest of its request
 	}
 	hook := s.takeEndHookLocked()
 	c.mu.Unlock()
 	tellEnd(hook)
 	if mine {
-		c.w.control(func(b []byte) []byte { return appendRSTStream(b, s.id, http2.ErrCodeCancel) })
-		c.endStream(s, codes.DeadlineExceeded, true)
+		c.earlyAbort(s.id, http.StatusOK, deadlineStatus, true)
+		c.endStream(s, codes.DeadlineExceeded, false)
 	}
 	c.w.wake()
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"errors"
 	"io"
 	"strconv"
 	"strings"
@@ -420,13 +421,21 @@ func (s *h2Stream) Finish(st *status.Status, trailer Metadata) {
 }
 
 // finishWith ends a stream whose handler returned without Finish: with
-// err's status, or with RST_STREAM CANCEL when the call already ended on
-// the wire.
+// err's status; with DEADLINE_EXCEEDED once the call's deadline has passed
+// (whatever the handler said: grpcio's server ends such a call with that
+// status, and a CANCEL reset reaching the client before its own timer
+// fires reads there as CANCELLED); or with RST_STREAM CANCEL when the call
+// already ended on the wire otherwise (the peer's reset, the connection's
+// close).
 func (s *h2Stream) finishWith(err error) {
 	if s.finished {
 		return
 	}
-	if s.ctx.Err() != nil {
+	if cause := s.ctx.Err(); cause != nil {
+		if errors.Is(cause, context.DeadlineExceeded) && !s.c.peerReset(s) {
+			s.Finish(deadlineStatus, nil)
+			return
+		}
 		s.reset(http2.ErrCodeCancel)
 		return
 	}

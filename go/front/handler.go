@@ -27,7 +27,11 @@ const (
 // moment the deadline passes, and a reset that beats the client's own timer
 // reaches the client as CANCELLED; ending the call a little earlier, with
 // status DEADLINE_EXCEEDED, gives the client what grpcio's server gives.
-const deadlineMargin = 20 * time.Millisecond
+var deadlineMargin = 20 * time.Millisecond // a variable only for TestLateFrontEndIsStillADeadline
+
+// deadlineStatus is how the front ends a call whose deadline passed, in
+// grpcio's words.
+var deadlineStatus = status.New(codes.DeadlineExceeded, "Deadline Exceeded")
 
 // handler is the front's side of every call a transport carries: it admits
 // each call (admit), routes it by path (serve), and serves it on the

@@ -251,7 +251,7 @@ func (h *healthTable) serve(st ServerStream, path string) error {
 		case <-w.wake:
 		case <-ctx.Done():
 			if deadlinePassed(ctx, ctx.Err()) {
-				return status.Error(codes.DeadlineExceeded, "Deadline Exceeded")
+				return deadlineStatus.Err()
 			}
 			return status.Error(codes.Canceled, "Cancelled")
 		}

@@ -126,7 +126,7 @@ func (r *fallbackRelay) relay(st ServerStream, path string) error {
 		if err != nil {
 			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 				// The relay's own early deadline (above), worded as grpcio's.
-				err = status.Error(codes.DeadlineExceeded, "Deadline Exceeded")
+				err = deadlineStatus.Err()
 			}
 			st.Finish(status.Convert(backendError(err)), metadataOf(cs.Trailer()))
 			return nil
@@ -171,7 +171,7 @@ func backendError(err error) error {
 		return status.Error(codes.Canceled, "Cancelled")
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
-		return status.Error(codes.DeadlineExceeded, "Deadline Exceeded")
+		return deadlineStatus.Err()
 	}
 	return status.Errorf(codes.Unavailable, "fallback server: %v", err)
 }

@@ -161,7 +161,7 @@ func (s *stream) abandon(cause error) error {
 	watched, seen := s.h.calls.end(s.c, o)
 	s.h.events.cancelled(s.c, watched, seen)
 	if o == outcomeDeadline {
-		return status.Error(codes.DeadlineExceeded, "Deadline Exceeded")
+		return deadlineStatus.Err()
 	}
 	return status.Error(codes.Canceled, "Cancelled")
 }

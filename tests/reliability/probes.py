@@ -355,11 +355,16 @@ def call_storm(server: ServerProcess, scale: Scale) -> Figures:
     deadline), refused (an unknown method). Then the front's counters."""
     _vanish(server, scale.disconnects // 4, random.Random(2))
     rapid_reset(server, scale)
-    slow = b"sleep:300" if server.kind == "lowlevel" else b"block"
+    slow = b"sleep:400" if server.kind == "lowlevel" else b"block"
     with server.channel() as ch:
         say = ch.unary_unary(SAY)
-        futures = [say.future(b"echo", timeout=10) for _ in range(50)]
-        futures += [say.future(slow, timeout=0.1) for _ in range(20)]
+        # The short deadlines go first, onto an idle server: a deadline is
+        # the server's only when its own clock (started at the call's
+        # headers) ends the call before the client's reset arrives, which
+        # a server still busy with the others when the headers come can
+        # miss, as grpcio's would.
+        futures = [say.future(slow, timeout=0.3) for _ in range(20)]
+        futures += [say.future(b"echo", timeout=10) for _ in range(50)]
         futures += [say.future(b"raise", timeout=10) for _ in range(10)]
         futures += [ch.unary_unary("/rel.R/Nope").future(b"", timeout=10) for _ in range(10)]
         codes: Dict[str, int] = {}
