@@ -38,6 +38,9 @@ func (s *stream) serve() error {
 		select {
 		case <-s.c.ops.ready:
 			batch = s.c.ops.take(batch[:0])
+			if s.endedForPython() {
+				return s.abandon(s.c.ctx.Err())
+			}
 			for _, o := range batch {
 				if err, done := s.apply(o); done {
 					return err
@@ -250,7 +253,7 @@ func (s *stream) applyQueued(mayWait, offload bool) {
 		if !ok {
 			return
 		}
-		if abandoned {
+		if abandoned || s.endedForPython() {
 			s.end(s.abandon(s.c.ctx.Err()))
 			return
 		}
@@ -272,6 +275,13 @@ func (s *stream) applyQueued(mayWait, offload bool) {
 		s.out.Flush()
 	}
 }
+
+// endedForPython reports that the call's context has ended, which
+// Calls.IsActive has been telling Python since: no op takes effect from
+// then on, even before what acts on the end (opQueue.abandon, on a
+// goroutine of its own) has run, so that a handler that answers once
+// is_active() is False never reaches the client, as with grpcio.
+func (s *stream) endedForPython() bool { return s.c.ctx.Err() != nil }
 
 // wouldWait reports an op that sends a message the transport can't take
 // now.
