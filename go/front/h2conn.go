@@ -107,7 +107,8 @@ type h2Conn struct {
 	ready     bool
 	lastGood  uint32
 	idleSince time.Time
-	// kick wakes the timer goroutine (idle and drain state changed).
+	// kick wakes the timer goroutine: the drain state changed, or a drained
+	// connection's last call ended.
 	kick chan struct{}
 }
 
@@ -694,6 +695,10 @@ func (c *h2Conn) endStream(s *h2Stream, code codes.Code, reset bool) {
 	if idle {
 		c.idleSince = time.Now()
 	}
+	// Only a drained connection's close waits for idleness; the idle
+	// timer looks again by itself (see timers), so that a connection
+	// going idle between calls costs no wake-up.
+	kick := idle && c.goneAway
 	s.endContext() // under mu: see h2Stream.endHook
 	hook := s.takeEndHookLocked()
 	c.mu.Unlock()
@@ -701,7 +706,7 @@ func (c *h2Conn) endStream(s *h2Stream, code codes.Code, reset bool) {
 	if cs := c.srv.stats; cs != nil && s.stats != nil {
 		cs.End(s.stats, time.Now(), code, reset)
 	}
-	if idle {
+	if kick {
 		signal(c.kick)
 	}
 }
@@ -867,11 +872,19 @@ func (c *h2Conn) timers() {
 				next = earliest(next, due)
 			}
 		}
-		if !draining && l.MaxConnectionIdle != infinity && l.MaxConnectionIdle > 0 && active == 0 && !idleSince.IsZero() {
-			if due := idleSince.Add(l.MaxConnectionIdle); !now.Before(due) {
-				c.goAway(goAwayDrain)
+		if !draining && l.MaxConnectionIdle != infinity && l.MaxConnectionIdle > 0 {
+			if active == 0 && !idleSince.IsZero() {
+				if due := idleSince.Add(l.MaxConnectionIdle); !now.Before(due) {
+					c.goAway(goAwayDrain)
+				} else {
+					next = earliest(next, due)
+				}
 			} else {
-				next = earliest(next, due)
+				// Busy: look again one idle period from now. A connection
+				// that goes idle before then is idle for less than the
+				// period at that look, which then waits for its own due
+				// time: never late, and no wake-up when a call ends.
+				next = earliest(next, now.Add(l.MaxConnectionIdle))
 			}
 		}
 		if !ageAt.IsZero() {
