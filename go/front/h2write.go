@@ -171,14 +171,16 @@ func (w *h2Writer) control(f func(b []byte) []byte) {
 
 // ackDelay is how long a PING ack may wait in buf for a write that takes it
 // along (controlLater).
-const ackDelay = time.Millisecond
+var ackDelay = time.Millisecond // a var only so that tests can stretch it
 
 // controlLater queues a control frame that may wait up to ackDelay for the
-// connection's next write (an answer, another control frame): a PING ack.
-// A client that pings as it receives data (grpc-go's BDP estimator does,
-// once per round trip) otherwise costs a write of its own, and the
-// client a read, for every message it gets; its ack then goes out with the
-// next answer instead.
+// connection's next write (an answer, another control frame): a PING ack
+// on a connection with calls open. A client that pings as it receives data
+// (grpc-go's and grpcio's BDP estimators do, once per round trip)
+// otherwise costs a write of its own, and the client a read, for every
+// message it gets; its ack then goes out with the next answer instead. On
+// a connection with no call open the ack goes at once (control): the
+// timer would cost a wake-up and the same write.
 func (w *h2Writer) controlLater(f func(b []byte) []byte) {
 	w.mu.Lock()
 	defer w.mu.Unlock()

@@ -1,0 +1,126 @@
+package front
+
+import (
+	"net"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// rawH2 dials f as an HTTP/2 client with no SETTINGS of its own and reads
+// every frame the server sends, as readFrames formats them ("<stream id>
+// <frame>"), on the channel it returns.
+func rawH2(t *testing.T, f *Front) (net.Conn, <-chan string) {
+	t.Helper()
+	conn, err := net.Dial("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(f.Port())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	if _, err := conn.Write(append([]byte(clientPreface), frame(fSettings, 0, 0, nil)...)); err != nil {
+		t.Fatal(err)
+	}
+	frames := make(chan string, 64)
+	go readFrames(conn, frames)
+	return conn, frames
+}
+
+// nextFrame returns the next frame that starts with prefix (stream id and
+// frame name), or "" if none came within wait.
+func nextFrame(frames <-chan string, prefix string, wait time.Duration) string {
+	timeout := time.After(wait)
+	for {
+		select {
+		case line, ok := <-frames:
+			if !ok {
+				return ""
+			}
+			if strings.HasPrefix(line, prefix) {
+				return line
+			}
+		case <-timeout:
+			return ""
+		}
+	}
+}
+
+// TestIdleConnectionClosedAfterItsLastCall: with max_connection_idle, a
+// connection still busy when its first idle period runs out gets its
+// GOAWAY one period after its last call ends, not before that call ends
+// and not never. The timer goroutine isn't woken when a call ends (that
+// cost every call a wake-up): it looks again one period after finding the
+// connection busy, so this is the case that breaks if that look is lost.
+func TestIdleConnectionClosedAfterItsLastCall(t *testing.T) {
+	const idle = 300 * time.Millisecond
+	const hold = 450 * time.Millisecond // past the first idle period
+	f, _ := startFront(t, `, "options": [["grpc.pygrpc_native.transport", "h2"], ["grpc.max_connection_idle_ms", 300]]`,
+		func(f *Front, e Event) {
+			if e.Kind == EventCall {
+				time.AfterFunc(hold, func() { f.Calls().Respond(e.CallID, msg("late"), false) })
+			}
+		})
+	conn, frames := rawH2(t, f)
+	write(frame(fHeaders, flagEndHeaders, 1, blockWith()), frame(fData, flagEndStream, 1, grpcMessage("x")))(conn)
+	var answered time.Time
+	deadline := time.After(3 * time.Second)
+	for {
+		select {
+		case line, ok := <-frames:
+			if !ok {
+				t.Fatal("the connection closed without a GOAWAY")
+			}
+			if strings.HasPrefix(line, "1 HEADERS") && strings.HasSuffix(line, "END_STREAM") {
+				answered = time.Now()
+			}
+			if !strings.Contains(line, "GOAWAY") {
+				continue
+			}
+			if answered.IsZero() {
+				t.Fatalf("GOAWAY (%q) while the call was still running", line)
+			}
+			if after := time.Since(answered); after < idle-50*time.Millisecond || after > idle+400*time.Millisecond {
+				t.Fatalf("GOAWAY %v after the last call ended, want about %v", after, idle)
+			}
+			return
+		case <-deadline:
+			t.Fatalf("no GOAWAY within 3 s (answered: %v)", !answered.IsZero())
+		}
+	}
+}
+
+// TestPingAckWaitsOnlyForAnAnswerOnItsWay: a PING's ack waits (up to
+// ackDelay) for the connection's next write only while a call is open, and
+// then leaves with that call's answer; on a connection with no call open
+// it goes at once, by the reader (a timer there cost a wake-up per ping:
+// clients ping once per round trip). ackDelay is stretched so that only
+// those two ways can deliver it.
+func TestPingAckWaitsOnlyForAnAnswerOnItsWay(t *testing.T) {
+	saved := ackDelay
+	t.Cleanup(func() { ackDelay = saved })
+	ackDelay = time.Hour
+	const hold = 300 * time.Millisecond
+	f, _ := startFront(t, `, "options": [["grpc.pygrpc_native.transport", "h2"]]`, func(f *Front, e Event) {
+		if e.Kind == EventCall {
+			time.AfterFunc(hold, func() { f.Calls().Respond(e.CallID, msg("x"), false) })
+		}
+	})
+	conn, frames := rawH2(t, f)
+
+	write(frame(fPing, 0, 0, []byte("idle....")))(conn)
+	if got := nextFrame(frames, "0 PING ACK", time.Second); got == "" {
+		t.Fatal("no ack within 1 s for a PING on a connection with no call open")
+	}
+
+	write(frame(fHeaders, flagEndHeaders, 1, blockWith()), frame(fData, flagEndStream, 1, grpcMessage("x")))(conn)
+	time.Sleep(50 * time.Millisecond) // the call is open: its HEADERS are read before the PING
+	sent := time.Now()
+	write(frame(fPing, 0, 0, []byte("busy....")))(conn)
+	got := nextFrame(frames, "0 PING ACK", 2*time.Second)
+	if got == "" {
+		t.Fatal("no ack for a PING sent while a call was open, after the call was answered")
+	}
+	if waited := time.Since(sent); waited < hold-100*time.Millisecond {
+		t.Fatalf("the ack of a PING sent while a call was open came after %v, not with the answer (%v)", waited, hold)
+	}
+}
