@@ -332,14 +332,7 @@ func (c *h2Conn) frame(f http2.Frame) error {
 			}
 			return nil
 		}
-		ack := func(b []byte) []byte { return appendPing(b, true, f.Data) }
-		if c.open() {
-			c.w.controlLater(ack) // an answer is likely on its way: it takes the ack along
-		} else {
-			// Nothing to answer: the reader, awake for this PING, writes
-			// the ack now, where a timer would wake a goroutine for it.
-			c.w.control(ack)
-		}
+		c.w.controlLater(func(b []byte) []byte { return appendPing(b, true, f.Data) })
 	case *http2.WindowUpdateFrame:
 		return c.windowUpdate(f)
 	case *http2.RSTStreamFrame:
@@ -716,14 +709,6 @@ func (c *h2Conn) endStream(s *h2Stream, code codes.Code, reset bool) {
 	if kick {
 		signal(c.kick)
 	}
-}
-
-// open says whether the connection has calls open: then an answer (or a
-// message of a stream) is likely to be written soon.
-func (c *h2Conn) open() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.streams) > 0
 }
 
 // goAway starts ending the connection: gracefully (GOAWAY with the largest

@@ -174,13 +174,14 @@ func (w *h2Writer) control(f func(b []byte) []byte) {
 var ackDelay = time.Millisecond // a var only so that tests can stretch it
 
 // controlLater queues a control frame that may wait up to ackDelay for the
-// connection's next write (an answer, another control frame): a PING ack
-// on a connection with calls open. A client that pings as it receives data
-// (grpc-go's and grpcio's BDP estimators do, once per round trip)
-// otherwise costs a write of its own, and the client a read, for every
-// message it gets; its ack then goes out with the next answer instead. On
-// a connection with no call open the ack goes at once (control): the
-// timer would cost a wake-up and the same write.
+// connection's next write (an answer, another control frame): a PING ack.
+// A client that pings as it receives data (grpc-go's BDP estimator does,
+// once per round trip; grpcio's too) otherwise costs a write of its own,
+// and the client a read, for every message it gets; its ack then goes out
+// with the next answer instead. (Acking at once where no call is open was
+// measured, 2026-12-03: the timer's wake-ups saved were paid back in
+// writes, 1.9 -> 2.3 per call for the low-level API paced at 4,000
+// calls/s, with no less CPU.)
 func (w *h2Writer) controlLater(f func(b []byte) []byte) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
