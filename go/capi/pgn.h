@@ -279,6 +279,12 @@ int pgn_stop(int64_t front, int64_t grace_ns, int32_t wait);
  * the front owns it. PGN_OS_ERROR (with *err) if none can be made. */
 int pgn_event_fd(int64_t front, int32_t *fd, char **err);
 
+/* pgn_set_loop_senders says whether sends on this front's calls come from an
+ * event loop (on != 0): a send that doesn't block then leaves its socket
+ * write to the connection, where a thread's lone answer is written by the
+ * thread itself. Off by default. */
+int pgn_set_loop_senders(int64_t front, int32_t on);
+
 /* pgn_add_method serves a method natively and sets *method_id. A
  * client-streaming method's requests come under credit (pgn_request_messages
  * or pgn_read). Fails. */

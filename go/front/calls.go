@@ -1,6 +1,7 @@
 package front
 
 import (
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -28,8 +29,20 @@ type Calls struct {
 	// levelSet: the server's compression level overrides each call's own
 	// choice (SetCompression), as in grpcio.
 	levelSet bool
-	m        *metrics
+	// loopSenders: Python sends on these calls from an event loop, which
+	// leaves every socket write to the connection (SetLoopSenders).
+	loopSenders atomic.Bool
+	m           *metrics
 }
+
+// SetLoopSenders says whether Python's sends come from an event loop. A
+// send that must not wait (block false) is then written to the socket by
+// the connection's flusher, so that the loop goes on at once; from a
+// thread (the default), such a send that finds the connection idle writes
+// its answer itself, which costs no wake-up (the low-level API answering
+// 4,000 paced calls/s: about 10% less CPU and one context switch less per
+// call). Either way nothing waits for the peer.
+func (cs *Calls) SetLoopSenders(on bool) { cs.loopSenders.Store(on) }
 
 // Result is the outcome of an operation on a call, by id.
 type Result int
@@ -139,7 +152,7 @@ func (cs *Calls) post(id uint64, o op, block bool) Result {
 	if r != ResultOK {
 		return r
 	}
-	return c.ops.put(o, block, &c.ended)
+	return c.ops.put(o, block, !block && cs.loopSenders.Load(), &c.ended)
 }
 
 // Respond answers a unary call with one message and status OK. The
@@ -191,7 +204,7 @@ func (cs *Calls) Route(id uint64, methodID int32) (Result, error) {
 	if !c.awaitingRoute.Load() {
 		return ResultOK, configErrorf("call %d is not waiting for a lookup (EVENT_LOOKUP)", id)
 	}
-	return c.ops.put(op{kind: opRoute, routeTo: methodID}, true, &c.ended), nil
+	return c.ops.put(op{kind: opRoute, routeTo: methodID}, true, false, &c.ended), nil
 }
 
 // WaitRoom waits until a call's buffer has room for another op (a thread's

@@ -422,10 +422,10 @@ func (w *h2Writer) window() time.Duration {
 
 // answerFlushLocked writes out queued answers (see coalesceWindow), or
 // with offload leaves them to the flusher whatever the window: the sender
-// is a Python thread holding the GIL, whose time is worth more than the
-// flusher's wake-up (aio.server() on 2 cores: ~12% less CPU per empty call,
-// a third less per stream of 100 ping-pongs; server() the same within the
-// runs' spread). mu held.
+// is an event loop (Calls.SetLoopSenders), whose time is worth more than
+// the flusher's wake-up (aio.server() on 2 cores: ~12% less CPU per empty
+// call, a third less per stream of 100 ping-pongs). A thread's lone answer
+// is cheaper written by the thread (no wake-up). mu held.
 func (w *h2Writer) answerFlushLocked(offload bool) {
 	if w.err != nil {
 		return

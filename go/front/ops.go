@@ -97,9 +97,8 @@ type opQueue struct {
 	// the call ended on the wire, for the driver to act on; closed: the call
 	// is over, and later ops report ResultEnded. All guarded by mu; driver
 	// is set before the call's first event is queued and never changes.
-	// drive's argument says the driver runs on a thread that must not wait:
-	// a put without block, which is how Python's thread first tries every
-	// op, holding the GIL.
+	// drive's argument says the driver runs on a thread that must leave
+	// its writes to the connection (put's offload: an event loop).
 	driver    *stream
 	driving   bool
 	abandoned bool
@@ -124,8 +123,10 @@ func signal(ch chan struct{}) {
 }
 
 // put queues o. Without block it never waits; with block it waits for room
-// until ended fires (the call has ended: ResultEnded).
-func (q *opQueue) put(o op, block bool, ended *endSignal) Result {
+// until ended fires (the call has ended: ResultEnded). With offload (never
+// with block) the ops it drives leave their socket writes to the
+// connection (Calls.SetLoopSenders).
+func (q *opQueue) put(o op, block, offload bool, ended *endSignal) Result {
 	size := o.message.Len()
 	for {
 		if ended.fired() {
@@ -148,7 +149,7 @@ func (q *opQueue) put(o op, block bool, ended *endSignal) Result {
 				q.driving = true
 				q.mu.Unlock()
 				if run {
-					q.driver.drive(!block)
+					q.driver.drive(offload)
 				}
 				return ResultOK
 			}

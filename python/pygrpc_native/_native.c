@@ -1573,6 +1573,15 @@ static int Front_set_blocking(PyObject *self, PyObject *value, void *closure) {
         PyErr_SetString(PyExc_TypeError, "blocking must be True or False");
         return -1;
     }
+    int64_t h = front_handle(self);
+    if (h == 0) {
+        return -1;
+    }
+    /* A front that doesn't block is an event loop's: Go leaves its sends'
+     * socket writes to the connection, so that the loop goes on at once. */
+    if (failed(pgn_set_loop_senders(h, value == Py_False), NULL) < 0) {
+        return -1;
+    }
     ((FrontObject *)self)->blocking = value == Py_True;
     return 0;
 }
