@@ -193,10 +193,9 @@ type inlineStream interface {
 	SendWouldWait(n int) bool
 	// OffloadWrites says whether the sends that follow, up to the next
 	// call of it, come from a thread that should not write to the socket
-	// itself: a Python thread holding the GIL (often an event loop's, which
-	// serves every other call meanwhile), for which a write's syscall
-	// holds up every Python thread. The transport then leaves their writes
-	// to a goroutine of its own. Each driver says it before it applies ops.
+	// itself: an event loop's (Calls.SetLoopSenders), which serves every
+	// other call meanwhile. The transport then leaves their writes to a
+	// goroutine of its own. Each driver says it before it applies ops.
 	OffloadWrites(on bool)
 	// End ends a driven call, once, when its driver is done with it: with
 	// err's status unless Finish already ended it (nil err: nothing more
@@ -237,7 +236,7 @@ func (s *stream) driven() {
 
 // drive applies c's queued ops until none is left, the call ends, or an op
 // would wait (then a goroutine takes over). Run by opQueue with the right
-// to drive; offload: on a thread that must not wait (inlineStream.OffloadWrites).
+// to drive; offload: on an event loop's thread (inlineStream.OffloadWrites).
 func (s *stream) drive(offload bool) { s.applyQueued(false, offload) }
 
 // driveWaiting is drive on a goroutine of its own, which may wait for flow
