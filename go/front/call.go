@@ -22,7 +22,8 @@ type call struct {
 	// before the call's EventCall is queued; nil for unary requests.
 	requests *requestStream
 	// ctx ends at the call's deadline (less deadlineMargin) or when the
-	// client goes away; stop releases its timer.
+	// client goes away; stop releases its timer (after ops.unwatchEnd:
+	// see opQueue.watchEnd).
 	ctx       context.Context
 	stop      context.CancelFunc
 	conn      *connState // nil for a connection no listener of ours accepted

@@ -108,6 +108,7 @@ func (cs *Calls) start(c *call) {
 // whose lock every call would otherwise take once more.
 func (cs *Calls) end(c *call, o outcome) (watched, seen bool) {
 	if c.stop != nil {
+		c.ops.unwatchEnd()
 		c.stop()
 	}
 	seen = true

@@ -60,8 +60,7 @@ func TestNoAnswerAfterIsActiveSaysEnded(t *testing.T) {
 		}
 		c, _ := f.Calls().table.lookup(e.CallID)
 		// A driven call with a deadline: its end is acted on by the hook.
-		s := c.ops.driver
-		hooked <- s != nil && s.stopHook != nil && s.stopHook()
+		hooked <- c.ops.driver != nil && c.ops.unwatchEnd()
 		for {
 			if active, _ := f.Calls().IsActive(e.CallID); !active {
 				break

@@ -8,6 +8,8 @@ import (
 	"io"
 	"math"
 	"net"
+	runtimemetrics "runtime/metrics"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -55,6 +57,39 @@ func TestUnaryCallAllocations(t *testing.T) {
 	if n >= 1 {
 		t.Fatalf("%.2f allocations per unary call on h2; want under 1 (go test -run='^$' -bench='UnaryCall$/h2' -benchmem -memprofile ./go/front shows where)", n)
 	}
+}
+
+// TestDeadlineCallStartsNoGoroutine: a unary call with a deadline that
+// ends before it starts no goroutine on h2. Both watches on its deadline
+// (the stream's, h2Conn.expire, and the driven call's, opQueue.abandon)
+// are dropped before the contexts they watch are cancelled; a watch still
+// registered then runs on a goroutine of its own (context.AfterFunc), two
+// per call and, at a few thousand calls a second, a thread woken for each.
+// The raw client starts none per call; the process is counted.
+func TestDeadlineCallStartsNoGoroutine(t *testing.T) {
+	f := startBenchFront(t, TransportH2)
+	timed := append(slices.Clip(rawRequestHeader), hpack.HeaderField{Name: "grpc-timeout", Value: "20S"})
+	c := dialRawWith(t, f.Port(), timed)
+	for i := 0; i < 100; i++ {
+		c.call(t)
+	}
+	const calls = 400
+	before := goroutinesCreated()
+	for i := 0; i < calls; i++ {
+		c.call(t)
+	}
+	per := float64(goroutinesCreated()-before) / calls
+	t.Logf("%.3f goroutines started per call", per)
+	if per > 0.1 {
+		t.Fatalf("%.2f goroutines started per unary call with a deadline; want none (a watch on a context left registered at the call's end?)", per)
+	}
+}
+
+// goroutinesCreated is how many goroutines the process has started so far.
+func goroutinesCreated() uint64 {
+	s := []runtimemetrics.Sample{{Name: "/sched/goroutines-created:goroutines"}}
+	runtimemetrics.Read(s)
+	return s[0].Value.Uint64()
 }
 
 // BenchmarkUnaryCallLoaded is BenchmarkUnaryCall under load: 4
@@ -115,9 +150,10 @@ type rawClient struct {
 	fr      *http2.Framer // for writing only
 	id      uint32
 	enc     *hpack.Encoder
-	header  bytes.Buffer // the block being encoded
-	head    [9]byte      // the frame header being read
-	payload []byte       // the frame being read
+	request []hpack.HeaderField // each call's header list
+	header  bytes.Buffer        // the block being encoded
+	head    [9]byte             // the frame header being read
+	payload []byte              // the frame being read
 	unack   uint32
 }
 
@@ -127,13 +163,16 @@ var rawRequestHeader = []hpack.HeaderField{
 	{Name: ":authority", Value: "bench"}, {Name: "content-type", Value: "application/grpc"}, {Name: "te", Value: "trailers"},
 }
 
-func dialRaw(b testing.TB, port int) *rawClient {
+func dialRaw(b testing.TB, port int) *rawClient { return dialRawWith(b, port, rawRequestHeader) }
+
+// dialRawWith is dialRaw whose calls send request as their header list.
+func dialRawWith(b testing.TB, port int, request []hpack.HeaderField) *rawClient {
 	conn, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { conn.Close() })
-	c := &rawClient{conn: conn, w: bufio.NewWriter(conn), r: bufio.NewReader(conn), id: 1, payload: make([]byte, 1<<14)}
+	c := &rawClient{conn: conn, w: bufio.NewWriter(conn), r: bufio.NewReader(conn), id: 1, request: request, payload: make([]byte, 1<<14)}
 	c.fr = http2.NewFramer(c.w, nil)
 	c.enc = hpack.NewEncoder(&c.header)
 	c.w.WriteString(http2.ClientPreface)
@@ -152,7 +191,7 @@ func (c *rawClient) calls(b testing.TB, n int) {
 	for i := 0; i < n; i++ {
 		id := c.id + uint32(2*i)
 		c.header.Reset()
-		for _, f := range rawRequestHeader {
+		for _, f := range c.request {
 			_ = c.enc.WriteField(f)
 		}
 		_ = c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: c.header.Bytes(), EndHeaders: true})

@@ -496,17 +496,18 @@ func (c *h2Conn) headers(hb headerBlock) error {
 	c.w.mu.Lock()
 	s.sendWindow = c.w.initialWindow
 	c.w.mu.Unlock()
+	if req.hasTimeout {
+		// A call still waiting for its request at its deadline is reset,
+		// as grpc-go's transport does. Registered under mu, as endLocked
+		// reads it; expire waits for mu if the deadline has passed.
+		s.unexpire = context.AfterFunc(s.ctx, func() { c.expire(s) })
+	}
 	c.streams[id] = s
 	if c.closed {
 		s.endContext() // close has ended those it held; see streamContext
 	}
 	c.idleSince = time.Time{}
 	c.mu.Unlock()
-	if req.hasTimeout {
-		// A call still waiting for its request at its deadline is reset,
-		// as grpc-go's transport does.
-		context.AfterFunc(s.ctx, func() { c.expire(s) })
-	}
 	if hb.endStream {
 		s.halfClose()
 		c.dispatch(s)
@@ -641,8 +642,7 @@ func (c *h2Conn) peerReset2(id uint32) {
 	}
 	c.peerRST[id] = true
 	mine := !s.dispatched
-	s.endContext() // under mu: see h2Stream.endHook
-	hook := s.takeEndHookLocked()
+	hook := s.endLocked()
 	c.mu.Unlock()
 	tellEnd(hook)
 	s.cut()
@@ -659,12 +659,14 @@ func (c *h2Conn) peerReset(s *h2Stream) bool {
 	return c.peerRST[s.id] || c.closed
 }
 
-// expire runs when the context of a call with a deadline ends, for any
-// reason: it ends the call if the deadline passed before it was handed to
-// the front (with status DEADLINE_EXCEEDED, then RST_STREAM NO_ERROR for
-// the request it still waited for, as grpcio's server ends it; grpc-go's
-// transport resets it with CANCEL), and tells the call's end hook (the only
-// teller of a deadline).
+// expire runs when the context of a call with a deadline ends other than
+// through endLocked (which unregisters it): at the deadline, or for a
+// stream that came after its connection closed. It ends the call if the
+// deadline passed before it was handed to the front (with status
+// DEADLINE_EXCEEDED, then RST_STREAM NO_ERROR for the request it still
+// waited for, as grpcio's server ends it; grpc-go's transport resets it
+// with CANCEL), and tells the call's end hook (the only teller of a
+// deadline).
 func (c *h2Conn) expire(s *h2Stream) {
 	c.mu.Lock()
 	mine := !s.dispatched && !s.released && !c.peerRST[s.id]
@@ -699,8 +701,7 @@ func (c *h2Conn) endStream(s *h2Stream, code codes.Code, reset bool) {
 	// timer looks again by itself (see timers), so that a connection
 	// going idle between calls costs no wake-up.
 	kick := idle && c.goneAway
-	s.endContext() // under mu: see h2Stream.endHook
-	hook := s.takeEndHookLocked()
+	hook := s.endLocked()
 	c.mu.Unlock()
 	tellEnd(hook)
 	if cs := c.srv.stats; cs != nil && s.stats != nil {
@@ -776,8 +777,7 @@ func (c *h2Conn) close(err error) {
 	c.closed = true
 	var hooks []wireEndHook
 	for _, s := range c.streams {
-		s.endContext() // under mu: see h2Stream.endHook
-		if h := s.takeEndHookLocked(); h != nil {
+		if h := s.endLocked(); h != nil {
 			hooks = append(hooks, h)
 		}
 	}

@@ -32,6 +32,9 @@ type h2Stream struct {
 	// deadline); endContext ends it.
 	ctx    context.Context
 	cancel context.CancelFunc // a deadline's context's; nil: ctx is untimed's
+	// unexpire unregisters expire, the watch on a deadline's ctx (nil
+	// without one); set under c.mu before the stream is in c.streams.
+	unexpire func() bool
 	// untimed is ctx's base when the call has no deadline (streamContext).
 	untimed streamContext
 	// stats is the CallStats value of the call (nil when not measured).
@@ -109,6 +112,19 @@ type h2Stream struct {
 	// call; the front owns it from then on.
 	callMem      call
 	callMemTaken bool
+}
+
+// endLocked ends the stream's context and takes its end hook, under c.mu;
+// the caller tells the hook once out of c.mu (tellEnd). The deadline's
+// watch is dropped first: this end tells the hook itself, and a watch still
+// registered would run expire, for nothing, on a goroutine of its own at
+// the end of every call with a deadline.
+func (s *h2Stream) endLocked() wireEndHook {
+	if s.unexpire != nil {
+		s.unexpire()
+	}
+	s.endContext()
+	return s.takeEndHookLocked()
 }
 
 // endContext ends the stream's context (idempotent).

@@ -215,10 +215,7 @@ func (h *handler) serveMethod(st ServerStream, methodID int32, c *call) error {
 	ev := Event{Kind: EventCall, CallID: c.id, MethodID: methodID, Payload: req, ClientKey: c.clientKey, call: c}
 	if err := h.deliver(c, ev, first); err != nil {
 		if drive {
-			s.c.ops.close()
-			if s.stopHook != nil {
-				s.stopHook()
-			}
+			s.c.ops.close() // deliver has ended the call (Calls.end)
 		}
 		return err
 	}

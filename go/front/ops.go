@@ -1,6 +1,7 @@
 package front
 
 import (
+	"context"
 	"sync"
 
 	"google.golang.org/grpc/codes"
@@ -103,6 +104,9 @@ type opQueue struct {
 	driving   bool
 	abandoned bool
 	closed    bool
+	// unwatch unregisters watchEnd's callback; guarded by mu, as the
+	// callback may run (and the call end) before watchEnd has stored it.
+	unwatch func() bool
 
 	// first is ops' first backing array (put), so that a call whose ops
 	// come one at a time queues them without allocating. ops goes on
@@ -219,6 +223,27 @@ func (q *opQueue) abandon() {
 	if q.markAbandoned() {
 		q.driver.drive(false)
 	}
+}
+
+// watchEnd makes ctx's end abandon the call: a driven call's own deadline
+// (deadlineMargin before the client's), which no transport tells.
+func (q *opQueue) watchEnd(ctx context.Context) {
+	stop := context.AfterFunc(ctx, q.abandon)
+	q.mu.Lock()
+	q.unwatch = stop
+	q.mu.Unlock()
+}
+
+// unwatchEnd drops watchEnd's callback, if any, and reports whether that
+// kept it from running. Calls.end calls it before it cancels the call's
+// context: left registered, the callback would run then, for nothing, on a
+// goroutine of its own, at the end of every call with a deadline.
+func (q *opQueue) unwatchEnd() bool {
+	q.mu.Lock()
+	stop := q.unwatch
+	q.unwatch = nil
+	q.mu.Unlock()
+	return stop != nil && stop()
 }
 
 // wireEnded is abandon as the transport's end hook (inlineStream.

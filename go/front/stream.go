@@ -1,7 +1,6 @@
 package front
 
 import (
-	"context"
 	"errors"
 	"fmt"
 
@@ -18,11 +17,8 @@ type stream struct {
 	h   *handler
 	c   *call
 	out ServerStream
-	// Driven calls only: the ops being applied (reused), and what stops
-	// the end-of-call callback (driven; nil when the transport tells the
-	// opQueue itself, inlineStream.NotifyEnd).
-	batch    []op
-	stopHook func() bool
+	// Driven calls only: the ops being applied (reused).
+	batch []op
 	// batchBuf is batch's first backing array, so that a call whose ops
 	// come one at a time (a unary answer) takes them without allocating
 	// (call.newStream).
@@ -229,7 +225,7 @@ var errDriven = errors.New("front: the call is driven by its ops")
 func (s *stream) driven() {
 	s.c.ops.driver = s
 	if s.c.stop != nil {
-		s.stopHook = context.AfterFunc(s.c.ctx, s.c.ops.abandon)
+		s.c.ops.watchEnd(s.c.ctx)
 	}
 	s.out.(inlineStream).NotifyEnd(&s.c.ops)
 }
@@ -300,8 +296,5 @@ func (s *stream) wouldWait(o op) bool {
 // end releases a driven call after its last op.
 func (s *stream) end(err error) {
 	s.c.ops.close()
-	if s.stopHook != nil {
-		s.stopHook()
-	}
 	s.out.(inlineStream).End(err)
 }
