@@ -354,6 +354,7 @@ func main() {
 	connectTimeout := flag.Duration("connect-timeout", 10*time.Second, "how long to wait for every connection to be ready")
 	sync_ := flag.Bool("sync", false, "print MEASURE_START / MEASURE_END lines around the measured window")
 	maxSamples := flag.Int("max-latency-samples", 2_000_000, "latency samples kept in all (calls beyond are counted but not timed)")
+	deadline := flag.Duration("deadline", 0, "0: calls without a deadline; d > 0: each call with a deadline d after it starts (grpc-timeout), as grpcio clients' timeout= sends")
 	rate := flag.Float64("rate", 0, "0: closed loop (saturating); N > 0: start N calls per second in all, evenly spaced, each by whichever caller is free")
 	flag.Parse()
 
@@ -480,16 +481,23 @@ func main() {
 					}
 				}
 				t0 := time.Now()
+				callCtx, callDone := ctx, context.CancelFunc(nil)
+				if *deadline > 0 {
+					callCtx, callDone = context.WithTimeout(ctx, *deadline)
+				}
 				var err error
 				switch {
 				case *messages > 0:
-					err = stream(ctx, cc, streamDesc, *method, &reqBuf, &resp, *messages)
+					err = stream(callCtx, cc, streamDesc, *method, &reqBuf, &resp, *messages)
 				case *clientMessages > 0:
-					err = collect(ctx, cc, collectDesc, *method, &reqBuf, &resp, *clientMessages)
+					err = collect(callCtx, cc, collectDesc, *method, &reqBuf, &resp, *clientMessages)
 				case *pingpongs > 0:
-					err = pingpong(ctx, cc, chatDesc, *method, &reqBuf, &resp, *pingpongs)
+					err = pingpong(callCtx, cc, chatDesc, *method, &reqBuf, &resp, *pingpongs)
 				default:
-					err = cc.Invoke(ctx, *method, &reqBuf, &resp)
+					err = cc.Invoke(callCtx, *method, &reqBuf, &resp)
+				}
+				if callDone != nil {
+					callDone()
 				}
 				lat := time.Since(t0)
 				switch phase.Load() {

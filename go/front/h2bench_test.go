@@ -30,15 +30,25 @@ func BenchmarkUnaryCall(b *testing.B) {
 		b.Run(transport, func(b *testing.B) {
 			f := startBenchFront(b, transport)
 			c := dialRaw(b, f.Port())
-			b.ReportAllocs()
-			b.ResetTimer()
-			cpu := processCPU()
-			for i := 0; i < b.N; i++ {
-				c.call(b)
-			}
-			reportCPU(b, cpu)
+			benchCalls(b, c)
+		})
+		// With a deadline, as grpcio's clients send one (timeout=).
+		b.Run(transport+"-deadline", func(b *testing.B) {
+			f := startBenchFront(b, transport)
+			benchCalls(b, dialRawWith(b, f.Port(), timedRequestHeader))
 		})
 	}
+}
+
+// benchCalls makes b.N calls on c, one at a time.
+func benchCalls(b *testing.B, c *rawClient) {
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu := processCPU()
+	for i := 0; i < b.N; i++ {
+		c.call(b)
+	}
+	reportCPU(b, cpu)
 }
 
 // TestUnaryCallAllocations holds the h2 transport to allocating nothing
@@ -68,8 +78,7 @@ func TestUnaryCallAllocations(t *testing.T) {
 // The raw client starts none per call; the process is counted.
 func TestDeadlineCallStartsNoGoroutine(t *testing.T) {
 	f := startBenchFront(t, TransportH2)
-	timed := append(slices.Clip(rawRequestHeader), hpack.HeaderField{Name: "grpc-timeout", Value: "20S"})
-	c := dialRawWith(t, f.Port(), timed)
+	c := dialRawWith(t, f.Port(), timedRequestHeader)
 	for i := 0; i < 100; i++ {
 		c.call(t)
 	}
@@ -162,6 +171,9 @@ var rawRequestHeader = []hpack.HeaderField{
 	{Name: ":method", Value: "POST"}, {Name: ":scheme", Value: "http"}, {Name: ":path", Value: sayPath},
 	{Name: ":authority", Value: "bench"}, {Name: "content-type", Value: "application/grpc"}, {Name: "te", Value: "trailers"},
 }
+
+// timedRequestHeader is rawRequestHeader with a deadline 20 s away.
+var timedRequestHeader = append(slices.Clip(rawRequestHeader), hpack.HeaderField{Name: "grpc-timeout", Value: "20S"})
 
 func dialRaw(b testing.TB, port int) *rawClient { return dialRawWith(b, port, rawRequestHeader) }
 
