@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"google.golang.org/grpc/mem"
 )
@@ -22,10 +23,13 @@ type call struct {
 	// before the call's EventCall is queued; nil for unary requests.
 	requests *requestStream
 	// ctx ends at the call's deadline (less deadlineMargin) or when the
-	// client goes away; stop releases its timer (after ops.unwatchEnd:
-	// see opQueue.watchEnd).
+	// client goes away. With a deadline it is own, when the transport's
+	// context is a streamContext and the call is driven (newCall), else a
+	// context.WithDeadline whose stop releases its timer. Either way
+	// Calls.end ends it, after unwatchEnd.
 	ctx       context.Context
 	stop      context.CancelFunc
+	own       streamContext
 	conn      *connState // nil for a connection no listener of ours accepted
 	clientKey string
 	ops       opQueue
@@ -63,6 +67,60 @@ type call struct {
 	// owner is the stream serving the call as its method (serveMethod),
 	// allocated with the call rather than on its own; see newStream.
 	owner stream
+}
+
+// ownsDeadline reports that ctx is c's own context (see ctx).
+func (c *call) ownsDeadline() bool { return c.ctx == context.Context(&c.own) }
+
+// watchEnd makes the end of a driven call's own deadline (deadlineMargin
+// before the client's) abandon the call (opQueue.abandon): no transport
+// tells that end. An own context is ended by a timer, which then abandons
+// the call; a context.WithDeadline is watched with context.AfterFunc. Set
+// under ops.mu, as the timer or watch may run (and the call end) before
+// watchEnd has stored it.
+func (c *call) watchEnd() {
+	q := &c.ops
+	var t *time.Timer
+	var stop func() bool
+	if c.ownsDeadline() {
+		t = time.AfterFunc(time.Until(c.own.deadline), func() {
+			if c.own.cancel(context.DeadlineExceeded) {
+				q.abandon()
+			}
+		})
+	} else {
+		stop = context.AfterFunc(c.ctx, q.abandon)
+	}
+	q.mu.Lock()
+	q.deadline, q.unwatch = t, stop
+	q.mu.Unlock()
+}
+
+// unwatchEnd undoes watchEnd, if it was done, and reports whether that kept
+// its timer or watch from running. Calls.end calls it before it ends the
+// call's context: left watched, a context.WithDeadline would run its watch
+// then, for nothing, on a goroutine of its own, at the end of every call
+// with a deadline.
+func (c *call) unwatchEnd() bool {
+	q := &c.ops
+	q.mu.Lock()
+	t, stop := q.deadline, q.unwatch
+	q.deadline, q.unwatch = nil, nil
+	q.mu.Unlock()
+	if t != nil {
+		return t.Stop()
+	}
+	return stop != nil && stop()
+}
+
+// endContext ends the call's context, if it has one of its own making
+// (a deadline); Calls.end calls it once unwatchEnd has run.
+func (c *call) endContext() {
+	if c.ownsDeadline() {
+		c.own.cancel(context.Canceled)
+	} else if c.stop != nil {
+		c.stop()
+	}
 }
 
 // newStream is the stream that serves c as its method: c.owner, set up

@@ -47,11 +47,13 @@ func TestLateFrontEndIsStillADeadline(t *testing.T) {
 // TestNoAnswerAfterIsActiveSaysEnded: once IsActive has told Python that a
 // call is over (its deadline, less deadlineMargin, has passed), an answer
 // sent after that does not reach the client, even while what acts on the
-// end (opQueue.abandon, on a goroutine of its own) hasn't run yet: the
-// client gets DEADLINE_EXCEEDED, as from grpcio's server once is_active()
-// is False. That hook is stopped here, so the answer always comes first
-// (before the fix the client got the answer, OK); the reliability suite's
-// storm lost the same race once in a CI run.
+// end (opQueue.abandon, run by the call's deadline timer just after it
+// ends the context) hasn't run yet: the client gets DEADLINE_EXCEEDED, as
+// from grpcio's server once is_active() is False. Here the timer is
+// stopped and the context ended as it would end it, so only the answer's
+// own driver can act on the end (before the fix the client got the
+// answer, OK); the reliability suite's storm lost the same race once in a
+// CI run.
 func TestNoAnswerAfterIsActiveSaysEnded(t *testing.T) {
 	hooked := make(chan bool, 1)
 	_, cc := startFront(t, `, "options": [["grpc.pygrpc_native.transport", "h2"]]`, func(f *Front, e Event) {
@@ -59,21 +61,19 @@ func TestNoAnswerAfterIsActiveSaysEnded(t *testing.T) {
 			return
 		}
 		c, _ := f.Calls().table.lookup(e.CallID)
-		// A driven call with a deadline: its end is acted on by the hook.
-		hooked <- c.ops.driver != nil && c.ops.unwatchEnd()
-		for {
-			if active, _ := f.Calls().IsActive(e.CallID); !active {
-				break
-			}
-			time.Sleep(time.Millisecond)
+		// A driven call with a deadline of its own, watched by its timer.
+		hooked <- c.ops.driver != nil && c.ownsDeadline() && c.unwatchEnd()
+		c.own.cancel(context.DeadlineExceeded)
+		if active, _ := f.Calls().IsActive(e.CallID); active {
+			t.Error("IsActive says active once the call's context has ended")
 		}
 		f.Calls().Respond(e.CallID, msg("too late"), false)
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_, err := say(ctx, cc, "x")
 	if !<-hooked {
-		t.Fatal("the call was not driven with an end hook to hold off")
+		t.Fatal("the call was not driven with a deadline timer to hold off")
 	}
 	if status.Code(err) != codes.DeadlineExceeded {
 		t.Fatalf("a call answered after IsActive said it ended: %v, want DEADLINE_EXCEEDED", err)

@@ -69,28 +69,55 @@ func TestUnaryCallAllocations(t *testing.T) {
 	}
 }
 
-// TestDeadlineCallStartsNoGoroutine: a unary call with a deadline that
-// ends before it starts no goroutine on h2. Both watches on its deadline
-// (the stream's, h2Conn.expire, and the driven call's, opQueue.abandon)
-// are dropped before the contexts they watch are cancelled; a watch still
-// registered then runs on a goroutine of its own (context.AfterFunc), two
-// per call and, at a few thousand calls a second, a thread woken for each.
+// TestDeadlineCallStartsNoGoroutine: a unary call with a deadline starts no
+// goroutine on h2, with bearer tokens (admit's context.WithValue) too. Its
+// stream's deadline and its own (deadlineMargin earlier) are timers that
+// the call's end stops, on contexts in the stream's memory
+// (streamContext); contexts of the context package there ran their
+// context.AfterFunc watches on a goroutine each at every call's end, and
+// watched a context.WithValue of the stream's with a goroutine per call.
 // The raw client starts none per call; the process is counted.
 func TestDeadlineCallStartsNoGoroutine(t *testing.T) {
+	for _, tc := range []struct{ name, config, token string }{
+		{"plain", "", ""},
+		{"bearer", `, "bearer_tokens": {"tok": "client-a"}`, "Bearer tok"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := startBenchFrontWith(t, TransportH2, tc.config)
+			request := timedRequestHeader
+			if tc.token != "" {
+				request = append(slices.Clip(request), hpack.HeaderField{Name: "authorization", Value: tc.token})
+			}
+			c := dialRawWith(t, f.Port(), request)
+			for i := 0; i < 100; i++ {
+				c.call(t)
+			}
+			const calls = 400
+			before := goroutinesCreated()
+			for i := 0; i < calls; i++ {
+				c.call(t)
+			}
+			per := float64(goroutinesCreated()-before) / calls
+			t.Logf("%.3f goroutines started per call", per)
+			if per > 0.1 {
+				t.Fatalf("%.2f goroutines started per unary call with a deadline; want none (a context.AfterFunc left registered at the call's end, or a context the context package must watch?)", per)
+			}
+		})
+	}
+}
+
+// TestDeadlineCallAllocations: a deadline costs a unary call on h2 its two
+// timers (each a time.Timer and its function), and nothing else.
+func TestDeadlineCallAllocations(t *testing.T) {
 	f := startBenchFront(t, TransportH2)
 	c := dialRawWith(t, f.Port(), timedRequestHeader)
-	for i := 0; i < 100; i++ {
+	for i := 0; i < 200; i++ {
 		c.call(t)
 	}
-	const calls = 400
-	before := goroutinesCreated()
-	for i := 0; i < calls; i++ {
-		c.call(t)
-	}
-	per := float64(goroutinesCreated()-before) / calls
-	t.Logf("%.3f goroutines started per call", per)
-	if per > 0.1 {
-		t.Fatalf("%.2f goroutines started per unary call with a deadline; want none (a watch on a context left registered at the call's end?)", per)
+	n := testing.AllocsPerRun(800, func() { c.call(t) })
+	t.Logf("%.3f allocations per call", n)
+	if n >= 5 {
+		t.Fatalf("%.2f allocations per unary call with a deadline on h2; want 4 (go test -run='^$' -bench='UnaryCall$/h2-deadline' -benchmem -memprofile ./go/front shows where)", n)
 	}
 }
 
@@ -136,8 +163,14 @@ func BenchmarkUnaryCallLoaded(b *testing.B) {
 // startBenchFront is a front on transport whose stand-in for Python
 // answers every EventCall with an empty message.
 func startBenchFront(b testing.TB, transport string) *Front {
+	return startBenchFrontWith(b, transport, "")
+}
+
+// startBenchFrontWith is startBenchFront with more configuration (JSON
+// members, each after a comma).
+func startBenchFrontWith(b testing.TB, transport, config string) *Front {
 	f := startConfigured(b, fmt.Sprintf(`{"address": "127.0.0.1:0", "methods": [[%q, false]],
-		"options": [["grpc.pygrpc_native.transport", %q]]}`, sayPath, transport))
+		"options": [["grpc.pygrpc_native.transport", %q]]%s}`, sayPath, transport, config))
 	serveEvents(b, f, func(f *Front, e Event) {
 		if e.Kind == EventCall {
 			e.Release()

@@ -72,8 +72,6 @@ type h2Conn struct {
 	nc       net.Conn
 	cs       *connState // nil for a connection no listener of ours accepted
 	security *ConnSecurity
-	ctx      context.Context // ends when the connection closes
-	cancel   context.CancelFunc
 	w        *h2Writer
 
 	// Reader only.
@@ -127,7 +125,6 @@ func newH2Conn(s *h2Server, nc net.Conn) *h2Conn {
 	if lc, ok := nc.(*conn); ok {
 		c.cs = lc.remote
 	}
-	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.sock = newH2Socket(nc)
 	c.nc = c.sock
 	c.w = newH2Writer(c.sock, func(err error) { c.close(err) })
@@ -467,10 +464,9 @@ func (c *h2Conn) headers(hb headerBlock) error {
 		return nil
 	}
 	s.atHeaders, s.inline = c.srv.h.dispatchAtHeaders(req.method)
+	s.ctx = &s.base
 	if req.hasTimeout {
-		s.ctx, s.cancel = context.WithTimeout(c.ctx, req.timeout)
-	} else {
-		s.ctx = &s.untimed
+		s.base.deadline = time.Now().Add(req.timeout)
 	}
 	if cs := c.srv.stats; cs != nil {
 		s.stats = cs.Begin(req.method, time.Now())
@@ -487,7 +483,7 @@ func (c *h2Conn) headers(hb headerBlock) error {
 		c.endUnstarted(s, status.Convert(err), !hb.endStream)
 		return nil
 	}
-	if ctx.Err() != nil {
+	if req.hasTimeout && req.timeout <= 0 {
 		c.endUnstarted(s, deadlineStatus, !hb.endStream)
 		return nil
 	}
@@ -498,13 +494,13 @@ func (c *h2Conn) headers(hb headerBlock) error {
 	c.w.mu.Unlock()
 	if req.hasTimeout {
 		// A call still waiting for its request at its deadline is reset,
-		// as grpc-go's transport does. Registered under mu, as endLocked
-		// reads it; expire waits for mu if the deadline has passed.
-		s.unexpire = context.AfterFunc(s.ctx, func() { c.expire(s) })
+		// as grpc-go's transport does. Armed under mu, as endLocked stops
+		// it; expire waits for mu if the deadline has passed already.
+		s.timer = time.AfterFunc(req.timeout, func() { c.expire(s) })
 	}
 	c.streams[id] = s
 	if c.closed {
-		s.endContext() // close has ended those it held; see streamContext
+		s.endLocked() // close has ended those it held (no hook yet); see streamContext
 	}
 	c.idleSince = time.Time{}
 	c.mu.Unlock()
@@ -659,16 +655,17 @@ func (c *h2Conn) peerReset(s *h2Stream) bool {
 	return c.peerRST[s.id] || c.closed
 }
 
-// expire runs when the context of a call with a deadline ends other than
-// through endLocked (which unregisters it): at the deadline, or for a
-// stream that came after its connection closed. It ends the call if the
-// deadline passed before it was handed to the front (with status
+// expire runs at the deadline of a call that has one, unless endLocked has
+// stopped its timer first: it ends the stream's context, with
+// context.DeadlineExceeded, and the call if that came before it was handed
+// to the front (with status
 // DEADLINE_EXCEEDED, then RST_STREAM NO_ERROR for the request it still
 // waited for, as grpcio's server ends it; grpc-go's transport resets it
 // with CANCEL), and tells the call's end hook (the only teller of a
 // deadline).
 func (c *h2Conn) expire(s *h2Stream) {
 	c.mu.Lock()
+	s.base.cancel(context.DeadlineExceeded)
 	mine := !s.dispatched && !s.released && !c.peerRST[s.id]
 	if mine {
 		c.peerRST[s.id] = true // the reader drops the rest of its request
@@ -781,7 +778,6 @@ func (c *h2Conn) close(err error) {
 			hooks = append(hooks, h)
 		}
 	}
-	c.cancel()
 	c.mu.Unlock()
 	for _, h := range hooks {
 		h.wireEnded()

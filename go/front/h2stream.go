@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"golang.org/x/net/http2"
 	"google.golang.org/grpc/codes"
@@ -29,14 +30,13 @@ type h2Stream struct {
 	id  uint32
 	req h2Request // set by the reader before the stream is shared; read-only after
 	// ctx ends when the call ends on the wire (reset, connection lost,
-	// deadline); endContext ends it.
-	ctx    context.Context
-	cancel context.CancelFunc // a deadline's context's; nil: ctx is untimed's
-	// unexpire unregisters expire, the watch on a deadline's ctx (nil
-	// without one); set under c.mu before the stream is in c.streams.
-	unexpire func() bool
-	// untimed is ctx's base when the call has no deadline (streamContext).
-	untimed streamContext
+	// deadline); endContext ends it. It is base, or what admission made
+	// of base (a context.WithValue).
+	ctx  context.Context
+	base streamContext
+	// timer runs expire at the deadline (nil without one); armed under
+	// c.mu before the stream is in c.streams, stopped by endLocked.
+	timer *time.Timer
 	// stats is the CallStats value of the call (nil when not measured).
 	stats any
 
@@ -114,27 +114,23 @@ type h2Stream struct {
 	callMemTaken bool
 }
 
+// baseContext is the streamContext under the call's context (ctx), for
+// the call's own context to be linked to (handler.newCall).
+func (s *h2Stream) baseContext() *streamContext { return &s.base }
+
 // endLocked ends the stream's context and takes its end hook, under c.mu;
 // the caller tells the hook once out of c.mu (tellEnd). The deadline's
-// watch is dropped first: this end tells the hook itself, and a watch still
-// registered would run expire, for nothing, on a goroutine of its own at
-// the end of every call with a deadline.
+// timer is stopped: this end tells the hook itself.
 func (s *h2Stream) endLocked() wireEndHook {
-	if s.unexpire != nil {
-		s.unexpire()
+	if s.timer != nil {
+		s.timer.Stop()
 	}
 	s.endContext()
 	return s.takeEndHookLocked()
 }
 
 // endContext ends the stream's context (idempotent).
-func (s *h2Stream) endContext() {
-	if s.cancel != nil {
-		s.cancel()
-		return
-	}
-	s.untimed.cancel()
-}
+func (s *h2Stream) endContext() { s.base.cancel(context.Canceled) }
 
 // takeCallMemory: see callMemory.
 func (s *h2Stream) takeCallMemory() *call {

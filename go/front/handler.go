@@ -60,16 +60,21 @@ func (h *handler) admit(ctx context.Context, md Metadata, conn *connState) (cont
 		h.m.callsRefused.Add(1)
 		return ctx, err
 	}
+	key, authenticated := "", false
 	if len(h.cfg.BearerTokens) > 0 {
-		key, ok := h.authenticate(md)
-		if !ok {
+		if key, authenticated = h.authenticate(md); !authenticated {
 			h.m.callsRefused.Add(1)
 			return ctx, status.Error(codes.Unauthenticated, detailsUnauthenticated)
 		}
-		ctx = context.WithValue(ctx, clientKeyCtx{}, key)
 	}
 	if h.cfg.Ordered && conn != nil {
+		// Before the client key: the ticket's AfterFunc then watches the
+		// transport's context itself, which needs no goroutine for it on
+		// h2 (streamContext).
 		ctx = h.events.takeTicket(ctx, &conn.order)
+	}
+	if authenticated {
+		ctx = context.WithValue(ctx, clientKeyCtx{}, key)
 	}
 	return ctx, nil
 }
@@ -244,6 +249,13 @@ func (h *handler) refuse(ctx context.Context, err error) error {
 	return err
 }
 
+// baseContexter is a ServerStream whose context is a streamContext, or
+// admit's context.WithValue of one: its calls get a streamContext of their
+// own for their deadline (call.own).
+type baseContexter interface {
+	baseContext() *streamContext
+}
+
 // newCall starts a call, unless the concurrency limit refuses it: taking
 // its slot is one atomic step (slots.take), so a burst can't run more calls
 // than the limit. driven: the call will be driven by its ops (stream.
@@ -264,8 +276,16 @@ func (h *handler) newCall(st ServerStream, path string, methodID int32, driven b
 	if !driven {
 		c.ops.ready = make(chan struct{}, 1)
 	}
-	if _, ok := ctx.Deadline(); ok {
-		c.ctx, c.stop = beforeDeadline(ctx)
+	if dl, ok := ctx.Deadline(); ok {
+		if b, own := st.(baseContexter); own && driven {
+			// No allocation, and no goroutine at its end (streamContext).
+			c.own.deadline = callDeadline(dl)
+			c.own.values = ctx
+			c.ctx = &c.own
+			b.baseContext().link(&c.own)
+		} else {
+			c.ctx, c.stop = context.WithDeadline(ctx, callDeadline(dl))
+		}
 	}
 	c.conn = st.Conn()
 	c.clientKey = clientKeyFrom(ctx, c.conn)
@@ -303,15 +323,21 @@ func abandonedOutcome(ctx context.Context, err error) outcome {
 	return outcomeCancelled
 }
 
-// beforeDeadline is ctx ending deadlineMargin (or a tenth of the time
-// left, if less) before its deadline; see deadlineMargin.
+// beforeDeadline is ctx ending at callDeadline of its deadline, if it has
+// one.
 func beforeDeadline(ctx context.Context) (context.Context, context.CancelFunc) {
 	dl, ok := ctx.Deadline()
 	if !ok {
 		return context.WithCancel(ctx)
 	}
-	margin := min(deadlineMargin, time.Until(dl)/10)
-	return context.WithDeadline(ctx, dl.Add(-margin))
+	return context.WithDeadline(ctx, callDeadline(dl))
+}
+
+// callDeadline is the call's own deadline for a client's deadline dl:
+// deadlineMargin (or a tenth of the time left, if less) before it; see
+// deadlineMargin.
+func callDeadline(dl time.Time) time.Time {
+	return dl.Add(-min(deadlineMargin, time.Until(dl)/10))
 }
 
 // deadlinePassed tells a deadline from a cancellation. grpc-go's own

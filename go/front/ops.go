@@ -1,8 +1,8 @@
 package front
 
 import (
-	"context"
 	"sync"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/mem"
@@ -104,9 +104,10 @@ type opQueue struct {
 	driving   bool
 	abandoned bool
 	closed    bool
-	// unwatch unregisters watchEnd's callback; guarded by mu, as the
-	// callback may run (and the call end) before watchEnd has stored it.
-	unwatch func() bool
+	// deadline and unwatch stop what call.watchEnd set up (one or the
+	// other); guarded by mu.
+	deadline *time.Timer
+	unwatch  func() bool
 
 	// first is ops' first backing array (put), so that a call whose ops
 	// come one at a time queues them without allocating. ops goes on
@@ -223,27 +224,6 @@ func (q *opQueue) abandon() {
 	if q.markAbandoned() {
 		q.driver.drive(false)
 	}
-}
-
-// watchEnd makes ctx's end abandon the call: a driven call's own deadline
-// (deadlineMargin before the client's), which no transport tells.
-func (q *opQueue) watchEnd(ctx context.Context) {
-	stop := context.AfterFunc(ctx, q.abandon)
-	q.mu.Lock()
-	q.unwatch = stop
-	q.mu.Unlock()
-}
-
-// unwatchEnd drops watchEnd's callback, if any, and reports whether that
-// kept it from running. Calls.end calls it before it cancels the call's
-// context: left registered, the callback would run then, for nothing, on a
-// goroutine of its own, at the end of every call with a deadline.
-func (q *opQueue) unwatchEnd() bool {
-	q.mu.Lock()
-	stop := q.unwatch
-	q.unwatch = nil
-	q.mu.Unlock()
-	return stop != nil && stop()
 }
 
 // wireEnded is abandon as the transport's end hook (inlineStream.

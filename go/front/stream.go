@@ -224,8 +224,8 @@ var errDriven = errors.New("front: the call is driven by its ops")
 // client's) also needs its context watched, for that earlier end.
 func (s *stream) driven() {
 	s.c.ops.driver = s
-	if s.c.stop != nil {
-		s.c.ops.watchEnd(s.c.ctx)
+	if s.c.stop != nil || s.c.ownsDeadline() {
+		s.c.watchEnd()
 	}
 	s.out.(inlineStream).NotifyEnd(&s.c.ops)
 }
