@@ -176,10 +176,14 @@ def test_answers_while_every_handler_is_busy() -> None:
         with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
             waiting = [channel.unary_unary("/m.Svc/Wait").future(b"", timeout=30) for _ in range(3)]
             deadline = time.monotonic() + 5
-            while started(samples := scrape(metrics_port, timeout=1), "m.Svc/Wait") < 3:
+            # A call is counted as started at its HEADERS and as active a
+            # moment later, once admitted: a scrape may fall in between.
+            while (
+                started(samples := scrape(metrics_port, timeout=1), "m.Svc/Wait") < 3
+                or samples.get(("pygrpc_native_calls_active", ())) != 3
+            ):
                 assert time.monotonic() < deadline, samples
                 time.sleep(0.02)
-            assert samples[("pygrpc_native_calls_active", ())] == 3
             release.set()
             for call in waiting:
                 call.result(timeout=30)

@@ -107,8 +107,10 @@ func (cs *Calls) start(c *call) {
 // (whose queued messages must be dropped), end doesn't ask the event queue,
 // whose lock every call would otherwise take once more.
 func (cs *Calls) end(c *call, o outcome) (watched, seen bool) {
-	c.unwatchEnd()
-	c.endContext()
+	if c.stop != nil || c.ownsDeadline() { // a deadline: see call.watchEnd
+		c.unwatchEnd()
+		c.endContext()
+	}
 	seen = true
 	if o != outcomeCompleted || c.requests != nil {
 		seen = cs.events.main.endUnseen(c)
