@@ -656,13 +656,12 @@ func (c *h2Conn) peerReset(s *h2Stream) bool {
 }
 
 // expire runs at the deadline of a call that has one, unless endLocked has
-// stopped its timer first: it ends the stream's context, with
-// context.DeadlineExceeded, and the call if that came before it was handed
-// to the front (with status
-// DEADLINE_EXCEEDED, then RST_STREAM NO_ERROR for the request it still
-// waited for, as grpcio's server ends it; grpc-go's transport resets it
-// with CANCEL), and tells the call's end hook (the only teller of a
-// deadline).
+// stopped its timer first. It ends the stream's context with
+// context.DeadlineExceeded; ends the call if that came before it was
+// handed to the front (with status DEADLINE_EXCEEDED, then RST_STREAM
+// NO_ERROR for the request it still waited for, as grpcio's server ends
+// it; grpc-go's transport resets it with CANCEL); and tells the call's end
+// hook (the only teller of a deadline).
 func (c *h2Conn) expire(s *h2Stream) {
 	c.mu.Lock()
 	s.base.cancel(context.DeadlineExceeded)

@@ -14,9 +14,9 @@ import (
 // waits on Done or registers an AfterFunc.
 //
 // It has no parent (its connection's close ends it), and values only
-// through values. Its deadline is set before it is shared and never changes; whoever set one
-// also ends it then (h2Conn.expire, call.own's timer): the context has no
-// timer of its own. It ends only through cancel, with the error Err
+// through values. Its deadline is set before it is shared and never
+// changes; whoever set one also ends it then (h2Conn.expire, call.own's
+// timer): the context has no timer of its own. It ends only through cancel, with the error Err
 // reports from then on: at its deadline (context.DeadlineExceeded), at the
 // stream's or call's end (context.Canceled), with its connection's close
 // (which cancels every stream it holds, h2Conn.close, and any registered
