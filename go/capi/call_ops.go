@@ -39,18 +39,20 @@ func pgn_route(h C.int64_t, id C.uint64_t, methodID C.int32_t, errOut **C.char) 
 
 //export pgn_respond
 func pgn_respond(h C.int64_t, id C.uint64_t, msg C.pgn_bytes, block C.int32_t) C.int {
-	return onCalls(h, func(calls *front.Calls) front.Result { return calls.Respond(uint64(id), goMessage(msg), block != 0) })
+	return onCalls(h, func(calls *front.Calls) front.Result {
+		return calls.Respond(uint64(id), goMessage(msg), sending(block))
+	})
 }
 
 //export pgn_send
 func pgn_send(h C.int64_t, id C.uint64_t, msg C.pgn_bytes, block C.int32_t) C.int {
-	return onCalls(h, func(calls *front.Calls) front.Result { return calls.Send(uint64(id), goMessage(msg), block != 0) })
+	return onCalls(h, func(calls *front.Calls) front.Result { return calls.Send(uint64(id), goMessage(msg), sending(block)) })
 }
 
 //export pgn_send_header
 func pgn_send_header(h C.int64_t, id C.uint64_t, md C.pgn_metadata, block C.int32_t, errOut **C.char) C.int {
 	return withFront(h, func(f *front.Front) C.int {
-		r, err := f.Calls().SendHeader(uint64(id), goMetadata(md), block != 0)
+		r, err := f.Calls().SendHeader(uint64(id), goMetadata(md), sending(block))
 		return invalidMetadata(r, err, errOut)
 	})
 }
@@ -67,9 +69,18 @@ func pgn_finish(h C.int64_t, id C.uint64_t, a *C.pgn_finish_args, block C.int32_
 		if e.HasMessage {
 			e.Message = goMessage(a.payload)
 		}
-		r, err := f.Calls().Finish(uint64(id), e, block != 0)
+		r, err := f.Calls().Finish(uint64(id), e, sending(block))
 		return invalidMetadata(r, err, errOut)
 	})
+}
+
+// sending is a send's pgn_sending as front.Sending (the same numbers); an
+// unknown value is PGN_SEND_NO_WAIT, which never waits.
+func sending(block C.int32_t) front.Sending {
+	if block < C.PGN_SEND_NO_WAIT || block > C.PGN_SEND_HELD {
+		return front.SendNoWait
+	}
+	return front.Sending(block)
 }
 
 // invalidMetadata reports a metadata error to C as PGN_INVALID_METADATA,
@@ -85,7 +96,7 @@ func invalidMetadata(r front.Result, err error, errOut **C.char) C.int {
 //export pgn_set_compression
 func pgn_set_compression(h C.int64_t, id C.uint64_t, name C.pgn_bytes, block C.int32_t, errOut **C.char) C.int {
 	return withFront(h, func(f *front.Front) C.int {
-		r, err := f.Calls().SetCompression(uint64(id), goString(name), block != 0)
+		r, err := f.Calls().SetCompression(uint64(id), goString(name), sending(block))
 		if err != nil {
 			return fail(C.PGN_INVALID_ARGUMENT, err, errOut)
 		}
@@ -95,7 +106,7 @@ func pgn_set_compression(h C.int64_t, id C.uint64_t, name C.pgn_bytes, block C.i
 
 //export pgn_disable_next_compression
 func pgn_disable_next_compression(h C.int64_t, id C.uint64_t, block C.int32_t) C.int {
-	return onCalls(h, func(calls *front.Calls) front.Result { return calls.DisableNextCompression(uint64(id), block != 0) })
+	return onCalls(h, func(calls *front.Calls) front.Result { return calls.DisableNextCompression(uint64(id), sending(block)) })
 }
 
 //export pgn_request_messages

@@ -124,6 +124,14 @@ func pgn_set_loop_senders(h C.int64_t, on C.int32_t) C.int {
 	})
 }
 
+//export pgn_flush_held
+func pgn_flush_held(h C.int64_t) C.int {
+	return withFront(h, func(f *front.Front) C.int {
+		f.Calls().FlushHeld()
+		return C.PGN_OK
+	})
+}
+
 //export pgn_add_method
 func pgn_add_method(h C.int64_t, path C.pgn_bytes, serverStreaming, clientStreaming C.int32_t, methodID *C.int32_t, errOut **C.char) C.int {
 	return withFront(h, func(f *front.Front) C.int {

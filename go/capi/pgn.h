@@ -285,6 +285,10 @@ int pgn_event_fd(int64_t front, int32_t *fd, char **err);
  * thread itself. Off by default. */
 int pgn_set_loop_senders(int64_t front, int32_t on);
 
+/* pgn_flush_held writes out the frames of every PGN_SEND_HELD send on this
+ * front so far. Writes never wait for the peer; call without the GIL. */
+int pgn_flush_held(int64_t front);
+
 /* pgn_add_method serves a method natively and sets *method_id. A
  * client-streaming method's requests come under credit (pgn_request_messages
  * or pgn_read). Fails. */
@@ -380,9 +384,24 @@ void pgn_fill(uint64_t batch, char **payloads, char *keys);
 /* ---- operations on a call ------------------------------------------------------ */
 
 /* Each returns PGN_OK, PGN_ENDED, PGN_UNKNOWN, PGN_STOPPED or PGN_BAD_HANDLE,
- * plus what its comment adds. Those that take `block` return
- * PGN_WOULD_BLOCK when the call's buffer is full and block is 0, and wait
- * for room (may block) when it is 1. */
+ * plus what its comment adds. Those that take `block` (a pgn_sending) return
+ * PGN_WOULD_BLOCK when the call's buffer is full and block is not
+ * PGN_SEND_WAIT, and wait for room (may block) when it is. */
+
+/* How a send waits, and who writes its frames (front.Sending, in its order;
+ * exports.go checks each at compile time). */
+typedef enum {
+    /* Never waits. Its frames are written by the caller when the connection
+     * is idle, or by the connection's flusher on an event loop's front
+     * (pgn_set_loop_senders). */
+    PGN_SEND_NO_WAIT = 0,
+    /* Waits for room in the call's buffer until the call ends. */
+    PGN_SEND_WAIT = 1,
+    /* Never waits; its frames stay in the connection's buffer until the
+     * caller, an event loop, calls pgn_flush_held (once per turn of the
+     * loop, before it waits for I/O again). */
+    PGN_SEND_HELD = 2,
+} pgn_sending;
 
 /* pgn_route continues a PGN_EVENT_LOOKUP call as method method_id, or relays
  * it to the fallback server (PGN_FALLBACK). PGN_UNKNOWN_METHOD. May block. */

@@ -84,7 +84,7 @@ func pgn_fill(batch C.uint64_t, payloads **C.char, keys *C.char) {
 		}
 		if dsts[i] == nil {
 			e.Release()
-			b.calls.Finish(e.CallID, front.Ending{Code: codes.ResourceExhausted, Details: "the server could not allocate memory for the request"}, false)
+			b.calls.Finish(e.CallID, front.Ending{Code: codes.ResourceExhausted, Details: "the server could not allocate memory for the request"}, front.SendNoWait)
 			continue
 		}
 		dst := unsafe.Slice((*byte)(unsafe.Pointer(dsts[i])), e.Payload.Len())

@@ -35,6 +35,9 @@ var (
 	_ = equal{}[C.PGN_EVENT_HALF_CLOSE-front.EventHalfClose]
 	_ = equal{}[C.PGN_EVENT_ROOM-front.EventRoom]
 	_ = equal{}[C.PGN_FALLBACK-front.FallbackMethodID]
+	_ = equal{}[C.PGN_SEND_NO_WAIT-front.SendNoWait]
+	_ = equal{}[C.PGN_SEND_WAIT-front.SendWait]
+	_ = equal{}[C.PGN_SEND_HELD-front.SendHeld]
 )
 
 // withFront runs fn on the front behind handle h: the prologue of every

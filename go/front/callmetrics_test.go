@@ -203,7 +203,7 @@ func TestPrometheusEndpoint(t *testing.T) {
 	}
 	serveEvents(t, f, func(f *Front, e Event) {
 		if string(e.Payload.Materialize()) == "missing" {
-			f.Calls().Finish(e.CallID, Ending{Code: codes.NotFound}, true)
+			f.Calls().Finish(e.CallID, Ending{Code: codes.NotFound}, SendWait)
 			return
 		}
 		echo(f, e)

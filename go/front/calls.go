@@ -32,17 +32,25 @@ type Calls struct {
 	// loopSenders: Python sends on these calls from an event loop, which
 	// leaves every socket write to the connection (SetLoopSenders).
 	loopSenders atomic.Bool
-	m           *metrics
+	// held lists the connections holding an event loop's frames
+	// (SendHeld) until FlushHeld.
+	held heldWrites
+	m    *metrics
 }
 
 // SetLoopSenders says whether Python's sends come from an event loop. A
-// send that must not wait (block false) is then written to the socket by
+// SendNoWait send is then written to the socket by
 // the connection's flusher, so that the loop goes on at once; from a
 // thread (the default), such a send that finds the connection idle writes
 // its answer itself, which costs no wake-up (the low-level API answering
 // 4,000 paced calls/s: about 10% less CPU and one context switch less per
 // call). Either way nothing waits for the peer.
 func (cs *Calls) SetLoopSenders(on bool) { cs.loopSenders.Store(on) }
+
+// FlushHeld writes out the frames of every SendHeld send so far. The
+// event loop that sends them calls it once per turn, before it waits for
+// I/O again; the front calls it when it stops.
+func (cs *Calls) FlushHeld() { cs.held.flush() }
 
 // Result is the outcome of an operation on a call, by id.
 type Result int
@@ -55,7 +63,7 @@ const (
 	ResultEnded
 	// ResultUnknown: this front never issued the id.
 	ResultUnknown
-	// ResultWouldBlock: the call's op buffer is full; retry with block.
+	// ResultWouldBlock: the call's op buffer is full; retry with SendWait.
 	ResultWouldBlock
 	// ResultStopped: the front has stopped; every call has ended.
 	ResultStopped
@@ -146,46 +154,52 @@ func (cs *Calls) HandlerDone(id uint64) Result {
 	return r
 }
 
-// post hands an op to a call. Without block it never waits; with block it
-// waits for room until the call ends.
-func (cs *Calls) post(id uint64, o op, block bool) Result {
+// post hands an op to a call, as how says (Sending).
+func (cs *Calls) post(id uint64, o op, how Sending) Result {
 	c, r := cs.table.lookup(id)
 	if r != ResultOK {
 		return r
 	}
-	return c.ops.put(o, block, !block && cs.loopSenders.Load(), &c.ended)
+	var by writeBy
+	switch {
+	case how == SendHeld:
+		by.held = &cs.held
+	case how == SendNoWait:
+		by.flusher = cs.loopSenders.Load()
+	}
+	return c.ops.put(o, how == SendWait, by, &c.ended)
 }
 
 // Respond answers a unary call with one message and status OK. The
 // message belongs to the call from here on (grpc-go frees pooled buffers
 // once they are written).
-func (cs *Calls) Respond(id uint64, message mem.BufferSlice, block bool) Result {
-	return cs.post(id, op{kind: opFinish, message: message, hasMessage: true}, block)
+func (cs *Calls) Respond(id uint64, message mem.BufferSlice, how Sending) Result {
+	return cs.post(id, op{kind: opFinish, message: message, hasMessage: true}, how)
 }
 
 // Send sends one message on a call; the message is the call's, as in
 // Respond.
-func (cs *Calls) Send(id uint64, message mem.BufferSlice, block bool) Result {
-	return cs.post(id, op{kind: opMessage, message: message}, block)
+func (cs *Calls) Send(id uint64, message mem.BufferSlice, how Sending) Result {
+	return cs.post(id, op{kind: opMessage, message: message}, how)
 }
 
 // SendHeader sends initial metadata. Invalid metadata ends the call with
 // INTERNAL "Invalid metadata", as with grpcio, and is reported as err.
-func (cs *Calls) SendHeader(id uint64, md Metadata, block bool) (Result, error) {
+func (cs *Calls) SendHeader(id uint64, md Metadata, how Sending) (Result, error) {
 	if err := validateMetadata(md); err != nil {
-		return cs.post(id, op{kind: opFinish, code: codes.Internal, details: detailsInvalidMetadata}, block), err
+		return cs.post(id, op{kind: opFinish, code: codes.Internal, details: detailsInvalidMetadata}, how), err
 	}
-	return cs.post(id, op{kind: opHeader, md: md}, block), nil
+	return cs.post(id, op{kind: opHeader, md: md}, how), nil
 }
 
 // Finish ends a call as e says. Invalid trailing metadata ends the call as
 // in SendHeader.
-func (cs *Calls) Finish(id uint64, e Ending, block bool) (Result, error) {
+func (cs *Calls) Finish(id uint64, e Ending, how Sending) (Result, error) {
 	if err := validateMetadata(e.Trailer); err != nil {
-		return cs.post(id, op{kind: opFinish, code: codes.Internal, details: detailsInvalidMetadata}, block), err
+		return cs.post(id, op{kind: opFinish, code: codes.Internal, details: detailsInvalidMetadata}, how), err
 	}
 	return cs.post(id, op{kind: opFinish, code: e.Code, details: e.Details, md: e.Trailer,
-		message: e.Message, hasMessage: e.HasMessage}, block), nil
+		message: e.Message, hasMessage: e.HasMessage}, how), nil
 }
 
 // Route continues a call that arrived as EventLookup as method methodID,
@@ -205,7 +219,7 @@ func (cs *Calls) Route(id uint64, methodID int32) (Result, error) {
 	if !c.awaitingRoute.Load() {
 		return ResultOK, configErrorf("call %d is not waiting for a lookup (EVENT_LOOKUP)", id)
 	}
-	return c.ops.put(op{kind: opRoute, routeTo: methodID}, true, false, &c.ended), nil
+	return c.ops.put(op{kind: opRoute, routeTo: methodID}, true, writeBy{}, &c.ended), nil
 }
 
 // WaitRoom waits until a call's buffer has room for another op (a thread's
@@ -242,7 +256,7 @@ func (cs *Calls) NotifyRoom(id uint64) Result {
 
 // Cancel ends a call with CANCELLED, as grpcio's context.cancel() does.
 func (cs *Calls) Cancel(id uint64) Result {
-	return cs.post(id, op{kind: opCancel}, true)
+	return cs.post(id, op{kind: opCancel}, SendWait)
 }
 
 // Watch sends the call's EventCancel, if it ends without Python finishing

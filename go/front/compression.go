@@ -130,7 +130,7 @@ func (c *Compression) applyDefault(st ServerStream) {
 // SetCompression sets a call's response compression (context.
 // set_compression()): "", "deflate" or "gzip". A server whose default is a
 // compression level ignores it, as grpcio does.
-func (cs *Calls) SetCompression(id uint64, name string, block bool) (Result, error) {
+func (cs *Calls) SetCompression(id uint64, name string, how Sending) (Result, error) {
 	switch name {
 	case compressNone, compressDeflate, compressGzip:
 	default:
@@ -140,13 +140,13 @@ func (cs *Calls) SetCompression(id uint64, name string, block bool) (Result, err
 		_, r := cs.table.lookup(id)
 		return r, nil
 	}
-	return cs.post(id, op{kind: opCompression, details: name}, block), nil
+	return cs.post(id, op{kind: opCompression, details: name}, how), nil
 }
 
 // DisableNextCompression sends the call's next message uncompressed
 // (context.disable_next_message_compression()).
-func (cs *Calls) DisableNextCompression(id uint64, block bool) Result {
-	return cs.post(id, op{kind: opUncompressedNext}, block)
+func (cs *Calls) DisableNextCompression(id uint64, how Sending) Result {
+	return cs.post(id, op{kind: opUncompressedNext}, how)
 }
 
 // relayedEncoding learns the encoding of the fallback's answer to one relayed

@@ -67,7 +67,7 @@ func TestNoAnswerAfterIsActiveSaysEnded(t *testing.T) {
 		if active, _ := f.Calls().IsActive(e.CallID); active {
 			t.Error("IsActive says active once the call's context has ended")
 		}
-		f.Calls().Respond(e.CallID, msg("too late"), false)
+		f.Calls().Respond(e.CallID, msg("too late"), SendNoWait)
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

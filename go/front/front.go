@@ -208,8 +208,9 @@ func (f *Front) Port() int { return f.listeners.firstPort() }
 // them and reports closed, and Stop returns. Stopping a stopped front does
 // nothing. A BeginStop while a stop is under way can only shorten it, as
 // grpcio's stop(): calls are cancelled at the earliest of the stops'
-// deadlines.
+// deadlines. Frames an event loop held (SendHeld) go out first.
 func (f *Front) BeginStop(grace time.Duration) {
+	f.calls.FlushHeld()
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	switch f.phase.get() {

@@ -143,7 +143,7 @@ func startSortingFront(t testing.TB, n int) (f *Front, cc *grpc.ClientConn, call
 
 func echo(f *Front, e Event) {
 	if e.Kind == EventCall {
-		f.Calls().Respond(e.CallID, e.Payload, true)
+		f.Calls().Respond(e.CallID, e.Payload, SendWait)
 	}
 }
 
@@ -174,11 +174,11 @@ func TestServerStreamingWithMetadata(t *testing.T) {
 		if e.Kind != EventCall {
 			return
 		}
-		f.Calls().SendHeader(e.CallID, Metadata{{"x-head", "h"}}, true)
+		f.Calls().SendHeader(e.CallID, Metadata{{"x-head", "h"}}, SendWait)
 		for i := 0; i < 3; i++ {
-			f.Calls().Send(e.CallID, msg(fmt.Sprint(i)), true)
+			f.Calls().Send(e.CallID, msg(fmt.Sprint(i)), SendWait)
 		}
-		f.Calls().Finish(e.CallID, Ending{Code: codes.OK, Trailer: Metadata{{"x-tail-bin", "\x00\xff"}}}, true)
+		f.Calls().Finish(e.CallID, Ending{Code: codes.OK, Trailer: Metadata{{"x-tail-bin", "\x00\xff"}}}, SendWait)
 	})
 	s, err := cc.NewStream(context.Background(), &grpc.StreamDesc{ServerStreams: true}, countPath)
 	if err != nil {
@@ -218,7 +218,7 @@ func TestUnansweredCallGetsDeadlineAndPythonGetsCancel(t *testing.T) {
 	wantStatus(t, err, codes.DeadlineExceeded, "")
 	select {
 	case e := <-cancels:
-		if r := f.Calls().Respond(e.CallID, msg("late"), false); r != ResultEnded {
+		if r := f.Calls().Respond(e.CallID, msg("late"), SendNoWait); r != ResultEnded {
 			t.Fatalf("answering an ended call: %v, want ResultEnded", r)
 		}
 	case <-time.After(5 * time.Second):
@@ -358,7 +358,7 @@ func TestOrderedKeepsArrivalOrder(t *testing.T) {
 func TestReservedResponseMetadataEndsWithInternal(t *testing.T) {
 	_, cc := startFront(t, "", func(f *Front, e Event) {
 		if e.Kind == EventCall {
-			if _, err := f.Calls().Finish(e.CallID, Ending{Code: codes.OK, Trailer: Metadata{{"grpc-mine", "x"}}, Message: msg("m"), HasMessage: true}, true); err == nil {
+			if _, err := f.Calls().Finish(e.CallID, Ending{Code: codes.OK, Trailer: Metadata{{"grpc-mine", "x"}}, Message: msg("m"), HasMessage: true}, SendWait); err == nil {
 				panic("reserved key accepted")
 			}
 		}
@@ -371,7 +371,7 @@ func TestStatusDetailsAreUnicode(t *testing.T) {
 	const details = "  héllo ✓ 世界\n "
 	_, cc := startFront(t, "", func(f *Front, e Event) {
 		if e.Kind == EventCall {
-			f.Calls().Finish(e.CallID, Ending{Code: codes.FailedPrecondition, Details: details}, true)
+			f.Calls().Finish(e.CallID, Ending{Code: codes.FailedPrecondition, Details: details}, SendWait)
 		}
 	})
 	_, err := say(context.Background(), cc, "x")
@@ -390,7 +390,7 @@ func TestConcurrencyLimit(t *testing.T) {
 	first := <-calls
 	_, err := say(context.Background(), cc, "second")
 	wantStatus(t, err, codes.ResourceExhausted, "Concurrent RPC limit exceeded!")
-	f.Calls().Respond(first.CallID, nil, true)
+	f.Calls().Respond(first.CallID, nil, SendWait)
 	if err := <-errc; err != nil {
 		t.Fatal(err)
 	}
@@ -398,20 +398,20 @@ func TestConcurrencyLimit(t *testing.T) {
 
 func TestResultsForUnknownAndEndedCalls(t *testing.T) {
 	f, cc := startFront(t, "", echo)
-	if r := f.Calls().Respond(0, nil, false); r != ResultUnknown {
+	if r := f.Calls().Respond(0, nil, SendNoWait); r != ResultUnknown {
 		t.Fatalf("id 0: %v", r)
 	}
-	if r := f.Calls().Respond(99, nil, false); r != ResultUnknown {
+	if r := f.Calls().Respond(99, nil, SendNoWait); r != ResultUnknown {
 		t.Fatalf("never issued: %v", r)
 	}
 	if _, err := say(context.Background(), cc, "x"); err != nil {
 		t.Fatal(err)
 	}
-	if r := f.Calls().Respond(1, nil, false); r != ResultEnded {
+	if r := f.Calls().Respond(1, nil, SendNoWait); r != ResultEnded {
 		t.Fatalf("finished call: %v", r)
 	}
 	f.Stop(-1)
-	if r := f.Calls().Respond(1, nil, false); r != ResultStopped {
+	if r := f.Calls().Respond(1, nil, SendNoWait); r != ResultStopped {
 		t.Fatalf("after stop: %v", r)
 	}
 }
@@ -430,7 +430,7 @@ func TestStopGivesGraceThenCancels(t *testing.T) {
 	stopped := make(chan struct{})
 	go func() { f.Stop(300 * time.Millisecond); close(stopped) }()
 	time.Sleep(50 * time.Millisecond)
-	if r := f.Calls().Respond(byPayload["answered"].CallID, msg("ok"), true); r != ResultOK {
+	if r := f.Calls().Respond(byPayload["answered"].CallID, msg("ok"), SendWait); r != ResultOK {
 		t.Fatalf("answer during grace: %v", r)
 	}
 	<-stopped
@@ -529,9 +529,9 @@ func TestLookupRoutesUnknownPathToAddedMethod(t *testing.T) {
 				panic(fmt.Sprint(r, err))
 			}
 		case e.Kind == EventLookup:
-			f.Calls().Finish(e.CallID, Ending{Code: codes.Unimplemented, Details: "Method not found!"}, true)
+			f.Calls().Finish(e.CallID, Ending{Code: codes.Unimplemented, Details: "Method not found!"}, SendWait)
 		case e.Kind == EventCall:
-			f.Calls().Respond(e.CallID, msg("routed:"+string(e.Bytes())), true)
+			f.Calls().Respond(e.CallID, msg("routed:"+string(e.Bytes())), SendWait)
 		}
 	})
 	in, out := []byte("x"), []byte(nil)
@@ -562,7 +562,7 @@ func TestRichStatusDetailsTravelInTheStatus(t *testing.T) {
 	raw, _ := proto.Marshal(rich)
 	_, cc := startFront(t, "", func(f *Front, e Event) {
 		if e.Kind == EventCall {
-			f.Calls().Finish(e.CallID, Ending{Code: codes.InvalidArgument, Details: "bad", Trailer: Metadata{{"grpc-status-details-bin", string(raw)}}}, true)
+			f.Calls().Finish(e.CallID, Ending{Code: codes.InvalidArgument, Details: "bad", Trailer: Metadata{{"grpc-status-details-bin", string(raw)}}}, SendWait)
 		}
 	})
 	_, err := say(context.Background(), cc, "x")
@@ -593,7 +593,7 @@ func TestStatusDetailsAreSentAsGiven(t *testing.T) {
 					for _, v := range tc.values {
 						md = append(md, [2]string{"grpc-status-details-bin", v})
 					}
-					if _, err := f.Calls().Finish(e.CallID, Ending{Code: tc.code, Details: "msg", Trailer: md}, true); err != nil {
+					if _, err := f.Calls().Finish(e.CallID, Ending{Code: tc.code, Details: "msg", Trailer: md}, SendWait); err != nil {
 						panic(err)
 					}
 				}

@@ -174,7 +174,7 @@ func startBenchFrontWith(b testing.TB, transport, config string) *Front {
 	serveEvents(b, f, func(f *Front, e Event) {
 		if e.Kind == EventCall {
 			e.Release()
-			f.Calls().Respond(e.CallID, nil, true)
+			f.Calls().Respond(e.CallID, nil, SendWait)
 		}
 	})
 	return f

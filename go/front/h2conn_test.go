@@ -57,7 +57,7 @@ func TestIdleConnectionClosedAfterItsLastCall(t *testing.T) {
 	f, _ := startFront(t, `, "options": [["grpc.pygrpc_native.transport", "h2"], ["grpc.max_connection_idle_ms", 300]]`,
 		func(f *Front, e Event) {
 			if e.Kind == EventCall {
-				time.AfterFunc(hold, func() { f.Calls().Respond(e.CallID, msg("late"), false) })
+				time.AfterFunc(hold, func() { f.Calls().Respond(e.CallID, msg("late"), SendNoWait) })
 			}
 		})
 	conn, frames := rawH2(t, f)
@@ -101,7 +101,7 @@ func TestPingAckWaitsForTheNextWrite(t *testing.T) {
 	const hold = 150 * time.Millisecond
 	f, _ := startFront(t, `, "options": [["grpc.pygrpc_native.transport", "h2"]]`, func(f *Front, e Event) {
 		if e.Kind == EventCall {
-			time.AfterFunc(hold, func() { f.Calls().Respond(e.CallID, msg("x"), false) })
+			time.AfterFunc(hold, func() { f.Calls().Respond(e.CallID, msg("x"), SendNoWait) })
 		}
 	})
 	conn, frames := rawH2(t, f)

@@ -48,9 +48,8 @@ type h2Stream struct {
 	// wakeOnEnd: a sender waiting for window is woken when ctx ends
 	// (registered the first time one waits; under the writer's mu).
 	wakeOnEnd bool
-	// offload: the owner's sends leave their writes to the connection's
-	// flusher (OffloadWrites).
-	offload bool
+	// writeBy: who writes the owner's frames (WriteBy).
+	writeBy writeBy
 
 	// Receive side, reader only: the gRPC message being assembled.
 	prefix    [5]byte
@@ -381,10 +380,10 @@ func (s *h2Stream) clientAccepts(name string) bool {
 func (s *h2Stream) SendCompressor() string { return s.compressor }
 
 // Flush writes out what the owner queued.
-func (s *h2Stream) Flush() { s.c.w.flush(s.offload) }
+func (s *h2Stream) Flush() { s.c.w.flush(s.writeBy) }
 
-// OffloadWrites: see inlineStream.
-func (s *h2Stream) OffloadWrites(on bool) { s.offload = on }
+// WriteBy: see inlineStream.
+func (s *h2Stream) WriteBy(by writeBy) { s.writeBy = by }
 
 // Finish writes the status and trailers (trailers-only when no headers
 // went out) and ends the stream.
@@ -429,7 +428,7 @@ func (s *h2Stream) Finish(st *status.Status, trailer Metadata) {
 	// queued, and writes it first (h2Writer.settle).
 	_ = s.c.w.queueHeaders(s.id, true, fields, after)
 	s.c.endStream(s, code, false)
-	s.c.w.flush(s.offload)
+	s.c.w.flush(s.writeBy)
 }
 
 // finishWith ends a stream whose handler returned without Finish: with

@@ -74,18 +74,18 @@ func TestOpQueueLimitsAndWakeUps(t *testing.T) {
 	q := newOpQueue()
 	ended := new(endSignal)
 	for i := 0; i < maxQueuedOps; i++ {
-		if r := q.put(op{kind: opMessage}, false, false, ended); r != ResultOK {
+		if r := q.put(op{kind: opMessage}, false, writeBy{}, ended); r != ResultOK {
 			t.Fatalf("op %d: %v", i, r)
 		}
 	}
 	if len(q.ready) != 1 {
 		t.Fatal("a burst must leave exactly one wake-up")
 	}
-	if r := q.put(op{kind: opMessage}, false, false, ended); r != ResultWouldBlock {
+	if r := q.put(op{kind: opMessage}, false, writeBy{}, ended); r != ResultWouldBlock {
 		t.Fatalf("over the op limit: %v, want ResultWouldBlock", r)
 	}
 	done := make(chan Result)
-	go func() { done <- q.put(op{kind: opMessage}, true, false, ended) }()
+	go func() { done <- q.put(op{kind: opMessage}, true, writeBy{}, ended) }()
 	time.Sleep(10 * time.Millisecond)
 	<-q.ready
 	if got := len(q.take(nil)); got != maxQueuedOps {
@@ -97,13 +97,13 @@ func TestOpQueueLimitsAndWakeUps(t *testing.T) {
 
 	big := op{kind: opMessage, message: mem.BufferSlice{mem.SliceBuffer(make([]byte, maxQueuedBytes+1))}}
 	q.take(nil)
-	if r := q.put(big, false, false, ended); r != ResultOK {
+	if r := q.put(big, false, writeBy{}, ended); r != ResultOK {
 		t.Fatalf("a large message alone: %v, want ResultOK", r)
 	}
-	if r := q.put(op{kind: opMessage, message: msg("x")}, false, false, ended); r != ResultWouldBlock {
+	if r := q.put(op{kind: opMessage, message: msg("x")}, false, writeBy{}, ended); r != ResultWouldBlock {
 		t.Fatalf("over the byte limit: %v, want ResultWouldBlock", r)
 	}
-	go func() { done <- q.put(op{kind: opMessage}, true, false, ended) }()
+	go func() { done <- q.put(op{kind: opMessage}, true, writeBy{}, ended) }()
 	time.Sleep(10 * time.Millisecond)
 	ended.fire()
 	if r := <-done; r != ResultEnded {
@@ -121,11 +121,11 @@ func TestRoomIsJudgedForTheRefusedOp(t *testing.T) {
 	ended := new(endSignal)
 	kib := func() op { return op{kind: opMessage, message: mem.BufferSlice{mem.SliceBuffer(make([]byte, 1000))}} }
 	for q.hasRoomLocked(1000) {
-		if r := q.put(kib(), false, false, ended); r != ResultOK {
+		if r := q.put(kib(), false, writeBy{}, ended); r != ResultOK {
 			t.Fatalf("put: %v", r)
 		}
 	}
-	if r := q.put(kib(), false, false, ended); r != ResultWouldBlock {
+	if r := q.put(kib(), false, writeBy{}, ended); r != ResultWouldBlock {
 		t.Fatalf("over the byte limit: %v, want ResultWouldBlock", r)
 	}
 	told := make(chan struct{}, 1)
@@ -157,22 +157,22 @@ func TestTakenBatchCountsUntilTheNextTake(t *testing.T) {
 	q := newOpQueue()
 	ended := new(endSignal)
 	for i := 0; i < maxQueuedOps; i++ {
-		if r := q.put(op{kind: opMessage}, false, false, ended); r != ResultOK {
+		if r := q.put(op{kind: opMessage}, false, writeBy{}, ended); r != ResultOK {
 			t.Fatalf("op %d: %v", i, r)
 		}
 	}
 	if got := len(q.take(nil)); got != maxQueuedOps {
 		t.Fatalf("took %d ops", got)
 	}
-	if r := q.put(op{kind: opMessage}, false, false, ended); r != ResultOK {
+	if r := q.put(op{kind: opMessage}, false, writeBy{}, ended); r != ResultOK {
 		t.Fatalf("one op behind the taken batch: %v, want ResultOK", r)
 	}
-	if r := q.put(op{kind: opMessage}, false, false, ended); r != ResultWouldBlock {
+	if r := q.put(op{kind: opMessage}, false, writeBy{}, ended); r != ResultWouldBlock {
 		t.Fatalf("a second op behind a full taken batch: %v, want ResultWouldBlock", r)
 	}
 	q.take(nil) // done with the batch: only the one op is held now
 	for i := 1; i < maxQueuedOps-1; i++ {
-		if r := q.put(op{kind: opMessage}, false, false, ended); r != ResultOK {
+		if r := q.put(op{kind: opMessage}, false, writeBy{}, ended); r != ResultOK {
 			t.Fatalf("op %d after the batch: %v", i, r)
 		}
 	}

@@ -98,8 +98,8 @@ type opQueue struct {
 	// the call ended on the wire, for the driver to act on; closed: the call
 	// is over, and later ops report ResultEnded. All guarded by mu; driver
 	// is set before the call's first event is queued and never changes.
-	// drive's argument says the driver runs on a thread that must leave
-	// its writes to the connection (put's offload: an event loop).
+	// drive's argument says who writes the frames of the ops it applies
+	// (put's by).
 	driver    *stream
 	driving   bool
 	abandoned bool
@@ -128,10 +128,9 @@ func signal(ch chan struct{}) {
 }
 
 // put queues o. Without block it never waits; with block it waits for room
-// until ended fires (the call has ended: ResultEnded). With offload (never
-// with block) the ops it drives leave their socket writes to the
-// connection (Calls.SetLoopSenders).
-func (q *opQueue) put(o op, block, offload bool, ended *endSignal) Result {
+// until ended fires (the call has ended: ResultEnded). by says who writes
+// the frames of the ops it drives (Calls.post).
+func (q *opQueue) put(o op, block bool, by writeBy, ended *endSignal) Result {
 	size := o.message.Len()
 	for {
 		if ended.fired() {
@@ -154,7 +153,7 @@ func (q *opQueue) put(o op, block, offload bool, ended *endSignal) Result {
 				q.driving = true
 				q.mu.Unlock()
 				if run {
-					q.driver.drive(offload)
+					q.driver.drive(by)
 				}
 				return ResultOK
 			}
@@ -222,7 +221,7 @@ func (q *opQueue) requeue(ops []op) {
 // It may drive on the calling goroutine: a context.AfterFunc's.
 func (q *opQueue) abandon() {
 	if q.markAbandoned() {
-		q.driver.drive(false)
+		q.driver.drive(writeBy{})
 	}
 }
 
@@ -233,7 +232,7 @@ func (q *opQueue) abandon() {
 // only sets a flag nobody reads.
 func (q *opQueue) wireEnded() {
 	if q.markAbandoned() {
-		go q.driver.drive(false)
+		go q.driver.drive(writeBy{})
 	}
 }
 

@@ -69,7 +69,7 @@ func TestRequestStreamAsEventsWithCredit(t *testing.T) {
 			mustGrant(t, r, err)
 		case EventHalfClose:
 			seen = append(seen, "EOF")
-			f.Calls().Respond(e.CallID, msg(fmt.Sprint(len(seen))), true)
+			f.Calls().Respond(e.CallID, msg(fmt.Sprint(len(seen))), SendWait)
 		}
 	})
 	cs, err := cc.NewStream(context.Background(), collectDesc, collectPath)
@@ -147,7 +147,7 @@ func TestRequestStreamPulled(t *testing.T) {
 	if _, _, r, _ := f.Calls().Read(c.CallID, nil); r != ResultWouldBlock {
 		t.Fatalf("a read with nothing there: %v", r)
 	}
-	f.Calls().Send(c.CallID, msg("pong"), true)
+	f.Calls().Send(c.CallID, msg("pong"), SendWait)
 	var out []byte
 	if err := cs.RecvMsg(&out); err != nil || string(out) != "pong" {
 		t.Fatalf("%q %v", out, err)
@@ -160,7 +160,7 @@ func TestRequestStreamPulled(t *testing.T) {
 			t.Fatalf("after the half-close: %v %v %v", eof, r, err)
 		}
 	}
-	f.Calls().Finish(c.CallID, Ending{Code: codes.OK}, true)
+	f.Calls().Finish(c.CallID, Ending{Code: codes.OK}, SendWait)
 	if err := cs.RecvMsg(&out); err != io.EOF {
 		t.Fatal(err)
 	}
@@ -187,7 +187,7 @@ func TestRequestStreamMisuse(t *testing.T) {
 	if _, err := f.Calls().RequestMessages(c.CallID, 0); err == nil {
 		t.Fatal("a credit of 0")
 	}
-	f.Calls().Respond(c.CallID, nil, true)
+	f.Calls().Respond(c.CallID, nil, SendWait)
 }
 
 func TestOversizedRequestMessageEndsTheCall(t *testing.T) {
@@ -241,7 +241,7 @@ func TestHeldSlotsLastUntilTheHandlerIsDone(t *testing.T) {
 	}
 	go func() {
 		e := <-calls
-		f.Calls().Respond(e.CallID, msg("third"), true)
+		f.Calls().Respond(e.CallID, msg("third"), SendWait)
 		f.Calls().HandlerDone(e.CallID)
 	}()
 	if out, err := say(context.Background(), cc, "third"); err != nil || out != "third" {
@@ -266,7 +266,7 @@ func TestSlotsAreTakenAtomically(t *testing.T) {
 		go func() {
 			time.Sleep(5 * time.Millisecond)
 			live.Add(-1)
-			f.Calls().Respond(e.CallID, nil, true)
+			f.Calls().Respond(e.CallID, nil, SendWait)
 		}()
 	})
 	var wg sync.WaitGroup
@@ -309,7 +309,7 @@ func TestNotifyRoomAfterAFullBuffer(t *testing.T) {
 	big := msg(string(make([]byte, 64<<10)))
 	full := false
 	for i := 0; i < 1000 && !full; i++ {
-		full = f.Calls().Send(c.CallID, big, false) == ResultWouldBlock
+		full = f.Calls().Send(c.CallID, big, SendNoWait) == ResultWouldBlock
 	}
 	if !full {
 		t.Fatal("the buffer never filled with a client that doesn't read")
@@ -333,7 +333,7 @@ func TestNotifyRoomAfterAFullBuffer(t *testing.T) {
 	if r := f.Calls().WaitRoom(c.CallID); r != ResultOK {
 		t.Fatalf("WaitRoom: %v", r)
 	}
-	f.Calls().Finish(c.CallID, Ending{Code: codes.OK}, true)
+	f.Calls().Finish(c.CallID, Ending{Code: codes.OK}, SendWait)
 }
 
 // recordedStats records what a CallStats hears, as text.
@@ -379,7 +379,7 @@ func TestCallStatsSeeACall(t *testing.T) {
 	cc := dial(t, f)
 	go func() {
 		batch, _ := f.Events().Recv(1, math.MaxInt, -1)
-		f.Calls().Respond(batch[0].CallID, msg("pong!"), true)
+		f.Calls().Respond(batch[0].CallID, msg("pong!"), SendWait)
 	}()
 	if _, err := say(context.Background(), cc, "ping"); err != nil {
 		t.Fatal(err)

@@ -187,12 +187,12 @@ type inlineStream interface {
 	// wire size may differ a little) can't be sent now without waiting
 	// for flow control.
 	SendWouldWait(n int) bool
-	// OffloadWrites says whether the sends that follow, up to the next
-	// call of it, come from a thread that should not write to the socket
-	// itself: an event loop's (Calls.SetLoopSenders), which serves every
-	// other call meanwhile. The transport then leaves their writes to a
-	// goroutine of its own. Each driver says it before it applies ops.
-	OffloadWrites(on bool)
+	// WriteBy says who writes to the socket the frames of the sends that
+	// follow, up to its next call: by default the sender (a thread), or,
+	// for an event loop's sends, a goroutine of the transport's own
+	// (by.flusher) or the loop itself at its next flush (by.held). Each
+	// driver says it before it applies ops.
+	WriteBy(by writeBy)
 	// End ends a driven call, once, when its driver is done with it: with
 	// err's status unless Finish already ended it (nil err: nothing more
 	// to send), or with a reset if the call already ended on the wire.
@@ -232,16 +232,16 @@ func (s *stream) driven() {
 
 // drive applies c's queued ops until none is left, the call ends, or an op
 // would wait (then a goroutine takes over). Run by opQueue with the right
-// to drive; offload: on an event loop's thread (inlineStream.OffloadWrites).
-func (s *stream) drive(offload bool) { s.applyQueued(false, offload) }
+// to drive; by: who writes its frames (inlineStream.WriteBy).
+func (s *stream) drive(by writeBy) { s.applyQueued(false, by) }
 
 // driveWaiting is drive on a goroutine of its own, which may wait for flow
 // control; it stops driving once the queue is empty.
-func (s *stream) driveWaiting() { s.applyQueued(true, false) }
+func (s *stream) driveWaiting() { s.applyQueued(true, writeBy{}) }
 
 // applyQueued is drive (mayWait false) and driveWaiting (true).
-func (s *stream) applyQueued(mayWait, offload bool) {
-	s.out.(inlineStream).OffloadWrites(offload)
+func (s *stream) applyQueued(mayWait bool, by writeBy) {
+	s.out.(inlineStream).WriteBy(by)
 	for {
 		batch, abandoned, ok := s.c.ops.takeDriven(s.batch[:0])
 		s.batch = batch

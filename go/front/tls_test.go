@@ -201,7 +201,7 @@ func answerWithDetails(t *testing.T, f *Front, answer func(CallDetails) []byte) 
 			for _, e := range batch {
 				if e.Kind == EventCall {
 					d, _ := f.Calls().Details(e.CallID)
-					f.Calls().Respond(e.CallID, msg(string(answer(d))), true)
+					f.Calls().Respond(e.CallID, msg(string(answer(d))), SendWait)
 				}
 			}
 		}
@@ -333,7 +333,7 @@ func TestPlaintextDetailsAreInsecure(t *testing.T) {
 		if e.Kind == EventCall {
 			d, _ := f.Calls().Details(e.CallID)
 			got = d.Security
-			f.Calls().Respond(e.CallID, nil, true)
+			f.Calls().Respond(e.CallID, nil, SendWait)
 			close(done)
 		}
 	})

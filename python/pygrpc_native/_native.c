@@ -53,6 +53,14 @@ typedef struct {
     int64_t handle; /* 0 until __init__ succeeds */
     int blocking;   /* sends wait for room in a full call buffer (default) */
     int event_fd;   /* the front's event descriptor once asked for, else -1 */
+    /* Held sends (_hold_writes): sends made on hold_thread (an event loop's;
+     * 0: none) leave their frames in Go (PGN_SEND_HELD); the first such send
+     * after a flush calls call_soon(self._flush_writes), so that the loop
+     * writes them all out once, on its next turn. flush_due: that call is
+     * pending. All three are read and written with the GIL held. */
+    unsigned long hold_thread;
+    PyObject *call_soon;
+    int flush_due;
 } FrontObject;
 
 static int64_t front_handle(PyObject *self) {
@@ -503,6 +511,7 @@ static int Front_init(PyObject *self, PyObject *args, PyObject *kwds) {
 
 static void Front_dealloc(PyObject *self) {
     FrontObject *f = (FrontObject *)self;
+    Py_CLEAR(f->call_soon);
     int64_t h = f->handle;
     f->handle = 0;
     if (h > 0 && !forked_child) {
@@ -989,19 +998,59 @@ static PyObject *Front_recv_watched(PyObject *self, PyObject *const *args, Py_ss
     return recv_events(self, args, nargs, kwnames, PGN_QUEUE_WATCHED);
 }
 
+/* flush_held writes out the frames of the front's held sends, without the
+ * GIL; the Go call never waits for the peer. */
+static void flush_held(FrontObject *f) {
+    int64_t h = f->handle;
+    f->flush_due = 0;
+    if (h > 0 && !forked_child) {
+        Py_BEGIN_ALLOW_THREADS
+        pgn_flush_held(h);
+        Py_END_ALLOW_THREADS
+    }
+}
+
+/* held_sent follows a send that left its frames in Go (PGN_SEND_HELD): the
+ * first after a flush has the loop flush on its next turn. Should call_soon
+ * fail (the loop is closed), the frames are written at once instead: the
+ * send itself succeeded, so its caller is not told. */
+static void held_sent(FrontObject *f) {
+    if (f->flush_due) {
+        return;
+    }
+    f->flush_due = 1;
+    PyObject *flush = PyObject_GetAttrString((PyObject *)f, "_flush_writes");
+    PyObject *r = flush == NULL ? NULL : PyObject_CallFunctionObjArgs(f->call_soon, flush, NULL);
+    Py_XDECREF(flush);
+    if (r == NULL) {
+        PyErr_Clear();
+        flush_held(f);
+        return;
+    }
+    Py_DECREF(r);
+}
+
 /* Runs a Go call that may report PGN_WOULD_BLOCK first without releasing the
  * GIL (the common case: room in the call's buffer), then, if the front
  * blocks, again with the GIL released, waiting for room. A front that
- * doesn't block (an event loop's) gets PGN_WOULD_BLOCK back: None. */
-#define CALL_MAYBE_BLOCKING(rc, expr_with_block)                              \
-    do {                                                                      \
-        int block = 0;                                                        \
-        rc = (expr_with_block);                                               \
-        if (rc == PGN_WOULD_BLOCK && ((FrontObject *)self)->blocking) {       \
-            block = 1;                                                        \
-            Py_BEGIN_ALLOW_THREADS rc = (expr_with_block);                    \
-            Py_END_ALLOW_THREADS                                              \
-        }                                                                     \
+ * doesn't block (an event loop's) gets PGN_WOULD_BLOCK back: None. On the
+ * thread whose sends are held (_hold_writes), the first call holds its
+ * frames for the loop's flush. */
+#define CALL_MAYBE_BLOCKING(rc, expr_with_block)                                                   \
+    do {                                                                                           \
+        FrontObject *f_ = (FrontObject *)self;                                                     \
+        int block = PGN_SEND_NO_WAIT;                                                              \
+        if (f_->hold_thread != 0 && f_->hold_thread == PyThread_get_thread_ident()) {              \
+            block = PGN_SEND_HELD;                                                                 \
+        }                                                                                          \
+        rc = (expr_with_block);                                                                    \
+        if (block == PGN_SEND_HELD && rc == PGN_OK) {                                              \
+            held_sent(f_);                                                                         \
+        } else if (rc == PGN_WOULD_BLOCK && f_->blocking) {                                        \
+            block = PGN_SEND_WAIT;                                                                 \
+            Py_BEGIN_ALLOW_THREADS rc = (expr_with_block);                                         \
+            Py_END_ALLOW_THREADS                                                                   \
+        }                                                                                          \
     } while (0)
 
 /* payload_call implements respond and send_message, the per-message path. */
@@ -1149,6 +1198,41 @@ static PyObject *Front_disable_next_message_compression(PyObject *self, PyObject
     int rc;
     CALL_MAYBE_BLOCKING(rc, pgn_disable_next_compression(c.h, c.id, block));
     return result_to_py(rc, c.id, NULL);
+}
+
+/* Front_hold_writes: _hold_writes(call_soon) from an event loop's thread
+ * holds that thread's sends for one flush per turn of the loop (see
+ * FrontObject); call_soon is the loop's. _hold_writes(None) writes out what
+ * is held and sends as before. */
+static PyObject *Front_hold_writes(PyObject *self, PyObject *call_soon) {
+    FrontObject *f = (FrontObject *)self;
+    if (front_handle(self) == 0) {
+        return NULL;
+    }
+    if (call_soon != Py_None && !PyCallable_Check(call_soon)) {
+        return PyErr_Format(PyExc_TypeError, "_hold_writes takes the loop's call_soon or None, not %S",
+                            (PyObject *)Py_TYPE(call_soon));
+    }
+    if (call_soon == Py_None) {
+        f->hold_thread = 0;
+        Py_CLEAR(f->call_soon);
+        flush_held(f);
+        Py_RETURN_NONE;
+    }
+    PyObject *old = f->call_soon;
+    Py_INCREF(call_soon);
+    f->call_soon = call_soon;
+    Py_XDECREF(old);
+    f->hold_thread = PyThread_get_thread_ident();
+    Py_RETURN_NONE;
+}
+
+static PyObject *Front_flush_writes(PyObject *self, PyObject *unused) {
+    if (front_handle(self) == 0) {
+        return NULL;
+    }
+    flush_held((FrontObject *)self);
+    Py_RETURN_NONE;
 }
 
 static PyObject *Front_cancel(PyObject *self, PyObject *id_obj) {
@@ -1557,6 +1641,11 @@ static PyMethodDef Front_methods[] = {
     {"_metrics_drain", (PyCFunction)Front_metrics_drain, METH_VARARGS,
      "_metrics_drain($self, max_records, wait=None, /)\n--\n\nEnded calls' records as bytes; None once "
      "stopped (internal)."},
+    {"_hold_writes", (PyCFunction)Front_hold_writes, METH_O,
+     "_hold_writes($self, call_soon, /)\n--\n\nOn an event loop's thread: hold its sends' frames until the loop's "
+     "next turn, flushed once by _flush_writes() through call_soon; None: stop holding (internal)."},
+    {"_flush_writes", (PyCFunction)Front_flush_writes, METH_NOARGS,
+     "_flush_writes($self, /)\n--\n\nWrite out the frames of held sends (internal)."},
     {"_set_tls", (PyCFunction)Front_set_tls, METH_O,
      "_set_tls($self, tls_json, /)\n--\n\nReplace the TLS credentials before start() (internal)."},
     {"_update_tls", (PyCFunction)Front_update_tls, METH_O,

@@ -9,7 +9,10 @@ cancel it.
 
 Sends never block the loop: the front is non-blocking, and a full call
 buffer (a slow client) is waited out on a future Go resolves
-(EVENT_ROOM). Request streams reach coroutine handlers as events routed to
+(EVENT_ROOM). Nor do they write: the frames of the loop's sends wait in
+Go until the loop's next turn, which writes them out once per connection
+(``_hold_writes``): no wake-up of a writer goroutine per answer, and the
+answers of a burst leave together (bench/README). Request streams reach coroutine handlers as events routed to
 the call (EVENT_MESSAGE, EVENT_HALF_CLOSE; see _waits); a handler run in
 the migration thread pool reads its requests from Go itself
 (``read_message``, waiting without the GIL), as pygrpc_native.server()'s
@@ -94,6 +97,7 @@ class _AioServer(ServerCore, grpc.aio.Server):
             self.front.start()
             self.metrics.start()
             self._event_fd = self.front.event_fd()
+            self.front._hold_writes(self._loop.call_soon)
             self._loop.add_reader(self._event_fd, self._on_events)
 
     async def stop(self, grace: Optional[float]) -> None:
@@ -144,6 +148,7 @@ class _AioServer(ServerCore, grpc.aio.Server):
         back while more wait, between other work)."""
         events = self.front.recv_batch(_BATCH, 0)
         if events is None:
+            self.front._hold_writes(None)
             self._loop.remove_reader(self._event_fd)  # type: ignore[union-attr]
             self._terminated.set()
         elif events:
