@@ -76,11 +76,14 @@ func TestUnaryCallAllocations(t *testing.T) {
 // (streamContext); contexts of the context package there ran their
 // context.AfterFunc watches on a goroutine each at every call's end, and
 // watched a context.WithValue of the stream's with a goroutine per call.
-// The raw client starts none per call; the process is counted.
+// With ordered=True, the ordering ticket's watch (for a call that ends
+// before it is delivered) is unregistered once the call is delivered. The
+// raw client starts none per call; the process is counted.
 func TestDeadlineCallStartsNoGoroutine(t *testing.T) {
 	for _, tc := range []struct{ name, config, token string }{
 		{"plain", "", ""},
 		{"bearer", `, "bearer_tokens": {"tok": "client-a"}`, "Bearer tok"},
+		{"ordered", `, "ordered": true`, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := startBenchFrontWith(t, TransportH2, tc.config)

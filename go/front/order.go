@@ -30,6 +30,9 @@ type ticket struct {
 	queue    *eventQueue
 	n        uint64
 	resolved atomic.Bool
+	// unwatch unregisters the watch on the call's context that gives up
+	// the place if the call ends first; set before the ticket is shared.
+	unwatch func() bool
 }
 
 type ticketKey struct{}
@@ -42,7 +45,7 @@ func takeTicket(ctx context.Context, o *orderState, q *eventQueue) context.Conte
 	t := &ticket{order: o, queue: q, n: o.issued}
 	o.issued++
 	o.mu.Unlock()
-	context.AfterFunc(ctx, func() { t.resolve(nil) })
+	t.unwatch = context.AfterFunc(ctx, func() { t.settle(nil) })
 	return context.WithValue(ctx, ticketKey{}, t)
 }
 
@@ -52,8 +55,18 @@ func ticketFrom(ctx context.Context) *ticket {
 }
 
 // resolve delivers e (or skips the place when e is nil) and flushes every
-// event that was waiting for this ticket. Only the first resolve counts.
+// event that was waiting for this ticket. Only the first resolve (or
+// settle) counts. It unregisters the watch on the call's end first: left
+// registered, it would run on a goroutine of its own at every call's end.
 func (t *ticket) resolve(e *Event) bool {
+	t.unwatch()
+	return t.settle(e)
+}
+
+// settle is resolve without unregistering the watch: the watch's own
+// (the call ended first), which runs concurrently with takeTicket's
+// assignment of unwatch.
+func (t *ticket) settle(e *Event) bool {
 	if !t.resolved.CompareAndSwap(false, true) {
 		return true
 	}
