@@ -1,8 +1,9 @@
 """Held sends, the shim's side of aio.server()'s writes (Front._hold_writes,
-private): sends made on the holding thread leave their frames in Go until
-the loop's next turn flushes them all at once (_flush_writes, scheduled
-once through the loop's call_soon); sends from any other thread, and every
-send once call_soon fails, are written as before. On the h2 transport,
+private): the ops that end a call (respond, finish) made on the holding
+thread leave their frames in Go until the loop's next turn flushes them all
+at once (_flush_writes, scheduled once through the loop's call_soon);
+messages and headers, sends from any other thread, and every send once
+call_soon fails, are written as before. On the h2 transport,
 whatever PGN_TRANSPORT says: grpc-go's transport writes on its own
 goroutines and holds nothing."""
 
@@ -13,7 +14,7 @@ import pytest
 
 from pygrpc_native import EVENT_CALL
 
-from lowlevel_helpers import WAIT, next_events, say, started_front
+from lowlevel_helpers import WAIT, count, next_events, say, started_front
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -59,6 +60,28 @@ def test_held_answers_leave_at_the_scheduled_flush(calls):
     with pytest.raises(grpc.RpcError) as err:
         future.result(timeout=WAIT)
     assert err.value.code() is grpc.StatusCode.NOT_FOUND
+
+
+def test_messages_and_headers_are_not_held(calls):
+    """A coroutine may block the loop after it writes: its client gets what
+    it wrote first, as with grpc.aio. Only the call's end waits."""
+    front, _ = calls
+    scheduled = []
+    front._hold_writes(scheduled.append)
+    with grpc.insecure_channel(f"127.0.0.1:{front.port}") as ch:
+        stream = count(ch)(b"q", timeout=30)
+        (event,) = next_events(front, 1, kind=EVENT_CALL)
+        call_id = event[1]
+        assert front.send_initial_metadata(call_id, [("k", "v")]) is True
+        assert front.send_message(call_id, b"first") is True
+        assert scheduled == []
+        assert next(stream) == b"first"
+        assert ("k", "v") in stream.initial_metadata()
+        assert front.finish(call_id, 0) is True
+        assert len(scheduled) == 1
+        scheduled.pop()()
+        assert list(stream) == []
+        assert stream.code() is grpc.StatusCode.OK
 
 
 def test_sends_from_another_thread_are_written_at_once(calls):

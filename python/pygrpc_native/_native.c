@@ -53,11 +53,12 @@ typedef struct {
     int64_t handle; /* 0 until __init__ succeeds */
     int blocking;   /* sends wait for room in a full call buffer (default) */
     int event_fd;   /* the front's event descriptor once asked for, else -1 */
-    /* Held sends (_hold_writes): sends made on hold_thread (an event loop's;
-     * 0: none) leave their frames in Go (PGN_SEND_HELD); the first such send
-     * after a flush calls call_soon(self._flush_writes), so that the loop
-     * writes them all out once, on its next turn. flush_due: that call is
-     * pending. All three are read and written with the GIL held. */
+    /* Held sends (_hold_writes): the ops that end a call (respond, finish)
+     * made on hold_thread (an event loop's; 0: none) leave their frames in Go
+     * (PGN_SEND_HELD); the first such op after a flush calls
+     * call_soon(self._flush_writes), so that the loop writes them all out
+     * once, on its next turn. flush_due: that call is pending. All three are
+     * read and written with the GIL held. */
     unsigned long hold_thread;
     PyObject *call_soon;
     int flush_due;
@@ -1033,29 +1034,34 @@ static void held_sent(FrontObject *f) {
 /* Runs a Go call that may report PGN_WOULD_BLOCK first without releasing the
  * GIL (the common case: room in the call's buffer), then, if the front
  * blocks, again with the GIL released, waiting for room. A front that
- * doesn't block (an event loop's) gets PGN_WOULD_BLOCK back: None. On the
- * thread whose sends are held (_hold_writes), the first call holds its
- * frames for the loop's flush. */
-#define CALL_MAYBE_BLOCKING(rc, expr_with_block)                                                   \
-    do {                                                                                           \
-        FrontObject *f_ = (FrontObject *)self;                                                     \
-        int block = PGN_SEND_NO_WAIT;                                                              \
-        if (f_->hold_thread != 0 && f_->hold_thread == PyThread_get_thread_ident()) {              \
-            block = PGN_SEND_HELD;                                                                 \
-        }                                                                                          \
-        rc = (expr_with_block);                                                                    \
-        if (block == PGN_SEND_HELD && rc == PGN_OK) {                                              \
-            held_sent(f_);                                                                         \
-        } else if (rc == PGN_WOULD_BLOCK && f_->blocking) {                                        \
-            block = PGN_SEND_WAIT;                                                                 \
-            Py_BEGIN_ALLOW_THREADS rc = (expr_with_block);                                         \
-            Py_END_ALLOW_THREADS                                                                   \
-        }                                                                                          \
+ * doesn't block (an event loop's) gets PGN_WOULD_BLOCK back: None.
+ *
+ * ends_call: the op may end the call (respond, finish). On the thread whose
+ * sends are held (_hold_writes), such an op holds its frames for the loop's
+ * next turn: its handler is done, so nothing of its own can keep the loop
+ * from that turn. A message or headers are not held: a coroutine may still
+ * block the loop after writing them, and its client must get them first,
+ * as grpc.aio's does. */
+#define CALL_MAYBE_BLOCKING(rc, ends_call, expr_with_block)                                          \
+    do {                                                                                             \
+        FrontObject *f_ = (FrontObject *)self;                                                       \
+        int block = PGN_SEND_NO_WAIT;                                                                \
+        if ((ends_call) && f_->hold_thread != 0 && f_->hold_thread == PyThread_get_thread_ident()) { \
+            block = PGN_SEND_HELD;                                                                   \
+        }                                                                                            \
+        rc = (expr_with_block);                                                                      \
+        if (block == PGN_SEND_HELD && rc == PGN_OK) {                                                \
+            held_sent(f_);                                                                           \
+        } else if (rc == PGN_WOULD_BLOCK && f_->blocking) {                                          \
+            block = PGN_SEND_WAIT;                                                                   \
+            Py_BEGIN_ALLOW_THREADS rc = (expr_with_block);                                           \
+            Py_END_ALLOW_THREADS                                                                     \
+        }                                                                                            \
     } while (0)
 
 /* payload_call implements respond and send_message, the per-message path. */
 static PyObject *payload_call(PyObject *self, PyObject *const *args, Py_ssize_t nargs, const char *name,
-                              int (*fn)(int64_t, uint64_t, pgn_bytes, int32_t)) {
+                              int (*fn)(int64_t, uint64_t, pgn_bytes, int32_t), int ends_call) {
     if (nargs != 2) {
         return PyErr_Format(PyExc_TypeError, "%s(call_id, payload) takes exactly 2 arguments (%zd given)", name, nargs);
     }
@@ -1075,17 +1081,17 @@ static PyObject *payload_call(PyObject *self, PyObject *const *args, Py_ssize_t 
     }
     pgn_bytes msg = {p, (size_t)n};
     int rc;
-    CALL_MAYBE_BLOCKING(rc, fn(c.h, c.id, msg, block));
+    CALL_MAYBE_BLOCKING(rc, ends_call, fn(c.h, c.id, msg, block));
     Py_DECREF(b);
     return result_to_py(rc, c.id, NULL);
 }
 
 static PyObject *Front_respond(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    return payload_call(self, args, nargs, "respond", pgn_respond);
+    return payload_call(self, args, nargs, "respond", pgn_respond, 1);
 }
 
 static PyObject *Front_send_message(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    return payload_call(self, args, nargs, "send_message", pgn_send);
+    return payload_call(self, args, nargs, "send_message", pgn_send, 0);
 }
 
 static PyObject *Front_send_initial_metadata(PyObject *self, PyObject *args) {
@@ -1098,7 +1104,7 @@ static PyObject *Front_send_initial_metadata(PyObject *self, PyObject *args) {
     }
     int rc;
     char *err = NULL;
-    CALL_MAYBE_BLOCKING(rc, pgn_send_header(c.h, c.id, m.md, block, &err));
+    CALL_MAYBE_BLOCKING(rc, 0, pgn_send_header(c.h, c.id, m.md, block, &err));
     metadata_free(&m);
     return result_to_py(rc, c.id, err);
 }
@@ -1168,7 +1174,7 @@ static PyObject *Front_finish(PyObject *self, PyObject *args, PyObject *kwds) {
     a.metadata = m.md;
     int rc;
     char *err = NULL;
-    CALL_MAYBE_BLOCKING(rc, pgn_finish(c.h, c.id, &a, block, &err));
+    CALL_MAYBE_BLOCKING(rc, 1, pgn_finish(c.h, c.id, &a, block, &err));
     metadata_free(&m);
     Py_XDECREF(payload);
     return result_to_py(rc, c.id, err);
@@ -1186,7 +1192,7 @@ static PyObject *Front_set_compression(PyObject *self, PyObject *args) {
     }
     int rc;
     char *err = NULL;
-    CALL_MAYBE_BLOCKING(rc, pgn_set_compression(c.h, c.id, name, block, &err));
+    CALL_MAYBE_BLOCKING(rc, 0, pgn_set_compression(c.h, c.id, name, block, &err));
     return result_to_py(rc, c.id, err);
 }
 
@@ -1196,7 +1202,7 @@ static PyObject *Front_disable_next_message_compression(PyObject *self, PyObject
         return NULL;
     }
     int rc;
-    CALL_MAYBE_BLOCKING(rc, pgn_disable_next_compression(c.h, c.id, block));
+    CALL_MAYBE_BLOCKING(rc, 0, pgn_disable_next_compression(c.h, c.id, block));
     return result_to_py(rc, c.id, NULL);
 }
 
@@ -1642,8 +1648,9 @@ static PyMethodDef Front_methods[] = {
      "_metrics_drain($self, max_records, wait=None, /)\n--\n\nEnded calls' records as bytes; None once "
      "stopped (internal)."},
     {"_hold_writes", (PyCFunction)Front_hold_writes, METH_O,
-     "_hold_writes($self, call_soon, /)\n--\n\nOn an event loop's thread: hold its sends' frames until the loop's "
-     "next turn, flushed once by _flush_writes() through call_soon; None: stop holding (internal)."},
+     "_hold_writes($self, call_soon, /)\n--\n\nOn an event loop's thread: hold the frames of its respond() and "
+     "finish() until the loop's next turn, flushed once by _flush_writes() through call_soon; None: stop holding "
+     "(internal)."},
     {"_flush_writes", (PyCFunction)Front_flush_writes, METH_NOARGS,
      "_flush_writes($self, /)\n--\n\nWrite out the frames of held sends (internal)."},
     {"_set_tls", (PyCFunction)Front_set_tls, METH_O,

@@ -9,10 +9,14 @@ cancel it.
 
 Sends never block the loop: the front is non-blocking, and a full call
 buffer (a slow client) is waited out on a future Go resolves
-(EVENT_ROOM). Nor do they write: the frames of the loop's sends wait in
-Go until the loop's next turn, which writes them out once per connection
-(``_hold_writes``): no wake-up of a writer goroutine per answer, and the
-answers of a burst leave together (bench/README). Request streams reach coroutine handlers as events routed to
+(EVENT_ROOM). Nor do most write: a message or headers are left to the
+connection's writer goroutine, and the frames of a call's end (its answer,
+its status) wait in Go until the loop's next turn, which writes them out
+once per connection (``_hold_writes``): no wake-up of a writer goroutine
+per call, and the answers of a burst leave together (bench/README). Only
+a call's end is held: its handler is done, while a coroutine that writes a
+message may still block the loop afterwards, and its client must get the
+message first, as grpc.aio's does. Request streams reach coroutine handlers as events routed to
 the call (EVENT_MESSAGE, EVENT_HALF_CLOSE; see _waits); a handler run in
 the migration thread pool reads its requests from Go itself
 (``read_message``, waiting without the GIL), as pygrpc_native.server()'s
