@@ -97,7 +97,7 @@ func main() {
 						switch e.MethodID {
 						case methodSay:
 							// The request's buffers become the reply's.
-							calls.Respond(e.CallID, e.Payload, true)
+							calls.Respond(e.CallID, e.Payload, front.SendWait)
 						case methodCount:
 							count(calls, e)
 						case methodCollect:
@@ -110,7 +110,7 @@ func main() {
 					case front.EventMessage:
 						if e.MethodID == methodChat {
 							// The message's buffers become the echo's.
-							if calls.Send(e.CallID, e.Payload, true) == front.ResultOK {
+							if calls.Send(e.CallID, e.Payload, front.SendWait) == front.ResultOK {
 								calls.RequestMessages(e.CallID, 1)
 							}
 							continue
@@ -118,7 +118,7 @@ func main() {
 						collecting.message(calls, e)
 					case front.EventHalfClose:
 						if e.MethodID == methodChat {
-							calls.Finish(e.CallID, front.Ending{Code: codes.OK}, true)
+							calls.Finish(e.CallID, front.Ending{Code: codes.OK}, front.SendWait)
 							continue
 						}
 						collecting.halfClose(calls, e.CallID)
@@ -210,7 +210,7 @@ func (cs *collects) halfClose(calls *front.Calls, id uint64) {
 	cs.mu.Unlock()
 	if c != nil {
 		// The last message's buffers become the reply's (nil: an empty reply).
-		calls.Respond(id, c.last, true)
+		calls.Respond(id, c.last, front.SendWait)
 	}
 }
 
@@ -231,19 +231,19 @@ func count(calls *front.Calls, e front.Event) {
 	req := e.Bytes()
 	e.Release()
 	if len(req) < 4 {
-		calls.Finish(e.CallID, front.Ending{Code: codes.InvalidArgument, Details: "the request must start with a 4-byte count"}, true)
+		calls.Finish(e.CallID, front.Ending{Code: codes.InvalidArgument, Details: "the request must start with a 4-byte count"}, front.SendWait)
 		return
 	}
 	n := int(binary.BigEndian.Uint32(req))
 	body := mem.BufferSlice{mem.SliceBuffer(req[4:])}
 	for i := 0; i < n-1; i++ {
-		if calls.Send(e.CallID, body, true) != front.ResultOK {
+		if calls.Send(e.CallID, body, front.SendWait) != front.ResultOK {
 			return
 		}
 	}
 	if n > 0 {
-		calls.Respond(e.CallID, body, true)
+		calls.Respond(e.CallID, body, front.SendWait)
 	} else {
-		calls.Finish(e.CallID, front.Ending{Code: codes.OK}, true)
+		calls.Finish(e.CallID, front.Ending{Code: codes.OK}, front.SendWait)
 	}
 }
