@@ -39,12 +39,13 @@ type Calls struct {
 }
 
 // SetLoopSenders says whether Python's sends come from an event loop. A
-// SendNoWait send is then written to the socket by
-// the connection's flusher, so that the loop goes on at once; from a
-// thread (the default), such a send that finds the connection idle writes
-// its answer itself, which costs no wake-up (the low-level API answering
-// 4,000 paced calls/s: about 10% less CPU and one context switch less per
-// call). Either way nothing waits for the peer.
+// SendNoWait send is then written to the socket by the connection's
+// flusher, so that the loop goes on at once (a SendHeld one, by the loop
+// itself at its next turn); from a thread (the default), such a send that
+// finds the connection idle writes its answer itself, which costs no
+// wake-up (the low-level API answering 4,000 paced calls/s: about 10% less
+// CPU and one context switch less per call). Either way nothing waits for
+// the peer.
 func (cs *Calls) SetLoopSenders(on bool) { cs.loopSenders.Store(on) }
 
 // FlushHeld writes out the frames of every SendHeld send so far. The
