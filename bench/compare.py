@@ -42,7 +42,7 @@ CEILING = "ceiling"
 CEILING_SERVERS = (CEILING, "ceiling_h2")  # the rows that run the ceiling binary
 TLS_BASELINE = "grpcio_sync_tls"
 AIO_SERVERS = (
-    "grpcio_aio", "native_aio", "native_aio_uvloop", "native_aio_h2", "native_aio_prom", "native_aio_prom_h2",
+    "grpcio_aio", "native_aio", "native_aio_uvloop", "native_aio_h2", "native_aio_uvloop_h2", "native_aio_prom", "native_aio_prom_h2",
 )  # fmt: skip
 
 # Our servers' environment, naming the transport behind the Go front: every
@@ -55,6 +55,7 @@ H2_ROWS = {
     "native_sync": "pygrpc_native.server(), h2 transport",
     "native_sync16": "pygrpc_native.server(), 16 workers, h2 transport",
     "native_aio": "pygrpc_native.aio.server(), h2 transport",
+    "native_aio_uvloop": "pygrpc_native.aio.server() + uvloop, h2 transport",
     "lowlevel": "Low-level API, h2 transport",
     "ceiling": "Ceiling, h2 transport",
     "native_sync_prom": "pygrpc_native.server() + Prometheus endpoint, h2 transport",
@@ -75,7 +76,7 @@ PROM_FLAGS = {
 
 DEFAULT_SERVERS = (
     "grpcio_sync,native_sync,native_sync16,grpcio_aio,native_aio,native_aio_uvloop,lowlevel,ceiling,grpcgo,"
-    "native_sync_h2,native_sync16_h2,native_aio_h2,lowlevel_h2,ceiling_h2"
+    "native_sync_h2,native_sync16_h2,native_aio_h2,native_aio_uvloop_h2,lowlevel_h2,ceiling_h2"
 )
 # The metrics rows (A66 metrics on; README "Observability"): opt-in with
 # --servers, as their cost is measured against native_sync's (or
@@ -652,6 +653,7 @@ STREAM_TARGET_SERVERS = (
     ("native_sync_h2", BASELINE),
     ("native_sync16_h2", BASELINE),
     ("native_aio_h2", AIO_BASELINE),
+    ("native_aio_uvloop_h2", AIO_BASELINE),
     ("native_sync", BASELINE),
     ("native_aio", AIO_BASELINE),
     ("native_aio_uvloop", AIO_BASELINE),
