@@ -28,6 +28,7 @@ COLOURS = {
     "native_sync_h2": "#393b79",
     "native_sync16_h2": "#9c9ede",
     "native_aio_h2": "#637939",
+    "native_aio_uvloop_h2": "#b5cf6b",
     "lowlevel_h2": "#fdae6b",
     "ceiling_h2": "#ff9896",
     "grpcio_sync_tls": "#7f7f7f",
