@@ -62,7 +62,10 @@ type requestStream struct {
 	// message for the inbox).
 	reading bool
 	// wake, set by a Read that found nothing, is called once when something
-	// arrives (a message, the end, or the call's end), under mu.
+	// arrives (a message, the end, or the call's end): taken under mu,
+	// called after mu is released, so the woken thread's next Read doesn't
+	// find mu still held (on a Python thread, a contended lock parks the
+	// thread in Go and costs a P hand-off and two more context switches).
 	wake func()
 }
 
@@ -80,19 +83,22 @@ func (r *requestStream) readAhead() {
 	r.st.Credit(1)
 }
 
-// woken calls and clears the pending wake, if any. Called with mu held.
-func (r *requestStream) woken() {
-	if w := r.wake; w != nil {
-		r.wake = nil
-		w()
+// takeWake clears the pending wake and returns it (a no-op if there was
+// none), for the caller to call once mu is released. Called with mu held.
+func (r *requestStream) takeWake() func() {
+	w := r.wake
+	if w == nil {
+		return func() {}
 	}
+	r.wake = nil
+	return w
 }
 
 // Message is the transport handing over one message read under credit.
 func (r *requestStream) Message(b mem.BufferSlice) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	if r.closed {
+		r.mu.Unlock()
 		b.Free()
 		return
 	}
@@ -101,11 +107,14 @@ func (r *requestStream) Message(b mem.BufferSlice) {
 		r.inboxBytes += b.Len()
 		r.reading = false
 		r.readAhead()
-		r.woken()
+		wake := r.takeWake()
+		r.mu.Unlock()
+		wake()
 		return
 	}
 	c := r.c
 	r.events.push(Event{Kind: EventMessage, CallID: c.id, MethodID: c.methodID, Payload: b, ClientKey: c.clientKey, call: c})
+	r.mu.Unlock()
 }
 
 // End is the transport reporting the end of the request stream.
@@ -119,29 +128,33 @@ func (r *requestStream) End(err error) {
 		return // otherwise the call ended on the wire, and its owner saw it
 	}
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	if r.closed {
+		r.mu.Unlock()
 		return
 	}
 	if r.mode == deliveryPull {
 		r.eof, r.reading = true, false
-		r.woken()
+		wake := r.takeWake()
+		r.mu.Unlock()
+		wake()
 		return
 	}
 	c := r.c
 	r.events.push(Event{Kind: EventHalfClose, CallID: c.id, MethodID: c.methodID, ClientKey: c.clientKey, call: c})
+	r.mu.Unlock()
 }
 
 // close drops what was not taken; called when the call ends.
 func (r *requestStream) close() {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	r.closed = true
 	for _, b := range r.inbox {
 		b.Free()
 	}
 	r.inbox, r.inboxBytes = nil, 0
-	r.woken()
+	wake := r.takeWake()
+	r.mu.Unlock()
+	wake()
 }
 
 // setMode makes the stream deliver one way; false if it already delivers
@@ -209,8 +222,12 @@ func (cs *Calls) Read(id uint64, wake func()) (msg mem.BufferSlice, eof bool, r 
 	if rs == nil {
 		return nil, false, ResultOK, errNotRequestStream(id)
 	}
+	previous := func() {}
 	rs.mu.Lock()
-	defer rs.mu.Unlock()
+	defer func() {
+		rs.mu.Unlock()
+		previous()
+	}()
 	if !rs.setMode(deliveryPull) {
 		return nil, false, ResultOK, errMixedDelivery(id, deliveryEvents)
 	}
@@ -227,7 +244,7 @@ func (cs *Calls) Read(id uint64, wake func()) (msg mem.BufferSlice, eof bool, r 
 	case rs.eof:
 		return nil, true, ResultOK, nil
 	}
-	rs.woken() // a reader in another thread, if any, reads again too
+	previous = rs.takeWake() // a reader in another thread, if any, reads again too
 	rs.wake = wake
 	return nil, false, ResultWouldBlock, nil
 }

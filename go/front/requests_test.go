@@ -391,3 +391,62 @@ func TestCallStatsSeeACall(t *testing.T) {
 		return len(rec.log) >= 4 && fmt.Sprint(rec.log[:4]) == want
 	})
 }
+
+// A pulled read's wake runs once the request stream's lock is released, for
+// each way it can come (a message, the half-close, the call's end): the
+// woken reader's next Read must not find the lock still held, which on a
+// Python thread parks it in Go (a P hand-off, two more context switches).
+func TestPullWakeRunsWithTheStreamUnlocked(t *testing.T) {
+	for _, cause := range []string{"message", "half-close", "call end"} {
+		t.Run(cause, func(t *testing.T) {
+			calls := make(chan Event, 1)
+			f, cc := streamingFront(t, "", func(f *Front, e Event) {
+				if e.Kind == EventCall {
+					calls <- e
+				}
+			})
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			cs, err := cc.NewStream(ctx, chatDesc, chatPath)
+			if err != nil {
+				t.Fatal(err)
+			}
+			send(t, cs, "first")
+			e := <-calls
+			if b, _, r, err := f.Calls().ReadWait(e.CallID); r != ResultOK || err != nil || string(b.Materialize()) != "first" {
+				t.Fatalf("first read: %v %v", r, err)
+			}
+			c, _ := f.Calls().table.lookup(e.CallID)
+			unlocked := make(chan bool, 1)
+			_, _, r, _ := f.Calls().Read(e.CallID, func() {
+				ok := c.requests.mu.TryLock()
+				if ok {
+					c.requests.mu.Unlock()
+				}
+				unlocked <- ok
+			})
+			if r != ResultWouldBlock {
+				t.Fatalf("a read with nothing there: %v", r)
+			}
+			switch cause {
+			case "message":
+				send(t, cs, "second")
+			case "half-close":
+				if err := cs.CloseSend(); err != nil {
+					t.Fatal(err)
+				}
+			default:
+				cancel()
+			}
+			select {
+			case ok := <-unlocked:
+				if !ok {
+					t.Fatal("the wake ran with the request stream's lock held")
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("no wake")
+			}
+			f.Calls().Finish(e.CallID, Ending{Code: codes.OK}, SendWait)
+		})
+	}
+}
