@@ -212,6 +212,9 @@ class _Bridge:
                     status = _STATUS_NAMES[code] if code < len(_STATUS_NAMES) else "UNKNOWN"
                     attrs = {"grpc.method": self._method_name(p, slot), "grpc.status": status}
                     self._attributes[(p, slot, code)] = attrs
-                instruments.duration.record_many(durations, attrs)
+                # The sizes before the durations, as grpcio's plugin gets
+                # them: a reader that sees a call's duration sees its sizes
+                # (and its start: _add_started ran before this batch).
                 instruments.sent.record_many(sent, attrs)
                 instruments.rcvd.record_many(rcvd, attrs)
+                instruments.duration.record_many(durations, attrs)
