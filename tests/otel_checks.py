@@ -185,11 +185,11 @@ def comparable(points: Points) -> Dict[str, Dict[Any, Any]]:
 
 
 def assert_same(ours: Points, reference: Points) -> None:
-    """Our server's points are grpc.server()'s, durations' buckets aside;
+    """Our server's points are grpcio's server's, durations' buckets aside;
     on a difference, names each differing point with both values."""
     a, b = comparable(ours), comparable(reference)
     diffs = [
-        f"{name} {sorted(key)}: ours {a.get(name, {}).get(key)}, grpc.server() {b.get(name, {}).get(key)}"
+        f"{name} {sorted(key)}: ours {a.get(name, {}).get(key)}, grpcio {b.get(name, {}).get(key)}"
         for name in sorted(set(a) | set(b))
         for key in set(a.get(name, {})) | set(b.get(name, {}))
         if a.get(name, {}).get(key) != b.get(name, {}).get(key)
