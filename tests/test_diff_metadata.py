@@ -287,9 +287,10 @@ _REQUEST_MD = (
 
 def _seen_invocation_metadata(ctx):
     """What invocation_metadata() returned, as a multiset (request metadata
-    order across keys is a known difference)."""
+    order across keys is a known difference); an item's shape includes the
+    type name it prints with."""
     md = ctx.invocation_metadata()
-    shapes = {(isinstance(m, tuple), len(m), hasattr(m, "key"), hasattr(m, "value")) for m in md}
+    shapes = {(isinstance(m, tuple), len(m), hasattr(m, "key"), hasattr(m, "value"), repr(m).split("(")[0]) for m in md}
     pairs = collections.Counter((m.key, m.value) for m in md if m.key != "user-agent")
     agent = [m.value.split(" ")[0] for m in md if m.key == "user-agent"]
     return type(md).__name__, sorted(shapes), sorted(pairs.items(), key=repr), agent

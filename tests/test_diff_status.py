@@ -165,6 +165,51 @@ def test_code_and_details_set_before_exception_win(flavour):
 
 
 @each_flavour
+def test_code_ok_set_before_exception(flavour):
+    async def handler(req, ctx):
+        ctx.set_code(SC.OK)
+        raise ValueError("boom")
+
+    # grpc.server() ends such a call OK, with no message; grpc.aio with UNKNOWN.
+    ref = flavour.unary_case(handler)
+    assert ref.brief() == flavour.pick(sync=(SC.OK, ""), aio=(SC.UNKNOWN, _exception_details(flavour, "ValueError", "boom")))
+
+
+def _not_str_details_handler(kind, details, abort):
+    """A unary handler, a coroutine or a plain function (grpc.aio runs the
+    latter in its migration thread pool), that sets a code and then gives
+    details that aren't a str: through set_details, or through abort."""
+
+    def plain(req, ctx):
+        ctx.set_code(SC.INTERNAL)
+        if abort:
+            ctx.abort(SC.NOT_FOUND, details)
+        else:
+            ctx.set_details(details)
+        return b"after"
+
+    async def coroutine(req, ctx):
+        ctx.set_code(SC.INTERNAL)
+        if abort:
+            await ctx.abort(SC.NOT_FOUND, details)
+        ctx.set_details(details)
+        return b"after"
+
+    return plain if kind == "plain" else coroutine
+
+
+@each_flavour
+@pytest.mark.parametrize("kind", ["coroutine", "plain"])
+@pytest.mark.parametrize("abort", [False, True], ids=["set_details", "abort"])
+@pytest.mark.parametrize("details", [123, None, b"as bytes"], ids=["int", "None", "bytes"])
+def test_details_that_are_not_a_str(flavour, kind, abort, details):
+    # grpcio encodes details where they are set (bytes pass, anything else
+    # raises there); grpc.aio fails to send them unless str or None.
+    ref = flavour.unary_case(_not_str_details_handler(kind, details, abort))
+    assert ref.code in (SC.INTERNAL, SC.NOT_FOUND, SC.UNKNOWN) and not ref.responses
+
+
+@each_flavour
 def test_stream_code_set_before_iteration_exception_wins(flavour):
     async def handler(req, ctx):
         yield b"a"

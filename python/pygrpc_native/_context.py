@@ -21,8 +21,9 @@ from ._callbacks import CallbackRunner
 
 _LOGGER = logging.getLogger("pygrpc_native")
 
-# What grpcio's invocation_metadata() items are: (key, value) named tuples.
-Metadatum = collections.namedtuple("Metadatum", ("key", "value"))
+# What grpcio's invocation_metadata() items are: (key, value) named tuples,
+# under grpcio's type name, so that they print the same.
+Metadatum = collections.namedtuple("_Metadatum", ("key", "value"))
 
 # grpcio reports a call without a deadline as ending at 2**63 seconds.
 _NO_DEADLINE = float(2**63)
@@ -76,10 +77,12 @@ def compression_name(compression: Any) -> str:
 
 
 def encode_details(details: Any) -> bytes:
-    """grpcio keeps details as bytes; str is encoded as UTF-8."""
+    """grpcio keeps details as bytes; str is encoded as UTF-8. Anything else
+    raises AttributeError where the handler set it, as grpcio's encode()
+    does (its handler then fails with "Exception calling application")."""
     if isinstance(details, bytes):
         return details
-    return str(details).encode("utf-8")
+    return details.encode("utf-8")
 
 
 class CallInfo:

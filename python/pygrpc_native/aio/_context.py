@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Callable, NoReturn, Optional
+from typing import Any, Callable, NoReturn, Optional, Tuple
 
 import grpc
 import grpc.aio
@@ -45,6 +45,25 @@ def check_trailing_metadata(metadata: Any) -> None:
         )
     ):
         raise TypeError(f"Invalid trailing metadata type, expected {_METADATA_SHAPE}: {metadata}")
+
+
+def failure_code(call: CallState) -> Any:
+    """grpc.aio's code for a call whose handler raised: the one set with
+    set_code(), unless none or OK was set (abort()'s own code is not kept)."""
+    code = call.code
+    return _UNKNOWN if code is None or code == grpc.StatusCode.OK else code
+
+
+def unsendable_details(call: CallState, details: Any) -> Optional[Tuple[Any, str]]:
+    """grpc.aio's status takes details as a str (or None): for anything else
+    sending it fails with a TypeError, and the call ends as if the handler
+    had raised it. The code and details it then ends with, or None when
+    the details can be sent."""
+    if details is None or isinstance(details, str):
+        return None
+    err = TypeError(f"Argument 'details' has incorrect type (expected str, got {type(details).__name__})")
+    _LOGGER.error("Cannot send the status: %s", err)
+    return failure_code(call), f"Unexpected {type(err)}: {err}"
 
 
 def serialize(serializer: Optional[Callable[[Any], Any]], message: Any) -> bytes:
@@ -120,6 +139,9 @@ class ServicerContext(CallInfo, grpc.aio.ServicerContext):
         if call.ended:
             return
         call.ended = True
+        unsendable = unsendable_details(call, details)
+        if unsendable is not None:
+            (code, details), payload = unsendable, None
         value = code if isinstance(code, int) else _CODE_VALUES.get(code, 2)
         front = call.front
         metadata = call.trailing_metadata or None
@@ -300,15 +322,25 @@ class SyncHandlerContext(SyncContextBase):
 
     __slots__ = ()
 
-    def abort(self, code: grpc.StatusCode, details: str) -> None:  # type: ignore[override]
-        try:
-            super().abort(code, details)
-        except Exception:  # noqa: BLE001 - the sync context raises; this one doesn't
-            pass
+    def abort(self, code: grpc.StatusCode, details: str = "") -> None:  # type: ignore[override]
         call = self._call
-        call.ended = True
-        sent_code: grpc.StatusCode = call.code  # type: ignore[assignment]  # set by abort() above
-        send_blocking(call, call.front.finish, sent_code.value[0], details, call.trailing_metadata)
+        if code == grpc.StatusCode.OK:
+            _LOGGER.error("abort() called with StatusCode.OK; returning UNKNOWN")
+            code, details = _UNKNOWN, ""
+        unsendable = unsendable_details(call, details)
+        if unsendable is not None:
+            code, details = unsendable
+        call.aborted = call.ended = True
+        send_blocking(call, call.front.finish, _CODE_VALUES.get(code, 2), details, call.trailing_metadata)
+
+    def set_details(self, details: str) -> None:
+        # grpc.aio's context keeps the details as given (a str, unless the
+        # handler errs: see unsendable_details).
+        self._call.details = details
+
+    def details(self) -> Any:  # type: ignore[override]
+        details = self._call.details
+        return "" if details is None else details
 
     def set_compression(self, compression: grpc.Compression) -> None:
         # As grpc.aio's context: RuntimeError once the initial metadata is

@@ -45,7 +45,7 @@ from .._call_state import CallState
 from .._calls import HandlerCallDetails, Method, RequestIterator, behavior_of
 from .._core import Lookup, ServerArguments, ServerCore, Stage
 from .._front import EVENT_CALL, EVENT_CANCEL, EVENT_LOOKUP
-from ._context import ServicerContext, SyncHandlerContext, send_blocking, serialize
+from ._context import ServicerContext, SyncHandlerContext, failure_code, send_blocking, serialize
 from ._waits import LoopWaits
 
 _LOGGER = logging.getLogger("pygrpc_native")
@@ -234,14 +234,14 @@ class _AioServer(ServerCore, grpc.aio.Server):
                 if not call.ended:
                     code = call.code or _OK
                     body = serialize(call.serializer, response) if code is _OK else None
-                    await ctx.finish(code, call.details, body)  # type: ignore[arg-type]  # str: see _run_sync
+                    await ctx.finish(code, call.details, body)  # type: ignore[arg-type]  # finish() checks them
         except asyncio.CancelledError:
             pass  # the client has its status already
         except grpc.aio.AbortError:
             pass  # abort() sent the status
         except Exception as exc:  # noqa: BLE001 - grpc.aio's outcome for any exception
             _LOGGER.error("Unexpected error serving %s", method.path, exc_info=exc)
-            await ctx.finish(call.code or _UNKNOWN, f"Unexpected {type(exc)}: {exc}")
+            await ctx.finish(failure_code(call), f"Unexpected {type(exc)}: {exc}")
         finally:
             self._call_tasks.pop(call.call_id, None)
             if call.requests is not None:
@@ -268,7 +268,7 @@ class _AioServer(ServerCore, grpc.aio.Server):
         else:
             await self._run_sync(behavior, call, request, streaming=True)
         if not call.ended:
-            await ctx.finish(call.code or _OK, call.details)  # type: ignore[arg-type]  # str: see _run_sync
+            await ctx.finish(call.code or _OK, call.details)  # type: ignore[arg-type]  # finish() checks them
 
     async def _run_sync(self, behavior: Any, call: CallState, request: Any, streaming: bool = False) -> Any:
         """Runs a non-coroutine handler in the migration thread pool with
@@ -287,13 +287,7 @@ class _AioServer(ServerCore, grpc.aio.Server):
                     break
             return None
 
-        try:
-            return await asyncio.get_running_loop().run_in_executor(self.thread_pool, run)
-        finally:
-            # The sync context keeps details as bytes, as grpcio's does; the
-            # status carries them as text.
-            if isinstance(call.details, bytes):
-                call.details = call.details.decode("utf-8", "replace")
+        return await asyncio.get_running_loop().run_in_executor(self.thread_pool, run)
 
     async def _intercept(self, method: Method, ctx: ServicerContext) -> Optional[grpc.RpcMethodHandler]:
         base = method.handler
