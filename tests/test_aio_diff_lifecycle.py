@@ -123,6 +123,28 @@ def test_isinstance_grpc_aio_server():
     assert for_both(check) is True
 
 
+@pytest.mark.parametrize("limit", [0, -1])
+def test_maximum_concurrent_rpcs_below_one_is_refused(limit):
+    # grpc.aio's check; grpc.server() takes such a limit (test_server_diff_limits.py).
+    def check(kind):
+        loop = LoopThread()
+
+        async def make():
+            try:
+                server = factory(kind)(maximum_concurrent_rpcs=limit)
+            except ValueError as exc:
+                return str(exc)
+            await server.stop(None)
+            return "made"
+
+        try:
+            return loop.run(make())
+        finally:
+            loop.close()
+
+    assert for_both(check) == "maximum_concurrent_rpcs should be a positive integer"
+
+
 @pytest.mark.parametrize("loop", LOOPS)
 def test_start_serve_stop(loop):
     def check(kind):

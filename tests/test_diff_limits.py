@@ -157,6 +157,21 @@ def test_maximum_concurrent_rpcs(flavour):
 
 
 @each_flavour
+def test_maximum_concurrent_rpcs_after_the_method_lookup(flavour):
+    # At the limit, a path no handler knows is still UNIMPLEMENTED.
+    def scenario(run):
+        first = run.channel.unary_unary(method("Block")).future(b"", timeout=10)
+        assert run.state.event("entered").wait(WAIT)
+        unknown = call_unary(run.channel, method("Nope"), b"x").brief()
+        known = call_unary(run.channel, method("Echo"), b"x").brief()
+        run.state.event("release").set()
+        return first.result(timeout=WAIT), unknown, known
+
+    ref = flavour.same(_blocking_setup(flavour), scenario, maximum_concurrent_rpcs=1)
+    assert ref[1:] == ((SC.UNIMPLEMENTED, "Method not found!"), (SC.RESOURCE_EXHAUSTED, "Concurrent RPC limit exceeded!"))
+
+
+@each_flavour
 def test_maximum_concurrent_rpcs_counts_streams(flavour):
     def scenario(run):
         call = run.channel.unary_stream(method("S"))(b"", timeout=10)

@@ -199,3 +199,21 @@ def test_option_given_twice_keeps_its_first_value():
     for values, code in (((10, 100), SC.RESOURCE_EXHAUSTED), ((100, 10), SC.OK)):
         options = [("grpc.max_receive_message_length", v) for v in values]
         assert same(_echo_setup, scenario, options=options) == code
+
+
+@pytest.mark.parametrize("limit", [0, -1])
+def test_maximum_concurrent_rpcs_below_one_refuses_every_call(limit):
+    # grpc.server() takes such a limit and refuses every call it serves
+    # (grpc.aio refuses the limit: test_aio_diff_lifecycle.py); a path no
+    # handler knows still gets UNIMPLEMENTED.
+    setup = setup_handlers({"Echo": unary(lambda req, ctx: req), "S": stream(lambda req, ctx: iter((req,)))})
+
+    def scenario(run):
+        return (
+            call_unary(run.channel, method("Echo"), b"x").brief(),
+            call_stream(run.channel, method("S"), b"x").brief(),
+            call_unary(run.channel, method("Nope"), b"x").brief(),
+        )
+
+    refused = (SC.RESOURCE_EXHAUSTED, "Concurrent RPC limit exceeded!")
+    assert same(setup, scenario, maximum_concurrent_rpcs=limit) == (refused, refused, (SC.UNIMPLEMENTED, "Method not found!"))

@@ -45,6 +45,12 @@ type call struct {
 	// (Calls.HandlerDone), so the call's concurrency slot is free once the
 	// call ends. Guarded by the call's shard lock.
 	handlerDone bool
+	// slotless: the call holds no maximum_concurrent_rpcs place. A
+	// lookup's call (EventLookup) takes none until Python routes it to a
+	// method, since grpcio looks a method up before it applies the limit:
+	// a path no handler knows gets UNIMPLEMENTED at the limit too. Guarded
+	// by the call's shard lock once the call is live (callTable.claimSlot).
+	slotless bool
 
 	// seen: Python has taken one of the call's events; gone: the call has
 	// ended. Both are guarded by the event queue's lock (eventQueue.take,
@@ -270,6 +276,10 @@ func (t *callTable) remove(c *call, hold bool) (watched, slotFree bool) {
 	s.mu.Lock()
 	delete(s.calls, c.id)
 	watched = c.watched
+	if c.slotless {
+		s.mu.Unlock()
+		return watched, false // no place to give back, nor to hold
+	}
 	slotFree = !hold || c.handlerDone
 	if !slotFree {
 		if s.held == nil {
@@ -279,6 +289,16 @@ func (t *callTable) remove(c *call, hold bool) (watched, slotFree bool) {
 	}
 	s.mu.Unlock()
 	return watched, slotFree
+}
+
+// claimSlot records that call c, slotless until now, holds the place its
+// caller has just taken. c is live: only its own handler goroutine, the
+// caller, ends it.
+func (t *callTable) claimSlot(c *call) {
+	s := t.shard(c.id)
+	s.mu.Lock()
+	c.slotless = false
+	s.mu.Unlock()
 }
 
 // handlerDone records that Python's handler of call id returned. It

@@ -39,7 +39,8 @@ type Config struct {
 	// that gets the calls the native path doesn't serve.
 	Fallback string
 	// MaxConcurrentRPCs refuses calls over this many active native calls
-	// with RESOURCE_EXHAUSTED; 0 means no limit.
+	// with RESOURCE_EXHAUSTED; 0 means no limit, and a negative value
+	// refuses every call (grpc.server() with a limit of 0 or less).
 	MaxConcurrentRPCs int
 	// HoldSlots keeps a call Python saw in its MaxConcurrentRPCs place
 	// until Python reports its handler done (Calls.HandlerDone), as grpcio
@@ -189,9 +190,6 @@ func ParseConfig(doc []byte) (*Config, error) {
 			return nil, err
 		}
 		cfg.TLS = t
-	}
-	if cfg.MaxConcurrentRPCs < 0 {
-		return nil, configErrorf("maximum_concurrent_rpcs must be positive, got %d", cfg.MaxConcurrentRPCs)
 	}
 	seen := make(map[string]bool, len(raw.Methods))
 	for i, m := range raw.Methods {

@@ -106,7 +106,7 @@ func FuzzParseConfig(f *testing.F) {
 			return
 		}
 		l := cfg.Limits
-		if cfg.Address == "" || cfg.MaxConcurrentRPCs < 0 || l.MaxRecvMsgSize < 0 || l.MaxRecvMsgSize > math.MaxInt32 ||
+		if cfg.Address == "" || l.MaxRecvMsgSize < 0 || l.MaxRecvMsgSize > math.MaxInt32 ||
 			l.MaxSendMsgSize < 0 || l.MaxSendMsgSize > math.MaxInt32 || l.MaxConcurrentStreams == 0 ||
 			l.KeepaliveTime <= 0 || l.KeepaliveTimeout <= 0 || l.HandshakeTimeout <= 0 || l.MaxHeaderListSize == 0 {
 			t.Fatalf("%s gave %+v", doc, cfg)

@@ -155,7 +155,7 @@ func (h *handler) relayToFallback(st ServerStream, path string) error {
 // the call as the method Python routes it to (route), or ends it as Python
 // says.
 func (h *handler) resolve(st ServerStream, path string) error {
-	c, err := h.newCall(st, path, -1, false)
+	c, err := h.newCall(st, path, lookupMethodID, false)
 	if err != nil {
 		return err
 	}
@@ -199,6 +199,12 @@ func (h *handler) serveMethod(st ServerStream, methodID int32, c *call) error {
 		}
 	}
 	first := c == nil
+	if !first {
+		if err := h.takeRoutedSlot(c); err != nil {
+			req.Free()
+			return err
+		}
+	}
 	_, drive := st.(inlineStream)
 	drive = drive && first // a looked-up call is served where it was routed
 	if first {
@@ -230,6 +236,18 @@ func (h *handler) serveMethod(st ServerStream, methodID int32, c *call) error {
 	return s.serve()
 }
 
+// takeRoutedSlot gives a looked-up call, now routed to a method, its
+// place under maximum_concurrent_rpcs, or ends it with RESOURCE_EXHAUSTED
+// (an outcome, not a refusal: Python saw its lookup) when none is free.
+func (h *handler) takeRoutedSlot(c *call) error {
+	if !h.calls.slots.take() {
+		h.calls.end(c, outcomeCompleted)
+		return status.Error(codes.ResourceExhausted, detailsConcurrencyLimit)
+	}
+	h.calls.table.claimSlot(c)
+	return nil
+}
+
 // requestMissing is the status of a call whose request could not be read
 // (err from RecvMsg).
 func requestMissing(st ServerStream, err error) error {
@@ -256,14 +274,20 @@ type baseContexter interface {
 	baseContext() *streamContext
 }
 
+// lookupMethodID is the method of a call whose path Python looks up
+// (EventLookup) until Python routes it.
+const lookupMethodID = -1
+
 // newCall starts a call, unless the concurrency limit refuses it: taking
 // its slot is one atomic step (slots.take), so a burst can't run more calls
-// than the limit. driven: the call will be driven by its ops (stream.
-// driven), so no goroutine waits for them and its queue needs no ready
-// channel.
+// than the limit. A lookup's call starts slotless (call.slotless) and
+// takes its slot when routed (serveMethod). driven: the call will be
+// driven by its ops (stream.driven), so no goroutine waits for them and its
+// queue needs no ready channel.
 func (h *handler) newCall(st ServerStream, path string, methodID int32, driven bool) (*call, error) {
 	ctx := st.Context()
-	if !h.calls.slots.take() {
+	lookup := methodID == lookupMethodID
+	if !lookup && !h.calls.slots.take() {
 		return nil, h.refuse(ctx, status.Error(codes.ResourceExhausted, detailsConcurrencyLimit))
 	}
 	c := newCallMemory(st)
@@ -272,6 +296,7 @@ func (h *handler) newCall(st ServerStream, path string, methodID int32, driven b
 		path:     path,
 		ctx:      ctx,
 		st:       st,
+		slotless: lookup,
 	}
 	if !driven {
 		c.ops.ready = make(chan struct{}, 1)

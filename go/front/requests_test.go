@@ -249,6 +249,74 @@ func TestHeldSlotsLastUntilTheHandlerIsDone(t *testing.T) {
 	}
 }
 
+func TestNegativeLimitRefusesEveryCall(t *testing.T) {
+	var started atomic.Int32
+	f, cc := startFront(t, `, "maximum_concurrent_rpcs": -1, "hold_slots": true`, func(f *Front, e Event) {
+		if e.Kind == EventCall {
+			started.Add(1)
+			f.Calls().Respond(e.CallID, nil, SendWait)
+		}
+	})
+	for i := 0; i < 3; i++ {
+		_, err := say(context.Background(), cc, "x")
+		wantStatus(t, err, codes.ResourceExhausted, "Concurrent RPC limit exceeded!")
+	}
+	if n := started.Load(); n != 0 {
+		t.Fatalf("%d calls reached Python under a limit of -1", n)
+	}
+	if n := metric(f, "calls_refused"); n != 3 {
+		t.Fatalf("calls_refused %d, want 3", n)
+	}
+}
+
+// As grpcio, a path is looked up before the limit applies: at the limit a
+// path no handler knows gets UNIMPLEMENTED, and one Python routes gets
+// RESOURCE_EXHAUSTED; neither keeps a place once it has ended.
+func TestLookupsTakeNoPlaceUntilRouted(t *testing.T) {
+	hold := make(chan Event, 1)
+	f, cc := startFront(t, `, "maximum_concurrent_rpcs": 1, "hold_slots": true, "resolve_unknown": true`, func(f *Front, e Event) {
+		switch {
+		case e.Kind == EventCall && e.MethodID == 0:
+			hold <- e // the one place, until the test answers it
+		case e.Kind == EventLookup && string(e.Bytes()) == "/late.Svc/Routed":
+			id, _ := f.AddMethod(Method{Path: "/late.Svc/Routed"})
+			f.Calls().Route(e.CallID, id)
+		case e.Kind == EventLookup:
+			f.Calls().Finish(e.CallID, Ending{Code: codes.Unimplemented, Details: "Method not found!"}, SendWait)
+			f.Calls().HandlerDone(e.CallID)
+		case e.Kind == EventCall:
+			f.Calls().Respond(e.CallID, msg(string(e.Bytes())), SendWait)
+			f.Calls().HandlerDone(e.CallID)
+		}
+	})
+	first := make(chan error, 1)
+	go func() { _, err := say(context.Background(), cc, "held"); first <- err }()
+	held := <-hold
+	in, out := []byte("x"), []byte(nil)
+	for i := 0; i < 2; i++ {
+		err := cc.Invoke(context.Background(), "/no.Such/Method", &in, &out)
+		wantStatus(t, err, codes.Unimplemented, "Method not found!")
+	}
+	err := cc.Invoke(context.Background(), "/late.Svc/Routed", &in, &out)
+	wantStatus(t, err, codes.ResourceExhausted, "Concurrent RPC limit exceeded!")
+	f.Calls().Respond(held.CallID, msg("done"), SendWait)
+	f.Calls().HandlerDone(held.CallID)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	// The place is free again: the routed method (now known) is served.
+	if err := cc.Invoke(context.Background(), "/late.Svc/Routed", &in, &out); err != nil || string(out) != "x" {
+		t.Fatalf("after the limit: %q %v", out, err)
+	}
+	deadline := time.Now().Add(2 * time.Second) // a call ends in Go just after its client has the answer
+	for f.Calls().slots.used.Load() != 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if n := f.Calls().slots.used.Load(); n != 0 {
+		t.Fatalf("%d places still taken with no call running", n)
+	}
+}
+
 func TestSlotsAreTakenAtomically(t *testing.T) {
 	const limit = 4
 	var live, peak atomic.Int32

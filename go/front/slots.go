@@ -9,14 +9,14 @@ import "sync/atomic"
 // one compare-and-swap on the count, so concurrent calls can never run
 // more than the limit between a check and a start.
 type slots struct {
-	limit int64 // 0: no limit, and nothing is counted
+	limit int64 // 0: no limit, and nothing is counted; negative: no places at all
 	used  atomic.Int64
 }
 
 // take takes a place; false when all are taken.
 func (s *slots) take() bool {
-	if s.limit == 0 {
-		return true
+	if s.limit <= 0 {
+		return s.limit == 0
 	}
 	for {
 		n := s.used.Load()
@@ -31,7 +31,7 @@ func (s *slots) take() bool {
 
 // give gives a place back.
 func (s *slots) give() {
-	if s.limit != 0 {
+	if s.limit > 0 {
 		s.used.Add(-1)
 	}
 }

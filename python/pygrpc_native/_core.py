@@ -83,8 +83,6 @@ class ServerArguments:
     compression: Optional[grpc.Compression]
 
     def __post_init__(self) -> None:
-        if self.maximum_concurrent_rpcs is not None and self.maximum_concurrent_rpcs < 1:
-            raise ValueError("maximum_concurrent_rpcs should be a positive integer")
         check_option_values(self.options)
 
 
@@ -286,7 +284,10 @@ class ServerCore:
 
     def add_insecure_port(self, address: str) -> int:
         """Binds one more address (TCP, ``unix:``, ``unix-abstract:``) and
-        returns its port (1 for a Unix socket), as grpcio."""
+        returns its port (1 for a Unix socket), as grpcio; the address may
+        be UTF-8 bytes, as grpcio takes it."""
+        if isinstance(address, bytes):
+            address = address.decode("utf-8")
         with self.lock:
             if self.stage is not Stage.NEW:
                 raise RuntimeError("ports must be added before the server starts")

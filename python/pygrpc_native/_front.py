@@ -85,11 +85,11 @@ def _config_json(
     if fallback is not None and not isinstance(fallback, str):
         raise TypeError(f"fallback must be a gRPC target str, not {type(fallback).__name__}")
     if maximum_concurrent_rpcs is not None and (
-        not isinstance(maximum_concurrent_rpcs, int)
-        or isinstance(maximum_concurrent_rpcs, bool)
-        or maximum_concurrent_rpcs < 1
+        not isinstance(maximum_concurrent_rpcs, int) or isinstance(maximum_concurrent_rpcs, bool)
     ):
-        raise ValueError(f"maximum_concurrent_rpcs must be a positive int, got {maximum_concurrent_rpcs!r}")
+        raise ValueError(f"maximum_concurrent_rpcs must be an int, got {maximum_concurrent_rpcs!r}")
+    # Go's 0 is no limit, and its negative limit refuses every call.
+    limit = 0 if maximum_concurrent_rpcs is None else maximum_concurrent_rpcs if maximum_concurrent_rpcs > 0 else -1
     tls = tls_config(credentials, "NativeGrpcFront(credentials=...)")
     return json.dumps(
         {
@@ -99,7 +99,7 @@ def _config_json(
             "bearer_tokens": tokens,
             "ordered": bool(ordered),
             "resolve_unknown": bool(resolve_unknown),
-            "maximum_concurrent_rpcs": maximum_concurrent_rpcs or 0,
+            "maximum_concurrent_rpcs": limit,
             "hold_slots": bool(hold_slots),
             "fallback": fallback or "",
             "tls": tls,
@@ -119,7 +119,7 @@ class NativeGrpcFront(_native.Front):
     answered UNIMPLEMENTED by Go, or with ``resolve_unknown=True`` arrive as
     EVENT_LOOKUP events for Python to ``route`` or ``finish``.
     ``maximum_concurrent_rpcs`` refuses native calls over that many active
-    ones with RESOURCE_EXHAUSTED; with ``hold_slots=True`` a call Python
+    ones with RESOURCE_EXHAUSTED (0 or less: every call, as grpc.server()); with ``hold_slots=True`` a call Python
     took counts until ``handler_done(call_id)`` as well as until it ends. ``fallback`` is the gRPC target (e.g.
     ``"unix:///path/to/sock"``) of a server that gets, relayed by Go, the
     calls Python routes to ``FALLBACK``, the methods added with

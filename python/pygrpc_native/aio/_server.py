@@ -337,6 +337,9 @@ def server(
 
     Takes grpc.aio's arguments.
     """
+    if maximum_concurrent_rpcs is not None and maximum_concurrent_rpcs < 1:
+        # grpc.aio's check (grpc.server() takes such a limit: it refuses every call).
+        raise ValueError("maximum_concurrent_rpcs should be a positive integer")
     if interceptors and any(not isinstance(i, grpc.aio.ServerInterceptor) for i in interceptors):
         # grpc.aio's words, its unfilled placeholder included.
         raise ValueError("Interceptor must be ServerInterceptor,the following are invalid: {invalid_interceptors}")
