@@ -187,6 +187,14 @@ def test_known_difference_port_added_after_start(flavour):
 
 
 @each_flavour
+def test_known_difference_port_over_65535(flavour):
+    # grpcio binds such a port modulo 65536; ours refuses it (README: known differences).
+    assert _bind_error(flavour, "grpcio", "127.0.0.1:99999") == "bound"
+    error = _bind_error(flavour, "native", "127.0.0.1:99999")
+    assert isinstance(error, RuntimeError) and str(error).startswith("Failed to bind to address 127.0.0.1:99999")
+
+
+@each_flavour
 def test_empty_address_message(flavour):
     assert for_both(lambda kind: str(_bind_error(flavour, kind, ""))).startswith("Failed to bind to address ;")
 
