@@ -181,6 +181,36 @@ def test_interceptor_raises(flavour):
 
 
 @each_flavour
+def test_known_difference_interceptor_streams_a_unary_method(flavour):
+    # The interceptor gives Echo (a unary method) a handler that streams two
+    # messages: grpcio serves them, ours ends the call INTERNAL (README:
+    # known differences). A stream of one message is served alike.
+    async def two(req, ctx):
+        yield b"s1"
+        yield b"s2"
+
+    async def one(req, ctx):
+        yield b"only"
+
+    async def to_stream(continuation, details):
+        if details.method == method("Echo"):
+            return flavour.stream(two)
+        if details.method == method("Count"):
+            return flavour.stream(one)
+        return await continuation(details)
+
+    setup, kwargs = _with_interceptors(flavour, to_stream)
+
+    def scenario(run):
+        return call_stream(run.channel, method("Echo"), timeout=2), call_stream(run.channel, method("Count"), timeout=2)
+
+    ref, ours = flavour.both(setup, scenario, **kwargs)
+    assert (ref[0].code, ref[0].responses) == (SC.OK, (b"s1", b"s2"))
+    assert ours[0].brief() == (SC.INTERNAL, "A unary call answers with exactly one message")
+    assert (ref[1].code, ref[1].responses) == (ours[1].code, ours[1].responses) == (SC.OK, (b"only",))
+
+
+@each_flavour
 def test_interceptors_run_in_order_once_per_call(flavour):
     order = []
 
