@@ -280,3 +280,42 @@ def test_str_response_without_serializer():
     setup = setup_handlers({"M": unary(handler), "S": stream(shandler)})
     ref = same(setup, lambda run: (call_unary(run.channel, method("M"), timeout=2), call_stream(run.channel, method("S"))))
     assert ref[0].responses == ("text ü".encode(),) and ref[1].responses == ("streamed ü".encode(),)
+
+
+@pytest.mark.parametrize("value", [5, bytearray(b"ba"), memoryview(b"mv")], ids=["int", "bytearray", "memoryview"])
+def test_response_that_is_not_bytes(value):
+    # grpc.aio sends bytes only: anything else ends the call UNKNOWN with its
+    # TypeError, from a coroutine, an async generator, write() or a plain
+    # function in the migration thread pool alike.
+    async def coroutine(req, ctx):
+        return value
+
+    async def generator(req, ctx):
+        yield value
+
+    async def writer(req, ctx):
+        await ctx.write(value)
+
+    def plain(req, ctx):
+        return value
+
+    def plain_stream(req, ctx):
+        yield value
+
+    setup = setup_handlers(
+        {
+            "C": unary(coroutine),
+            "G": stream(generator),
+            "W": stream(writer),
+            "P": unary(plain),
+            "PS": stream(plain_stream),
+        }
+    )
+
+    def scenario(run):
+        return [call_unary(run.channel, method(m), timeout=2).brief() for m in ("C", "P")] + [
+            call_stream(run.channel, method(m), timeout=2).brief() for m in ("G", "W", "PS")
+        ]
+
+    expected = (SC.UNKNOWN, f"Unexpected <class 'TypeError'>: Expected bytes, got {type(value).__name__}")
+    assert same(setup, scenario) == [expected] * 5

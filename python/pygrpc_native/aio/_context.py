@@ -69,12 +69,17 @@ def unsendable_details(call: CallState, details: Any) -> Optional[Tuple[Any, str
 def serialize(serializer: Optional[Callable[[Any], Any]], message: Any) -> bytes:
     """A response as grpc.aio sends it: None as an empty message (also when
     a serializer returns None), str as UTF-8, the latter even before a
-    serializer sees it."""
+    serializer sees it. Anything else that isn't bytes (bytearray and
+    memoryview too) raises grpc.aio's TypeError, which ends the call."""
     if isinstance(message, str):
         message = message.encode()
     if serializer is not None:
         message = serializer(message)
-    return b"" if message is None else message
+    if message is None:
+        return b""
+    if not isinstance(message, bytes):
+        raise TypeError(f"Expected bytes, got {type(message).__name__}")
+    return message
 
 
 def send_blocking(call: CallState, send: Callable[..., Optional[bool]], *args: Any) -> Optional[bool]:
