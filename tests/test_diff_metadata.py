@@ -246,6 +246,36 @@ def test_known_difference_reserved_grpc_key_in_response_metadata(flavour):
 
 
 @each_flavour
+def test_str_value_under_a_binary_key_in_initial_metadata(flavour):
+    async def handler(req, ctx):
+        try:
+            await ctx.send_initial_metadata((("x-data-bin", "text"),))
+        except TypeError as exc:
+            await ctx.send_initial_metadata((("x-data-bin", b"bytes"),))  # not sent yet: a retry goes
+            return str(exc).encode()
+        return b"sent"
+
+    ref = flavour.unary_case(handler)
+    assert ref.responses == (b"Binary metadata key=\"x-data-bin\" expected bytes, got <class 'str'>",)
+    assert ref.initial_metadata == (("x-data-bin", b"bytes"),)
+
+
+@each_flavour
+def test_known_difference_str_value_under_a_binary_key_in_trailing_metadata(flavour):
+    """Known difference (README): grpcio fails as it sends the status and
+    never answers the call; pygrpc_native sends the value's UTF-8 bytes."""
+
+    async def handler(req, ctx):
+        ctx.set_trailing_metadata((("x-data-bin", "text"),))
+        return b"resp"
+
+    setup = flavour.handlers({"M": flavour.unary(handler)})
+    ref, ours = flavour.both(setup, lambda run: call_unary(run.channel, method("M"), timeout=1))
+    assert ref.code == SC.DEADLINE_EXCEEDED
+    assert (ours.code, ours.responses, ours.trailing_metadata) == (SC.OK, (b"resp",), (("x-data-bin", b"text"),))
+
+
+@each_flavour
 @pytest.mark.parametrize(
     "where,key,value",
     [

@@ -76,6 +76,21 @@ def compression_name(compression: Any) -> str:
         raise ValueError(f"compression must be a grpc.Compression, got {compression!r}") from None
 
 
+def check_binary_values(metadata: Any) -> None:
+    """grpcio's TypeError for initial metadata with a str value under a
+    ``-bin`` key, raised where the handler sends it. (Trailing metadata with
+    one fails in grpcio as its status is sent, and the call is never
+    answered; ours sends the value's UTF-8 bytes: README.) Other mistakes
+    are the core's to report, as is metadata that isn't a tuple or list."""
+    if not isinstance(metadata, (tuple, list)):
+        return
+    for entry in metadata:
+        if type(entry) is tuple and len(entry) == 2 and isinstance(entry[1], str):
+            key = entry[0]
+            if isinstance(key, str) and key.endswith("-bin"):
+                raise TypeError(f'Binary metadata key="{key}" expected bytes, got {type(entry[1])}')
+
+
 def encode_details(details: Any) -> bytes:
     """grpcio keeps details as bytes; str is encoded as UTF-8. Anything else
     raises AttributeError where the handler set it, as grpcio's encode()
@@ -135,8 +150,10 @@ class SyncContextBase(CallInfo, grpc.ServicerContext):
             raise error
         if call.initial_metadata_sent:
             raise ValueError("Initial metadata no longer allowed!")
+        initial_metadata = initial_metadata or ()
+        check_binary_values(initial_metadata)
         call.initial_metadata_sent = True
-        call.front.send_initial_metadata(call.call_id, initial_metadata or ())
+        call.front.send_initial_metadata(call.call_id, initial_metadata)
 
     def trailing_metadata(self) -> Any:
         return self._call.trailing_metadata

@@ -18,7 +18,7 @@ import grpc
 import grpc.aio
 
 from .._call_state import CallState
-from .._context import CallInfo, SyncContextBase, compression_name
+from .._context import CallInfo, SyncContextBase, check_binary_values, compression_name
 from ._waits import LoopWaits
 
 _LOGGER = logging.getLogger("pygrpc_native")
@@ -211,8 +211,10 @@ class ServicerContext(CallInfo, grpc.aio.ServicerContext):
         call = self._call
         if call.initial_metadata_sent:
             raise grpc.aio.UsageError("Send initial metadata failed: already sent")
+        metadata = tuple(initial_metadata or ())
+        check_binary_values(metadata)
         call.initial_metadata_sent = True
-        await self._post(call.front.send_initial_metadata, tuple(initial_metadata or ()))
+        await self._post(call.front.send_initial_metadata, metadata)
 
     async def abort(self, code: grpc.StatusCode, details: str = "", trailing_metadata: Any = ()) -> NoReturn:
         if trailing_metadata is not None and not isinstance(trailing_metadata, tuple):
