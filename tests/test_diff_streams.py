@@ -608,6 +608,44 @@ def test_request_deserializer_fails_mid_stream(flavour, kind):
 
 @each_flavour
 @each_kind
+@pytest.mark.parametrize("bad", [ValueError("cannot deserialize"), None], ids=["raises", "gives-None"])
+def test_request_deserializer_fails_in_a_plain_function(flavour, kind, bad):
+    # As above, with the handler a plain function: grpc.aio runs it in its
+    # migration thread pool, where a deserializer's exception reaches the
+    # handler and its None is a message; grpc.server() ends the call.
+    def deserialize(data):
+        if data != b"bad":
+            return data
+        if bad is None:
+            return None
+        raise bad
+
+    def read(requests):
+        return b"|".join(b"None" if r is None else r for r in requests)
+
+    def unary_body(requests, ctx):
+        return read(requests)
+
+    def stream_body(requests, ctx):
+        yield read(requests)
+
+    make = grpc.stream_unary_rpc_method_handler if kind == "stream_unary" else grpc.stream_stream_rpc_method_handler
+    body = unary_body if kind == "stream_unary" else stream_body
+    setup = flavour.handlers({"M": make(body, request_deserializer=deserialize)})
+
+    def scenario(run):
+        out = streams.call(run.channel, kind, method("M"), [b"a", b"bad", b"c"], timeout=1)
+        return out.code, out.details, out.responses
+
+    expected = flavour.pick(
+        sync=(SC.INTERNAL, "Exception deserializing request!", ()),
+        aio=(SC.OK, "", (b"a|None|c",)) if bad is None else (SC.UNKNOWN, "Unexpected <class 'ValueError'>: cannot deserialize", ()),
+    )
+    assert flavour.same(setup, scenario) == expected
+
+
+@each_flavour
+@each_kind
 def test_response_over_max_send_message_length_in_stream(flavour, kind):
     async def body(requests, ctx, state):
         async for r in requests:

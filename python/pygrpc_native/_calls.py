@@ -363,9 +363,14 @@ class RequestIterator(Iterator[Any]):
             raise call.gone_error()
         if self._deserializer is None:
             return message
+        return self._deserialize(message)
+
+    def _deserialize(self, message: bytes) -> Any:
+        """grpcio's sync server: a message the deserializer fails on (or
+        makes None of) ends the call at once, and the iterator raises."""
         request = _transform(message, self._deserializer, "Exception deserializing message!")
         if request is None:
-            # grpcio ends the call at once and the iterator raises.
+            call = self._call
             try:
                 call.front.finish(call.call_id, _INTERNAL, "Exception deserializing request!")
             except RuntimeError:

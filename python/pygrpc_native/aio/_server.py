@@ -220,7 +220,7 @@ class _AioServer(ServerCore, grpc.aio.Server):
             if payload is not None:
                 request = payload if deserializer is None else deserializer(payload)
             elif self._kind(behavior) is _BehaviorKind.SYNC:
-                request = RequestIterator(call, deserializer)
+                request = PoolRequestIterator(call, deserializer)
             else:
                 request = call.requests = self._waits.request_stream(call.call_id, deserializer)  # type: ignore[union-attr]
             if handler.response_streaming:  # type: ignore[union-attr]
@@ -323,6 +323,17 @@ class _AioServer(ServerCore, grpc.aio.Server):
             self.reject(lookup.call_id, _UNKNOWN.value[0], f"Unexpected {type(exc)}: {exc}")
             return
         self.intercepted(lookup, handler)
+
+
+class PoolRequestIterator(RequestIterator):
+    """The request stream of a handler in the migration thread pool, as
+    grpc.aio gives it: an exception of the deserializer reaches the handler
+    (which then fails as for any exception), and None is a message."""
+
+    __slots__ = ()
+
+    def _deserialize(self, message: bytes) -> Any:
+        return self._deserializer(message)  # type: ignore[misc]  # not None: see __next__
 
 
 def server(
