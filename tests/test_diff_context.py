@@ -108,3 +108,21 @@ def test_time_remaining_decreases_in_unary_and_stream(flavour):
 
     ref = flavour.same(setup, scenario)
     assert ref[2:] == (True, True)
+
+
+def test_contexts_have_grpcios_public_names():
+    # A handler sees no name grpcio's context lacks (a non-coroutine handler
+    # on aio.server() gets grpcio's sync context, a superset of grpc.aio's
+    # one for such handlers).
+    from grpc import _server
+    from grpc._cython import cygrpc
+
+    from pygrpc_native import _context as sync_context
+    from pygrpc_native.aio import _context as aio_context
+
+    def public(cls):
+        return {name for name in dir(cls) if not name.startswith("_")}
+
+    assert public(sync_context.ServicerContext) == public(_server._Context)
+    assert public(aio_context.ServicerContext) == public(cygrpc._ServicerContext)
+    assert public(cygrpc._SyncServicerContext) <= public(aio_context.SyncHandlerContext)

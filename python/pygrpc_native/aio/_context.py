@@ -138,7 +138,7 @@ class ServicerContext(CallInfo, grpc.aio.ServicerContext):
             return False  # the server has stopped: the call has ended
         return bool(ok)
 
-    async def finish(self, code: Any, details: Optional[str], payload: Optional[bytes] = None) -> None:
+    async def _finish(self, code: Any, details: Optional[str], payload: Optional[bytes] = None) -> None:
         """Sends the status (once). ``code`` is an int or grpc.StatusCode."""
         call = self._call
         if call.ended:
@@ -235,7 +235,7 @@ class ServicerContext(CallInfo, grpc.aio.ServicerContext):
             # sync server's answer is the useful one (README: differences).
             _LOGGER.error("abort() called with StatusCode.OK; returning UNKNOWN")
             code, details = _UNKNOWN, ""
-        await self.finish(code, details)
+        await self._finish(code, details)
         call.aborted = True
         raise grpc.aio.AbortError("Locally aborted.")
 

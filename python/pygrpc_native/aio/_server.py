@@ -212,7 +212,7 @@ class _AioServer(ServerCore, grpc.aio.Server):
             if self.interceptors:
                 handler = self.pre_intercepted.pop(call.call_id, None) or await self._intercept(method, ctx)
                 if handler is None:
-                    await ctx.finish(_UNIMPLEMENTED, "Method not found!")
+                    await ctx._finish(_UNIMPLEMENTED, "Method not found!")
                     return
             call.serializer = handler.response_serializer  # type: ignore[union-attr]  # set above
             behavior = behavior_of(handler)
@@ -234,14 +234,14 @@ class _AioServer(ServerCore, grpc.aio.Server):
                 if not call.ended:
                     code = call.code or _OK
                     body = serialize(call.serializer, response) if code is _OK else None
-                    await ctx.finish(code, call.details, body)  # type: ignore[arg-type]  # finish() checks them
+                    await ctx._finish(code, call.details, body)  # type: ignore[arg-type]  # _finish() checks them
         except asyncio.CancelledError:
             pass  # the client has its status already
         except grpc.aio.AbortError:
             pass  # abort() sent the status
         except Exception as exc:  # noqa: BLE001 - grpc.aio's outcome for any exception
             _LOGGER.error("Unexpected error serving %s", method.path, exc_info=exc)
-            await ctx.finish(failure_code(call), f"Unexpected {type(exc)}: {exc}")
+            await ctx._finish(failure_code(call), f"Unexpected {type(exc)}: {exc}")
         finally:
             self._call_tasks.pop(call.call_id, None)
             if call.requests is not None:
@@ -268,7 +268,7 @@ class _AioServer(ServerCore, grpc.aio.Server):
         else:
             await self._run_sync(behavior, call, request, streaming=True)
         if not call.ended:
-            await ctx.finish(call.code or _OK, call.details)  # type: ignore[arg-type]  # finish() checks them
+            await ctx._finish(call.code or _OK, call.details)  # type: ignore[arg-type]  # _finish() checks them
 
     async def _run_sync(self, behavior: Any, call: CallState, request: Any, streaming: bool = False) -> Any:
         """Runs a non-coroutine handler in the migration thread pool with
