@@ -89,7 +89,10 @@ def _config_json(
     ):
         raise ValueError(f"maximum_concurrent_rpcs must be an int, got {maximum_concurrent_rpcs!r}")
     # Go's 0 is no limit, and its negative limit refuses every call.
-    limit = 0 if maximum_concurrent_rpcs is None else maximum_concurrent_rpcs if maximum_concurrent_rpcs > 0 else -1
+    if maximum_concurrent_rpcs is None:
+        limit = 0
+    else:
+        limit = maximum_concurrent_rpcs if maximum_concurrent_rpcs > 0 else -1
     tls = tls_config(credentials, "NativeGrpcFront(credentials=...)")
     return json.dumps(
         {
@@ -119,8 +122,9 @@ class NativeGrpcFront(_native.Front):
     answered UNIMPLEMENTED by Go, or with ``resolve_unknown=True`` arrive as
     EVENT_LOOKUP events for Python to ``route`` or ``finish``.
     ``maximum_concurrent_rpcs`` refuses native calls over that many active
-    ones with RESOURCE_EXHAUSTED (0 or less: every call, as grpc.server()); with ``hold_slots=True`` a call Python
-    took counts until ``handler_done(call_id)`` as well as until it ends. ``fallback`` is the gRPC target (e.g.
+    ones with RESOURCE_EXHAUSTED (0 or less: every call, as grpc.server());
+    with ``hold_slots=True`` a call Python took counts until
+    ``handler_done(call_id)`` as well as until it ends. ``fallback`` is the gRPC target (e.g.
     ``"unix:///path/to/sock"``) of a server that gets, relayed by Go, the
     calls Python routes to ``FALLBACK``, the methods added with
     ``add_fallback_method``, and (without ``resolve_unknown``) every unknown
