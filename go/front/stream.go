@@ -244,10 +244,12 @@ func (s *stream) applyQueued(mayWait bool, by writeBy) {
 	s.out.(inlineStream).WriteBy(by)
 	for {
 		batch, abandoned, ok := s.c.ops.takeDriven(s.batch[:0])
-		s.batch = batch
 		if !ok {
+			// The right to drive is given up: another driver may be using
+			// s.batch already, so it isn't written here.
 			return
 		}
+		s.batch = batch
 		if abandoned || s.endedForPython() {
 			s.end(s.abandon(s.c.ctx.Err()))
 			return
