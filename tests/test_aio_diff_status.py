@@ -319,3 +319,139 @@ def test_response_that_is_not_bytes(value):
 
     expected = (SC.UNKNOWN, f"Unexpected <class 'TypeError'>: Expected bytes, got {type(value).__name__}")
     assert same(setup, scenario) == [expected] * 5
+
+
+# -- codes that aren't a grpc.StatusCode ---------------------------------------------
+
+# What grpc.aio sends for a code given to set_code() or abort(): an int in
+# gRPC's range as that code (True is 1), anything else UNKNOWN. set_code(None)
+# is a code there, not "no code" as on the sync server.
+ODD_CODES = [
+    (None, SC.UNKNOWN),
+    (5, SC.NOT_FOUND),
+    (True, SC.CANCELLED),
+    (99, SC.UNKNOWN),
+    (-1, SC.UNKNOWN),
+    ("NOT_FOUND", SC.UNKNOWN),
+]
+ODD_CODE_IDS = ["None", "int", "True", "above-range", "negative", "str"]
+
+
+@pytest.mark.parametrize("value,expected", ODD_CODES, ids=ODD_CODE_IDS)
+def test_set_code_that_is_not_a_status_code(value, expected):
+    # Out-of-range ints used to leave the call unanswered until its deadline,
+    # and set_code(None) to end it OK with the response.
+    async def coroutine(req, ctx):
+        ctx.set_code(value)
+        return b"resp"
+
+    def plain(req, ctx):
+        ctx.set_code(value)
+        return b"resp"
+
+    async def generator(req, ctx):
+        yield b"one"
+        ctx.set_code(value)
+
+    setup = setup_handlers({"C": unary(coroutine), "P": unary(plain), "G": stream(generator)})
+
+    def scenario(run):
+        return [call_unary(run.channel, method(m), timeout=2) for m in ("C", "P")] + [
+            call_stream(run.channel, method("G"), timeout=2)
+        ]
+
+    ref = same(setup, scenario)
+    assert [(out.code, out.details, out.responses) for out in ref] == [
+        (expected, "", ()),
+        (expected, "", ()),
+        (expected, "", (b"one",)),
+    ]
+
+
+@pytest.mark.parametrize("value,expected", ODD_CODES, ids=ODD_CODE_IDS)
+def test_abort_with_a_code_that_is_not_a_status_code(value, expected):
+    async def coroutine(req, ctx):
+        await ctx.abort(value, "odd code")
+
+    def plain(req, ctx):
+        ctx.abort(value, "odd code")
+
+    setup = setup_handlers({"C": unary(coroutine), "P": unary(plain)})
+    ref = same(setup, lambda run: [call_unary(run.channel, method(m), timeout=2).brief() for m in ("C", "P")])
+    assert ref == [(expected, "odd code")] * 2
+
+
+def test_code_reads_back_what_was_set():
+    def setup(server, state):
+        async def handler(req, ctx):
+            seen = [ctx.code()]
+            for value in (None, 5, SC.NOT_FOUND, None):
+                ctx.set_code(value)
+                seen.append(ctx.code())
+            state.record("seen", seen)
+            return b"resp"
+
+        setup_handlers({"M": unary(handler)})(server, state)
+
+    def scenario(run):
+        return call_unary(run.channel, method("M"), timeout=2).brief(), run.state.wait_for("seen")
+
+    assert same(setup, scenario) == ((SC.UNKNOWN, ""), [None, None, 5, SC.NOT_FOUND, None])
+
+
+def test_known_difference_abort_with_code_zero():
+    # As abort(OK) (test_diff_status::test_abort_ok): grpc.aio leaves the call
+    # unanswered until its deadline; ours answers UNKNOWN at once.
+    async def coroutine(req, ctx):
+        await ctx.abort(0, "zero")
+
+    def plain(req, ctx):
+        ctx.abort(0, "zero")
+
+    setup = setup_handlers({"C": unary(coroutine), "P": unary(plain)})
+    ref, ours = both(setup, lambda run: [call_unary(run.channel, method(m), timeout=1).code for m in ("C", "P")])
+    assert ref == [SC.DEADLINE_EXCEEDED] * 2
+    assert ours == [SC.UNKNOWN] * 2
+
+
+# -- AbortError raised by the handler itself ------------------------------------------
+
+
+def test_abort_error_raised_without_abort():
+    # grpc.aio ends the call as for any exception, with an AssertionError's
+    # details, keeping a code and trailing metadata set before. Ours used to
+    # leave the call unanswered until its deadline.
+    async def coroutine(req, ctx):
+        raise grpc.aio.AbortError("raised by hand")
+
+    async def coroutine_with_status(req, ctx):
+        ctx.set_code(SC.NOT_FOUND)
+        ctx.set_details("ignored")
+        ctx.set_trailing_metadata((("k", "v"),))
+        raise grpc.aio.AbortError("raised by hand")
+
+    async def generator(req, ctx):
+        yield b"one"
+        raise grpc.aio.AbortError("raised by hand")
+
+    def plain(req, ctx):
+        ctx.set_code(SC.NOT_FOUND)
+        raise grpc.aio.AbortError("raised by hand")
+
+    setup = setup_handlers(
+        {"C": unary(coroutine), "CS": unary(coroutine_with_status), "G": stream(generator), "P": unary(plain)}
+    )
+
+    def scenario(run):
+        return [call_unary(run.channel, method(m), timeout=2) for m in ("C", "CS", "P")] + [
+            call_stream(run.channel, method("G"), timeout=2)
+        ]
+
+    replaced = "Unexpected <class 'AssertionError'>: Abort error has been replaced!"
+    ref = same(setup, scenario)
+    assert [(out.code, out.details, out.trailing_metadata, out.responses) for out in ref] == [
+        (SC.UNKNOWN, replaced, (), ()),
+        (SC.NOT_FOUND, replaced, (("k", "v"),), ()),
+        (SC.NOT_FOUND, replaced, (), ()),
+        (SC.UNKNOWN, replaced, (), (b"one",)),
+    ]

@@ -59,6 +59,18 @@ class AbortError(Exception):
     """Raised by abort(); like grpcio's, it carries no message of its own."""
 
 
+def refuse_ok_abort(code: Any, details: Any) -> Tuple[Any, Any]:
+    """The status an abort(code, details) ends its call with. abort() with
+    OK is a misuse that grpcio's sync server answers UNKNOWN with no
+    details, and grpc.aio's leaves unanswered until the call's deadline:
+    both servers here answer it as the sync one (README: known
+    differences)."""
+    if code == grpc.StatusCode.OK:
+        _LOGGER.error("abort() called with StatusCode.OK; returning UNKNOWN")
+        return grpc.StatusCode.UNKNOWN, ""
+    return code, details
+
+
 # grpc.Compression as the Go core names it.
 _COMPRESSION_NAMES = {
     grpc.Compression.NoCompression: "",
@@ -159,9 +171,7 @@ class SyncContextBase(CallInfo, grpc.ServicerContext):
         return self._call.trailing_metadata
 
     def abort(self, code: grpc.StatusCode, details: str) -> None:
-        if code == grpc.StatusCode.OK:
-            _LOGGER.error("abort() called with StatusCode.OK; returning UNKNOWN")
-            code, details = grpc.StatusCode.UNKNOWN, ""
+        code, details = refuse_ok_abort(code, details)
         call = self._call
         call.code = code
         call.details = encode_details(details)

@@ -18,13 +18,21 @@ import grpc
 import grpc.aio
 
 from .._call_state import CallState
-from .._context import CallInfo, SyncContextBase, check_binary_values, compression_name
+from .._context import CallInfo, SyncContextBase, check_binary_values, compression_name, refuse_ok_abort
 from ._waits import LoopWaits
 
 _LOGGER = logging.getLogger("pygrpc_native")
 
 _CODE_VALUES = {code: code.value[0] for code in grpc.StatusCode}
+_CODES = {code.value[0]: code for code in grpc.StatusCode}
+_OK = grpc.StatusCode.OK
 _UNKNOWN = grpc.StatusCode.UNKNOWN
+_CANCELLED = grpc.StatusCode.CANCELLED
+
+# What set_code(None) stores in CallState.code: on grpc.aio None is a code
+# (sent as UNKNOWN), not "no code" as on the sync server, while code() still
+# reads None.
+_NONE_GIVEN = object()
 _METADATA_SHAPE = "Tuple[Tuple[str, Union[str, bytes]]...]"
 
 
@@ -47,11 +55,25 @@ def check_trailing_metadata(metadata: Any) -> None:
         raise TypeError(f"Invalid trailing metadata type, expected {_METADATA_SHAPE}: {metadata}")
 
 
-def failure_code(call: CallState) -> Any:
+def status_code(code: Any) -> grpc.StatusCode:
+    """The status grpc.aio sends for a code a handler gave set_code() or
+    abort(): a grpc.StatusCode as is, an int as the code of that value
+    (True is CANCELLED), anything else (None, an int out of gRPC's range)
+    as UNKNOWN."""
+    if code.__class__ is grpc.StatusCode:
+        return code  # type: ignore[no-any-return]
+    if isinstance(code, int):
+        return _CODES.get(code, _UNKNOWN)
+    return _UNKNOWN
+
+
+def failure_code(call: CallState) -> grpc.StatusCode:
     """grpc.aio's code for a call whose handler raised: the one set with
     set_code(), unless none or OK was set (abort()'s own code is not kept)."""
-    code = call.code
-    return _UNKNOWN if code is None or code == grpc.StatusCode.OK else code
+    if call.code is None:
+        return _UNKNOWN
+    code = status_code(call.code)
+    return _UNKNOWN if code is _OK else code
 
 
 def unsendable_details(call: CallState, details: Any) -> Optional[Tuple[Any, str]]:
@@ -92,7 +114,22 @@ def send_blocking(call: CallState, send: Callable[..., Optional[bool]], *args: A
     return ok
 
 
-class ServicerContext(CallInfo, grpc.aio.ServicerContext):
+class AioCode:
+    """set_code() and code() as grpc.aio's contexts keep them: any value is
+    taken (status_code() says what is sent for it), set_code(None) too."""
+
+    __slots__ = ()
+    _call: CallState
+
+    def set_code(self, code: grpc.StatusCode) -> None:
+        self._call.code = _NONE_GIVEN if code is None else code  # type: ignore[assignment]
+
+    def code(self) -> Optional[grpc.StatusCode]:
+        code = self._call.code
+        return None if code is _NONE_GIVEN else code
+
+
+class ServicerContext(AioCode, CallInfo, grpc.aio.ServicerContext):
     """The context coroutine handlers of pygrpc_native.aio.server() get."""
 
     __slots__ = ("_call", "_waits")
@@ -147,7 +184,7 @@ class ServicerContext(CallInfo, grpc.aio.ServicerContext):
         unsendable = unsendable_details(call, details)
         if unsendable is not None:
             (code, details), payload = unsendable, None
-        value = code if isinstance(code, int) else _CODE_VALUES.get(code, 2)
+        value = _CODE_VALUES[status_code(code)]
         front = call.front
         metadata = call.trailing_metadata or None
         try:
@@ -162,7 +199,7 @@ class ServicerContext(CallInfo, grpc.aio.ServicerContext):
         except TypeError as err:
             # Metadata of the wrong types: the call must end all the same.
             _LOGGER.error("Cannot send the status: %s", err)
-            await self._post(front.finish, _CODE_VALUES[grpc.StatusCode.UNKNOWN], f"Unexpected {type(err)}: {err}")
+            await self._post(front.finish, _CODE_VALUES[_UNKNOWN], f"Unexpected {type(err)}: {err}")
 
     def _check_open(self, what: str) -> None:
         if self._call.aborted:
@@ -230,11 +267,7 @@ class ServicerContext(CallInfo, grpc.aio.ServicerContext):
         if trailing_metadata != () or not call.trailing_metadata:
             check_trailing_metadata(trailing_metadata)
             call.trailing_metadata = trailing_metadata
-        if code == grpc.StatusCode.OK:
-            # grpc.aio leaves such a call unanswered until its deadline; the
-            # sync server's answer is the useful one (README: differences).
-            _LOGGER.error("abort() called with StatusCode.OK; returning UNKNOWN")
-            code, details = _UNKNOWN, ""
+        code, details = refuse_ok_abort(status_code(code), details)
         await self._finish(code, details)
         call.aborted = True
         raise grpc.aio.AbortError("Locally aborted.")
@@ -249,12 +282,6 @@ class ServicerContext(CallInfo, grpc.aio.ServicerContext):
     def trailing_metadata(self) -> Any:
         metadata = self._call.trailing_metadata
         return () if metadata is None else metadata
-
-    def set_code(self, code: grpc.StatusCode) -> None:
-        self._call.code = code
-
-    def code(self) -> Optional[grpc.StatusCode]:
-        return self._call.code
 
     def set_details(self, details: str) -> None:
         self._call.details = details
@@ -303,7 +330,8 @@ class ServicerContext(CallInfo, grpc.aio.ServicerContext):
     # neither true (the handler learns of it by CancelledError).
 
     def cancelled(self) -> bool:
-        return self._call.code == grpc.StatusCode.CANCELLED
+        code = self._call.code
+        return code is not None and status_code(code) is _CANCELLED
 
     def done(self) -> bool:
         return self._call.ended
@@ -322,7 +350,7 @@ def add_callback(call: CallState, callback: Callable[..., None]) -> None:
         call.callbacks = [callback]
 
 
-class SyncHandlerContext(SyncContextBase):
+class SyncHandlerContext(AioCode, SyncContextBase):
     """The context of a non-coroutine handler, run in the migration thread
     pool: grpcio's sync context, except that abort() sends the status and
     returns instead of raising, as grpc.aio's does."""
@@ -331,14 +359,12 @@ class SyncHandlerContext(SyncContextBase):
 
     def abort(self, code: grpc.StatusCode, details: str = "") -> None:  # type: ignore[override]
         call = self._call
-        if code == grpc.StatusCode.OK:
-            _LOGGER.error("abort() called with StatusCode.OK; returning UNKNOWN")
-            code, details = _UNKNOWN, ""
+        code, details = refuse_ok_abort(status_code(code), details)
         unsendable = unsendable_details(call, details)
         if unsendable is not None:
             code, details = unsendable
         call.aborted = call.ended = True
-        send_blocking(call, call.front.finish, _CODE_VALUES.get(code, 2), details, call.trailing_metadata)
+        send_blocking(call, call.front.finish, _CODE_VALUES[code], details, call.trailing_metadata)
 
     def set_details(self, details: str) -> None:
         # grpc.aio's context keeps the details as given (a str, unless the

@@ -53,6 +53,8 @@ _LOGGER = logging.getLogger("pygrpc_native")
 _OK = grpc.StatusCode.OK
 _UNKNOWN = grpc.StatusCode.UNKNOWN
 _UNIMPLEMENTED = grpc.StatusCode.UNIMPLEMENTED
+# grpc.aio's details for an AbortError a handler raises without abort().
+_ABORT_REPLACED = "Unexpected <class 'AssertionError'>: Abort error has been replaced!"
 
 # Events taken from Go at once.
 _BATCH = 256
@@ -238,7 +240,11 @@ class _AioServer(ServerCore, grpc.aio.Server):
         except asyncio.CancelledError:
             pass  # the client has its status already
         except grpc.aio.AbortError:
-            pass  # abort() sent the status
+            if not call.ended:
+                # Raised by the handler itself, not by abort(): grpc.aio's
+                # outcome is an AssertionError's.
+                _LOGGER.error("%s raised AbortError without abort()", method.path)
+                await ctx._finish(failure_code(call), _ABORT_REPLACED)
         except Exception as exc:  # noqa: BLE001 - grpc.aio's outcome for any exception
             _LOGGER.error("Unexpected error serving %s", method.path, exc_info=exc)
             await ctx._finish(failure_code(call), f"Unexpected {type(exc)}: {exc}")
