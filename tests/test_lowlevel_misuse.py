@@ -119,7 +119,7 @@ def test_finish_code_type(live_call, code):
     assert front.is_active(call_id) is True
 
 
-@pytest.mark.parametrize("details", [b"bytes", 5], ids=["bytes", "int"])
+@pytest.mark.parametrize("details", [bytearray(b"bytes"), 5], ids=["bytearray", "int"])  # str and bytes go
 def test_finish_details_type(live_call, details):
     front, call_id = live_call
     with pytest.raises(TypeError):

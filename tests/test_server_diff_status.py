@@ -13,7 +13,7 @@ import pytest
 
 from diff import status_details
 from diff.flavours import SYNC
-from diff.harness import both, call_unary, method, same, setup_handlers, unary
+from diff.harness import both, call_stream, call_unary, method, same, setup_handlers, stream, unary
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -77,6 +77,57 @@ def test_known_difference_bytes_like_response(value):
     ref, ours = both(setup, lambda run: call_unary(run.channel, method("M"), timeout=1))
     assert ref.code == SC.DEADLINE_EXCEEDED
     assert (ours.code, ours.responses) == (SC.OK, (bytes(value),))
+
+
+def _generator(req, ctx):
+    yield b"a generator"
+
+
+@pytest.mark.parametrize(
+    "kind,handler,error",
+    [
+        ("unary", lambda req, ctx: "text", "payload must be bytes-like, not <class 'str'>"),
+        ("unary", lambda req, ctx: 5, "payload must be bytes-like, not <class 'int'>"),
+        ("unary", _generator, "payload must be bytes-like, not <class 'generator'>"),
+        ("stream", lambda req, ctx: iter(["text"]), "payload must be bytes-like, not <class 'str'>"),
+        (
+            "unary",
+            lambda req, ctx: ctx.set_trailing_metadata((("k", 5),)) or b"resp",
+            "metadata values must be str or bytes-like, not <class 'int'>",
+        ),
+        (
+            "unary",
+            lambda req, ctx: ctx.set_trailing_metadata({"k": "v"}) or b"resp",
+            "metadata entries must be (key, value) pairs, got 'k'",
+        ),
+    ],
+    ids=["str", "int", "unary-generator", "str-in-stream", "int-metadata-value", "metadata-dict"],
+)
+def test_known_difference_answer_that_cannot_be_sent(kind, handler, error):
+    # Without a serializer, grpc.server() fails to send a response that isn't
+    # bytes-like, or trailing metadata of the wrong types, logs the error and
+    # never answers the call: the client waits out its deadline. Ours ends
+    # the call at once as grpc.aio does, UNKNOWN with the error (README:
+    # known differences). Ours used to wait as grpcio's (the response that
+    # streams excepted, UNKNOWN "Unexpected server error").
+    setup = setup_handlers({"M": (unary if kind == "unary" else stream)(handler)})
+    call = call_unary if kind == "unary" else call_stream
+    ref, ours = both(setup, lambda run: call(run.channel, method("M"), timeout=1))
+    assert ref.code == SC.DEADLINE_EXCEEDED
+    assert (ours.code, ours.details, ours.responses) == (SC.UNKNOWN, f"Unexpected <class 'TypeError'>: {error}", ())
+
+
+def test_details_that_are_not_utf8():
+    # Details set as bytes go as they are (percent-encoded on the wire); a
+    # grpcio client reads bytes that aren't UTF-8 as Latin-1. Ours used to
+    # replace them with U+FFFD.
+    def handler(req, ctx):
+        ctx.set_code(SC.NOT_FOUND)
+        ctx.set_details(b"\xff\xfe caf\xc3\xa9")
+        return b"resp"
+
+    ref = same(setup_handlers({"M": unary(handler)}), lambda run: call_unary(run.channel, method("M")).brief())
+    assert ref == (SC.NOT_FOUND, b"\xff\xfe caf\xc3\xa9".decode("latin-1"))
 
 
 # -- abort ---------------------------------------------------------------------

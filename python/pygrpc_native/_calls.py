@@ -265,6 +265,9 @@ class CallRunner:
             sent = self._front.send_message(call.call_id, body)
         except RuntimeError:
             sent = False  # the server has stopped
+        except TypeError as err:
+            self._end_unsendable(call, err)
+            sent = False
         if not sent:
             call.ended = True  # the call has ended
         return bool(sent)
@@ -297,9 +300,7 @@ class CallRunner:
         if call.code is not None:
             code = _CODE_VALUES.get(call.code, _UNKNOWN)
         if call.details is not None:
-            details = call.details
-        if isinstance(details, bytes):
-            details = details.decode("utf-8", "replace")
+            details = call.details  # bytes (set_details() encodes), sent as they are, as grpcio does
         metadata = call.trailing_metadata
         try:
             if code == _OK and payload is not None and not details and metadata is None:
@@ -307,13 +308,26 @@ class CallRunner:
             else:
                 self._front.finish(call.call_id, code, details, metadata, payload)
         except (TypeError, ValueError) as err:
-            # Metadata Go can't carry: Go has ended the call with INTERNAL.
-            _LOGGER.error("Cannot send trailing metadata %r: %s", metadata, err)
+            self._end_unsendable(call, err)
         except RuntimeError:
             pass  # the server has stopped: the call has ended
         call.ended = True
         if call.callbacks:
             self._callbacks.call_ended(call)
+
+    def _end_unsendable(self, call: CallState, err: Exception) -> None:
+        """Ends a call whose answer the front refused: a response that isn't
+        bytes (no serializer made it so), trailing metadata of the wrong
+        types. grpcio's server logs such an error and never answers the
+        call; ours answers as grpc.aio does (UNKNOWN, with the error), so
+        the client doesn't wait out its deadline. Where Go refused the
+        metadata's content (ValueError) it has ended the call, INTERNAL, and
+        this finish does nothing."""
+        _LOGGER.error("Cannot send the answer to call %d: %s", call.call_id, err)
+        try:
+            self._front.finish(call.call_id, _UNKNOWN, f"Unexpected {type(err)}: {err}")
+        except RuntimeError:
+            pass  # the server has stopped: the call has ended
 
     def _fail(self, call: CallState, exc: BaseException, template: str) -> None:
         """Ends a call whose handler (or response iterator) raised."""

@@ -175,20 +175,21 @@ static int get_call_id(PyObject *o, uint64_t *id) {
 }
 
 /* as_bytes returns a new reference to an immutable bytes copy of any
- * bytes-like object (bytes itself is returned as is). Immutability matters:
- * the buffer is read with the GIL released when a send has to wait. */
-static PyObject *as_bytes(PyObject *o, const char *what) {
+ * bytes-like object (bytes itself is returned as is), or NULL with a
+ * TypeError saying "<what> must be <expected>". Immutability matters: the
+ * buffer is read with the GIL released when a send has to wait. */
+static PyObject *as_bytes(PyObject *o, const char *what, const char *expected) {
     if (PyBytes_Check(o)) {
         Py_INCREF(o);
         return o;
     }
     if (PyUnicode_Check(o) || PyLong_Check(o)) {
-        return PyErr_Format(PyExc_TypeError, "%s must be bytes-like, not %S", what, (PyObject *)Py_TYPE(o));
+        return PyErr_Format(PyExc_TypeError, "%s must be %s, not %S", what, expected, (PyObject *)Py_TYPE(o));
     }
     PyObject *view = PyMemoryView_FromObject(o);
     if (view == NULL) {
         PyErr_Clear();
-        return PyErr_Format(PyExc_TypeError, "%s must be bytes-like, not %S", what, (PyObject *)Py_TYPE(o));
+        return PyErr_Format(PyExc_TypeError, "%s must be %s, not %S", what, expected, (PyObject *)Py_TYPE(o));
     }
     PyObject *b = PyObject_Bytes(view);
     Py_DECREF(view);
@@ -241,7 +242,7 @@ static PyObject *metadata_text(PyObject *o, int is_key, pgn_bytes *b) {
     if (is_key && !PyBytes_Check(o)) {
         return PyErr_Format(PyExc_TypeError, "metadata keys must be str or bytes, got %R", o);
     }
-    owner = as_bytes(o, "metadata values");
+    owner = as_bytes(o, "metadata values", "str or bytes-like");
     if (owner == NULL) {
         return NULL;
     }
@@ -1069,7 +1070,7 @@ static PyObject *payload_call(PyObject *self, PyObject *const *args, Py_ssize_t 
     if (call_ref(self, args[0], &c) < 0) {
         return NULL;
     }
-    PyObject *b = as_bytes(args[1], "payload");
+    PyObject *b = as_bytes(args[1], "payload", "bytes-like");
     if (b == NULL) {
         return NULL;
     }
@@ -1129,15 +1130,26 @@ static int status_code(PyObject *o, int32_t *code) {
     return 0;
 }
 
-/* optional_str reads a str or None (empty) argument as UTF-8. */
-static int optional_str(PyObject *o, const char *what, pgn_bytes *b) {
+/* optional_text reads a str (as UTF-8), bytes (as they are: grpcio sends a
+ * status message given as bytes unchanged) or None (empty) argument. */
+static int optional_text(PyObject *o, const char *what, pgn_bytes *b) {
     b->data = "";
     b->len = 0;
     if (o == Py_None) {
         return 0;
     }
+    if (PyBytes_Check(o)) {
+        char *data;
+        Py_ssize_t len;
+        if (PyBytes_AsStringAndSize(o, &data, &len) < 0) {
+            return -1;
+        }
+        b->data = data;
+        b->len = (size_t)len;
+        return 0;
+    }
     if (!PyUnicode_Check(o)) {
-        PyErr_Format(PyExc_TypeError, "%s must be a str or None, not %S", what, (PyObject *)Py_TYPE(o));
+        PyErr_Format(PyExc_TypeError, "%s must be a str, bytes or None, not %S", what, (PyObject *)Py_TYPE(o));
         return -1;
     }
     return str_arg(o, what, b);
@@ -1151,14 +1163,14 @@ static PyObject *Front_finish(PyObject *self, PyObject *args, PyObject *kwds) {
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|OOOO:finish", kwlist, &id_obj, &code_obj, &details_obj, &md,
                                      &payload_obj) ||
         call_ref(self, id_obj, &c) < 0 || status_code(code_obj, &a.code) < 0 ||
-        optional_str(details_obj, "details", &a.details) < 0) {
+        optional_text(details_obj, "details", &a.details) < 0) {
         return NULL;
     }
     PyObject *payload = NULL;
     if (payload_obj != Py_None) {
         char *p;
         Py_ssize_t n;
-        payload = as_bytes(payload_obj, "payload");
+        payload = as_bytes(payload_obj, "payload", "bytes-like");
         if (payload == NULL || PyBytes_AsStringAndSize(payload, &p, &n) < 0) {
             Py_XDECREF(payload);
             return NULL;

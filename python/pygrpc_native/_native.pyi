@@ -50,7 +50,7 @@ class Front:
         self,
         call_id: int,
         code: int = 0,
-        details: Optional[str] = None,
+        details: Union[str, bytes, None] = None,
         trailing_metadata: Optional[Metadata] = None,
         payload: Optional[BytesLike] = None,
     ) -> Optional[bool]: ...
