@@ -403,6 +403,40 @@ def test_del_stops_the_server_and_unblocks_wait_for_termination():
     assert for_both(check) == (False, False)
 
 
+# A server kept in a module's globals until the interpreter exits, in each
+# stage of its life; the script prints its stage, then exits normally.
+_KEPT_UNTIL_EXIT = """
+import sys
+from concurrent import futures
+import grpc, pygrpc_native
+kind, stage = sys.argv[1:]
+server = (grpc.server if kind == "grpcio" else pygrpc_native.server)(futures.ThreadPoolExecutor(2))
+if stage != "created":
+    server.add_insecure_port("127.0.0.1:0")
+    server.start()
+if stage == "stopped":
+    server.stop(None)
+print(stage, flush=True)
+"""
+
+
+@pytest.mark.parametrize("stage", ["created", "started", "stopped"])
+def test_interpreter_exits_with_a_server_in_globals(stage):
+    # A server created and never started used to hang the interpreter at
+    # exit: its __del__ started a thread, which can't run while Python
+    # finalizes (before 3.12 Thread.start() then waits forever).
+    def exits(kind):
+        try:
+            done = subprocess.run(
+                [sys.executable, "-c", _KEPT_UNTIL_EXIT, kind, stage], capture_output=True, text=True, timeout=20
+            )
+        except subprocess.TimeoutExpired:
+            return "still running after 20 s"
+        return done.returncode, done.stdout.strip()
+
+    assert for_both(exits) == (0, stage)
+
+
 # -- ports after start ---------------------------------------------------------------------
 
 

@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import collections
 import logging
+import sys
 import threading
 import time
 from concurrent import futures
@@ -182,12 +183,15 @@ class _Server(ServerCore, grpc.Server):
         and wait_for_termination() returns once it has stopped. The stop
         runs on a thread of its own: nothing waits here, and no lock is
         taken by a collection that may run while this thread holds it."""
-        if not hasattr(self, "_termination") or self._termination.is_set():
+        if not hasattr(self, "_termination") or self._termination.is_set() or sys.is_finalizing():
+            # At interpreter exit (a server kept in a module's globals) the
+            # process takes the server with it; and no thread can start then:
+            # before 3.12 Thread.start() waits for it forever.
             return
         try:
             threading.Thread(target=self.stop, args=(None,), name="pygrpc_native-del", daemon=True).start()
         except RuntimeError:
-            pass  # interpreter shutdown: no new threads; the process is ending anyway
+            pass  # interpreter shutdown (3.12+ refuses new threads): the process is ending anyway
 
     def wait_for_termination(self, timeout: Optional[float] = None) -> bool:
         """Waits in short slices so that Ctrl+C interrupts it, as in grpcio.
