@@ -8,6 +8,7 @@ as grpcio serves them, auth_context() included. Credentials pygrpc_native
 can't read are a TypeError that says why.
 """
 
+import asyncio
 import ipaddress
 import socket
 import subprocess
@@ -20,6 +21,7 @@ from cryptography import x509
 from grpc.experimental import session_cache
 
 import pygrpc_native
+import pygrpc_native.aio
 from tls_certs import issue, make_pki, name
 from tls_serving import call, presented, serving
 
@@ -256,6 +258,29 @@ def test_unusable_key_material_is_refused_by_add_secure_port(pki):
             server.add_secure_port("127.0.0.1:0", creds)
     finally:
         server.stop(None)
+
+
+def test_add_secure_port_without_credentials_binds_nothing():
+    # grpcio fails on None too (AttributeError); ours used to bind a
+    # plaintext port. Known difference: a TypeError that says what to do.
+    with pytest.raises(AttributeError):
+        grpc.server(futures.ThreadPoolExecutor(1)).add_secure_port("127.0.0.1:0", None)
+    server = pygrpc_native.server(futures.ThreadPoolExecutor(1))
+    try:
+        with pytest.raises(TypeError, match="needs server credentials, got None"):
+            server.add_secure_port("127.0.0.1:0", None)
+    finally:
+        server.stop(None)
+
+    async def on_aio():
+        server = pygrpc_native.aio.server()
+        try:
+            server.add_secure_port("127.0.0.1:0", None)
+        finally:
+            await server.stop(None)
+
+    with pytest.raises(TypeError, match="needs server credentials, got None"):
+        asyncio.run(on_aio())
 
 
 def test_grpc_beta_alias_imported_first_is_rebound():

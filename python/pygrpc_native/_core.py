@@ -302,6 +302,11 @@ class ServerCore:
 
     def add_secure_port(self, address: str, server_credentials: grpc.ServerCredentials) -> int:
         """add_insecure_port with TLS for this port only."""
+        if server_credentials is None:
+            # grpcio fails here too (AttributeError); never a plaintext port.
+            raise TypeError(
+                "add_secure_port() needs server credentials, got None; for a plaintext port use add_insecure_port()"
+            )
         tls_config(server_credentials, "add_secure_port()")  # TypeError for grpcio's credentials
         with self.lock:
             if self.stage is not Stage.NEW:
