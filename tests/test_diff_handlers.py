@@ -210,6 +210,77 @@ def test_known_difference_interceptor_streams_a_unary_method(flavour):
     assert (ref[1].code, ref[1].responses) == (ours[1].code, ours[1].responses) == (SC.OK, (b"only",))
 
 
+def _answering(text):
+    async def handler(req, ctx):
+        return text
+
+    return handler
+
+
+@each_flavour
+def test_interceptor_sends_the_call_to_another_method(flavour):
+    # An interceptor that passes on details naming another method gets that
+    # method's handler (or none), as grpcio asks the handlers with the
+    # details it is given. grpc.server() keeps a registered method's handler
+    # whatever the details say, and asks only the generic handlers for
+    # another one; grpc.aio asks registered handlers as generic ones. Ours
+    # used to keep the called method's handler. (grpc.aio takes only its own
+    # details type from an interceptor, which grpc.server() takes too.)
+    from grpc._cython.cygrpc import _HandlerCallDetails
+
+    reroutes = {
+        "Echo": method("Target"),
+        "Elsewhere": "/nowhere.Nowhere/Nothing",
+        "Unknown": method("Target"),
+        "Registered": method("Target"),
+        "ToRegistered": method("RegisteredOnly"),
+    }
+
+    async def reroute(continuation, details):
+        to = reroutes.get(details.method.rsplit("/", 1)[1])
+        if to is not None:
+            details = _HandlerCallDetails(to, details.invocation_metadata)
+        return await continuation(details)
+
+    def setup(server, state):
+        names = ("Echo", "Elsewhere", "Target", "ToRegistered")
+        flavour.handlers({name: flavour.unary(_answering(name.encode())) for name in names})(server, state)
+        registered = {name: flavour.unary(_answering(name.encode())) for name in ("Registered", "RegisteredOnly")}
+        server.add_registered_method_handlers(SERVICE, registered)
+
+    def scenario(run):
+        outs = [call_unary(run.channel, method(name), timeout=2) for name in reroutes]
+        return [out.responses[0] if out.code == SC.OK else out.code for out in outs]
+
+    ref = flavour.same(setup, scenario, interceptors=[flavour.interceptor(reroute)])
+    assert ref == [
+        b"Target",
+        SC.UNIMPLEMENTED,
+        b"Target",
+        flavour.pick(sync=b"Registered", aio=b"Target"),
+        flavour.pick(sync=SC.UNIMPLEMENTED, aio=b"RegisteredOnly"),
+    ]
+
+
+@each_flavour
+def test_interceptor_details_are_of_grpcios_type_name(flavour):
+    # On the sync servers they also print alike (grpc.aio's have no repr).
+    seen = []
+
+    async def record(continuation, details):
+        seen.append((type(details).__name__, repr(details) if flavour is SYNC else ""))
+        return await continuation(details)
+
+    def scenario(run):
+        call_unary(run.channel, method("Echo"), b"x")
+        return seen.pop()
+
+    setup, kwargs = _with_interceptors(flavour, record)
+    name, printed = flavour.same(setup, scenario, **kwargs)
+    assert name == "_HandlerCallDetails"
+    assert printed.startswith(flavour.pick(sync="_HandlerCallDetails(method='/diff.Diff/Echo', ", aio=""))
+
+
 @each_flavour
 def test_interceptors_run_in_order_once_per_call(flavour):
     order = []

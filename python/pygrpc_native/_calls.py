@@ -34,8 +34,8 @@ _UNAVAILABLE = grpc.StatusCode.UNAVAILABLE.value[0]
 DETAILS_METHOD_NOT_FOUND = "Method not found!"
 
 
-class HandlerCallDetails(
-    collections.namedtuple("HandlerCallDetails", ("method", "invocation_metadata")),
+class _HandlerCallDetails(
+    collections.namedtuple("_HandlerCallDetails", ("method", "invocation_metadata")),
     grpc.HandlerCallDetails,
 ):
     """What interceptors and generic handlers are asked about a call."""
@@ -64,7 +64,9 @@ class HandlerSource(Protocol):
     interceptors: Sequence[Any]
     # Looked-up calls the interceptors already answered: call id -> handler.
     pre_intercepted: Dict[int, grpc.RpcMethodHandler]
-    def find_handler(self, path: str, metadata: Any) -> Optional[grpc.RpcMethodHandler]: ...
+    def continuation(
+        self, path: str, base: Optional[grpc.RpcMethodHandler]
+    ) -> Callable[[grpc.HandlerCallDetails], Optional[grpc.RpcMethodHandler]]: ...
 
     # A call Python took and runs no handler for (any more): its
     # maximum_concurrent_rpcs place is free once it has ended.
@@ -144,8 +146,8 @@ class CallRunner:
                 try:
                     handler = intercept(
                         self._interceptors,
-                        self._continuation(method),
-                        HandlerCallDetails(method.path, ctx.invocation_metadata()),
+                        self._source.continuation(method.path, method.handler),
+                        _HandlerCallDetails(method.path, ctx.invocation_metadata()),
                     )
                 except Exception:  # noqa: BLE001
                     _LOGGER.exception("Exception servicing handler")
@@ -165,15 +167,6 @@ class CallRunner:
                 "pygrpc_native: the experimental_thread_pool of %s refused work (was it shut down?)", method.path
             )
             self.reject(call_id, _UNAVAILABLE, "Handler thread pool is shut down")
-
-    def _continuation(self, method: Method) -> Callable[[grpc.HandlerCallDetails], Optional[grpc.RpcMethodHandler]]:
-        """The interceptors' continuation: the method's handler, or for a
-        path only an interceptor answered, the handlers asked again."""
-        base = method.handler
-        if base is not None:
-            return lambda _details: base
-        find = self._source.find_handler
-        return lambda details: find(details.method, details.invocation_metadata)
 
     def _serve_and_release(
         self, call: CallState, ctx: ServicerContext, handler: grpc.RpcMethodHandler, payload: Optional[bytes]

@@ -25,7 +25,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence
 
 import grpc
 
-from ._calls import DETAILS_METHOD_NOT_FOUND, HandlerCallDetails, Method
+from ._calls import DETAILS_METHOD_NOT_FOUND, _HandlerCallDetails, Method
 from ._context import Metadatum
 from ._credentials import set_front_tls, tls_config
 from ._front import NativeGrpcFront
@@ -108,11 +108,18 @@ class Lookup:
     """A looked-up call no handler knows, for the interceptors to answer."""
 
     call_id: int
-    details: HandlerCallDetails
+    details: _HandlerCallDetails
 
 
 class ServerCore:
     """The routing half of a server; subclasses add dispatch and lifecycle."""
+
+    # How the interceptors' continuation treats registered methods (see
+    # continuation). grpc.server(): a registered method's call keeps its
+    # handler whatever method the details name, and details naming another
+    # method are answered by the generic handlers alone. grpc.aio.server():
+    # registered handlers are asked as generic ones are.
+    registered_fixed = True
 
     def __init__(self, arguments: ServerArguments) -> None:
         """Creates the front and registers the handlers."""
@@ -167,15 +174,46 @@ class ServerCore:
                 self._registered[f"/{service_name}/{name}"] = handler
 
     def find_handler(self, path: str, metadata: Any) -> Optional[grpc.RpcMethodHandler]:
+        """The handler of a path: its registered one, else the first generic
+        handler's that answers."""
         handler = self._registered.get(path)
         if handler is not None:
             return handler
-        details = HandlerCallDetails(path, metadata)
+        return self._find_generic(path, metadata)
+
+    def _find_generic(self, path: str, metadata: Any) -> Optional[grpc.RpcMethodHandler]:
+        """The first generic handler's answer for a path (None: none)."""
+        details = _HandlerCallDetails(path, metadata)
         for generic in list(self._generic):
             handler = generic.service(details)
             if handler is not None:
                 return handler
         return None
+
+    def continuation(
+        self, path: str, base: Optional[grpc.RpcMethodHandler]
+    ) -> Callable[[grpc.HandlerCallDetails], Optional[grpc.RpcMethodHandler]]:
+        """The interceptors' continuation for a call to ``path``, as grpcio's:
+        the handlers are asked for the method that the details passed on
+        name, so an interceptor may send a call to another method's handler,
+        or to none. ``base``, the handler found for path itself (None for a
+        path no handler knew), stands in for asking again while the details
+        still name path: the generic handlers are asked once per method
+        (README: known differences)."""
+        if self.registered_fixed:
+            registered = self._registered.get(path)
+            if registered is not None:
+                return lambda _details: registered
+            find = self._find_generic
+        else:
+            find = self.find_handler
+
+        def ask(details: grpc.HandlerCallDetails) -> Optional[grpc.RpcMethodHandler]:
+            if base is not None and details.method == path:
+                return base
+            return find(details.method, details.invocation_metadata)
+
+        return ask
 
     def _add_method(self, path: str, handler: grpc.RpcMethodHandler, known: bool = True) -> int:
         """Serves a method natively; returns its method id. ``known``: the
@@ -228,7 +266,7 @@ class ServerCore:
         if not self.interceptors:
             self.reject(call_id, _UNIMPLEMENTED, DETAILS_METHOD_NOT_FOUND)
             return None
-        return Lookup(call_id, HandlerCallDetails(path, metadata))
+        return Lookup(call_id, _HandlerCallDetails(path, metadata))
 
     def intercepted(self, lookup: "Lookup", handler: Optional[grpc.RpcMethodHandler]) -> None:
         """Routes a looked-up call that only the interceptors answered, with

@@ -363,7 +363,7 @@ class _Server(ServerCore, grpc.Server):
         if lookup is None:
             return
         try:
-            handler = intercept(self.interceptors, lambda _details: None, lookup.details)
+            handler = intercept(self.interceptors, self.continuation(lookup.details.method, None), lookup.details)
         except Exception:  # noqa: BLE001 - grpcio's answer to a failing interceptor
             _LOGGER.exception("Exception servicing handler")
             self._call_runner.reject(call_id, _UNKNOWN, "Error in service handler!")

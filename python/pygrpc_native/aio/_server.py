@@ -42,7 +42,7 @@ import grpc
 import grpc.aio
 
 from .._call_state import CallState
-from .._calls import HandlerCallDetails, Method, RequestIterator, behavior_of
+from .._calls import _HandlerCallDetails, Method, RequestIterator, behavior_of
 from .._core import Lookup, ServerArguments, ServerCore, Stage
 from .._front import EVENT_CALL, EVENT_CANCEL, EVENT_LOOKUP
 from ._context import ServicerContext, SyncHandlerContext, failure_code, send_blocking, serialize
@@ -77,6 +77,8 @@ def _kind_of(behavior: Any) -> _BehaviorKind:
 
 
 class _AioServer(ServerCore, grpc.aio.Server):
+    registered_fixed = False  # as grpc.aio (see ServerCore)
+
     def __init__(self, arguments: ServerArguments) -> None:
         super().__init__(arguments)
         self.front.blocking = False
@@ -296,21 +298,21 @@ class _AioServer(ServerCore, grpc.aio.Server):
         return await asyncio.get_running_loop().run_in_executor(self.thread_pool, run)
 
     async def _intercept(self, method: Method, ctx: ServicerContext) -> Optional[grpc.RpcMethodHandler]:
-        base = method.handler
+        return await self._run_interceptors(
+            method.path, method.handler, _HandlerCallDetails(method.path, ctx.invocation_metadata())
+        )
 
-        async def continuation(details: Any) -> Optional[grpc.RpcMethodHandler]:
-            # For a path only an interceptor answered, the handlers are
-            # asked again, as grpc.aio does on every call.
-            return base if base is not None else self.find_handler(details.method, details.invocation_metadata)
-
-        return await self._run_interceptors(continuation, HandlerCallDetails(method.path, ctx.invocation_metadata()))
-
-    async def _run_interceptors(self, continuation: Any, details: HandlerCallDetails) -> Optional[grpc.RpcMethodHandler]:
+    async def _run_interceptors(
+        self, path: str, base: Optional[grpc.RpcMethodHandler], details: _HandlerCallDetails
+    ) -> Optional[grpc.RpcMethodHandler]:
+        """The handler the interceptors give a call to path (see
+        ServerCore.continuation for base)."""
         interceptors = self.interceptors
+        ask = self.continuation(path, base)
 
         async def step(index: int, call_details: Any) -> Optional[grpc.RpcMethodHandler]:
             if index == len(interceptors):
-                return await continuation(call_details)
+                return ask(call_details)
             return await interceptors[index].intercept_service(lambda d: step(index + 1, d), call_details)
 
         return await step(0, details)
@@ -318,12 +320,8 @@ class _AioServer(ServerCore, grpc.aio.Server):
     async def _intercept_lookup(self, lookup: Lookup) -> None:
         """A looked-up path no handler knows: the interceptors may answer
         it (see ServerCore.lookup)."""
-
-        async def nothing(_details: Any) -> None:
-            return None
-
         try:
-            handler = await self._run_interceptors(nothing, lookup.details)
+            handler = await self._run_interceptors(lookup.details.method, None, lookup.details)
         except Exception as exc:  # noqa: BLE001 - grpc.aio's outcome for any exception
             _LOGGER.error("Unexpected error looking up %s", lookup.details.method, exc_info=exc)
             self.reject(lookup.call_id, _UNKNOWN.value[0], f"Unexpected {type(exc)}: {exc}")
