@@ -150,6 +150,57 @@ def test_read_after_the_stream_was_iterated(flavour, kind):
     same(_handlers(kind, handler), scenario, loop=flavour.name)
 
 
+def _late(messages, delay=0.2):
+    """A client that sends messages after a pause, so that reads wait."""
+    import time
+
+    time.sleep(delay)
+    yield from messages
+
+
+@each_loop
+@pytest.mark.parametrize("how", ["read", "iterate"])
+def test_two_reads_at_once(flavour, how):
+    """Two reads awaited together while no message has arrived: the first
+    gets the message, the second grpc.aio.EOF (grpc.aio's second receive
+    fails as one operation too many), and the stream can be read on after;
+    two steps of the request iterator raise. Ours used to lose the first
+    read's wake-up: the call hung to its deadline."""
+
+    async def handler(requests, ctx, state):
+        async def one():
+            if how == "read":
+                return await ctx.read()
+            try:
+                return await requests.__anext__()
+            except StopAsyncIteration:
+                return grpc.aio.EOF
+
+        try:
+            got = await asyncio.gather(one(), one())
+        except RuntimeError:
+            state.record("got", "raised")
+            raise
+        state.record("got", ["EOF" if m is grpc.aio.EOF else m for m in got])
+        rest = []
+        while (m := await ctx.read()) is not grpc.aio.EOF:
+            rest.append(m)
+        return b"|".join(rest)
+
+    def scenario(run):
+        out = streams.call(run.channel, "stream_unary", method("M"), _late([b"a", b"b", b"c"]), timeout=5)
+        return out.code, out.details, out.responses, run.state.wait_for("got")
+
+    ref = same(_handlers("stream_unary", handler), scenario, loop=flavour.name)
+    if how == "read":
+        assert ref == (SC.OK, "", (b"b|c",), [b"a", "EOF"])
+    else:
+        # grpc.aio's request iterator is an async generator, which refuses a
+        # step while one waits.
+        running = "anext(): asynchronous generator is already running"
+        assert ref == (SC.UNKNOWN, f"Unexpected <class 'RuntimeError'>: {running}", (), "raised")
+
+
 # -- the context's state -------------------------------------------------------------------
 
 

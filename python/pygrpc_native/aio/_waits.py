@@ -46,6 +46,7 @@ class RequestStream:
         "_last_size",
         "_ended",
         "_waiter",
+        "_iterating",
     )
 
     def __init__(self, waits: "LoopWaits", call_id: int, deserializer: Optional[Callable[[bytes], Any]]) -> None:
@@ -58,6 +59,7 @@ class RequestStream:
         self._last_size = _AHEAD_BYTES  # unknown at first: one message
         self._ended = False  # the client half-closed (after the messages queued)
         self._waiter: Optional[asyncio.Future] = None
+        self._iterating = False  # the read waiting (_waiter) is __anext__'s
         self._top_up()
 
     def _top_up(self) -> None:
@@ -89,9 +91,12 @@ class RequestStream:
             waiter.set_result(None)
 
     async def read(self) -> Any:
-        """The next request, or grpc.aio.EOF after the last."""
+        """The next request, or grpc.aio.EOF after the last. A read made
+        while another one waits gets EOF at once, as on grpc.aio (whose
+        second receive fails as one operation too many); the one waiting
+        gets the next request."""
         while not self._messages:
-            if self._ended:
+            if self._ended or self._waiter is not None:
                 return grpc.aio.EOF
             await self._wait()
         return self._take()
@@ -116,11 +121,19 @@ class RequestStream:
         return self
 
     async def __anext__(self) -> Any:
-        # read(), without a coroutine of its own per message.
+        # read(), without a coroutine of its own per message. grpc.aio's
+        # iterator is an async generator: stepped while a step waits, it
+        # raises.
         while not self._messages:
-            if self._ended:
+            if self._waiter is not None and self._iterating:
+                raise RuntimeError("anext(): asynchronous generator is already running")
+            if self._ended or self._waiter is not None:
                 raise StopAsyncIteration()
-            await self._wait()
+            self._iterating = True
+            try:
+                await self._wait()
+            finally:
+                self._iterating = False
         return self._take()
 
 
