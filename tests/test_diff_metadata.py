@@ -231,18 +231,22 @@ def test_initial_and_trailing_metadata_together(flavour):
 
 
 @each_flavour
-def test_known_difference_reserved_grpc_key_in_response_metadata(flavour):
-    """Known difference (README): response metadata keys starting with grpc-
-    are reserved; pygrpc_native ends the call with INTERNAL, grpcio sends them."""
+def test_grpc_keys_in_response_metadata(flavour):
+    """grpc- keys in response metadata: grpcio sends them (grpc-retry-pushback-ms
+    is how a server tells clients to back off), except those its transport
+    writes itself, which its clients never see; the call succeeds either way.
+    Ours used to end such a call with INTERNAL."""
+    own = ("grpc-status", "grpc-message", "grpc-encoding", "grpc-accept-encoding", "grpc-internal-encoding-request")
+    sent = (("grpc-retry-pushback-ms", "10"), ("grpc-custom", "v"), ("grpc-custom-bin", b"\x01\x02"))
 
     async def handler(req, ctx):
-        ctx.set_trailing_metadata((("grpc-custom", "v"),))
+        await ctx.send_initial_metadata(sent + tuple((k, "x") for k in own))
+        ctx.set_trailing_metadata(tuple((k, "x") for k in own) + sent)
         return b"resp"
 
-    setup = flavour.handlers({"M": flavour.unary(handler)})
-    ref, ours = flavour.both(setup, lambda run: call_unary(run.channel, method("M")))
-    assert ref.code == SC.OK and ref.responses == (b"resp",)
-    assert ours.code == SC.INTERNAL
+    ref = flavour.unary_case(handler)
+    assert (ref.code, ref.responses) == (SC.OK, (b"resp",))
+    assert ref.initial_metadata == ref.trailing_metadata == sent
 
 
 @each_flavour
@@ -341,6 +345,30 @@ def test_invocation_metadata_as_multiset(flavour):
     assert len(ref[3]) == 1  # user-agent
     # The call has a deadline (harness.CALL_TIMEOUT): grpc-timeout is not request metadata.
     assert not any(k.startswith("grpc-") for (k, _), _n in ref[2])
+
+
+@each_flavour
+def test_grpc_keys_in_request_metadata(flavour):
+    """A handler sees the grpc- keys a client sends, as on grpcio, except
+    those gRPC acts on itself (tracing, load reports, ...). Ours used to
+    hide every grpc- key."""
+    shown = (
+        ("grpc-custom", "v"),
+        ("grpc-custom-bin", b"\x01"),
+        ("grpc-retry-pushback-ms", "10"),
+        ("grpc-status-details-bin", b"\x02"),
+    )
+    hidden = (("grpc-trace-bin", b"\x00"), ("grpc-tags-bin", b"\x00"), ("endpoint-load-metrics-bin", b"\x01"))
+
+    async def handler(req, ctx, state):
+        state.record("seen", sorted(kv for kv in ctx.invocation_metadata() if kv[0] != "user-agent"))
+        return b""
+
+    def scenario(run):
+        call_unary(run.channel, method("M"), metadata=shown + hidden)
+        return run.state.wait_for("seen")
+
+    assert flavour.same(flavour.recording("M", handler), scenario) == sorted(shown)
 
 
 @each_flavour

@@ -453,10 +453,10 @@ def test_trailing_metadata_with_error_status():
         assert metadata_values(e.trailing_metadata(), "x-reason-bin") == [b"\x00\x07"]
 
 
-BAD_KEYS = ["grpc-custom", "grpc-status", "Upper-Case", "has space", "bad:colon", ""]
+BAD_KEYS = ["Upper-Case", "has space", "bad:colon", ""]
 
 
-@pytest.mark.parametrize("key", BAD_KEYS, ids=["grpc-custom", "grpc-status", "upper", "space", "colon", "empty"])
+@pytest.mark.parametrize("key", BAD_KEYS, ids=["upper", "space", "colon", "empty"])
 @pytest.mark.parametrize("where", ["initial", "trailing"])
 def test_bad_response_metadata_key_ends_call_with_internal(key, where):
     with started_front() as front, grpc.insecure_channel(f"127.0.0.1:{front.port}") as ch:

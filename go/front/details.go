@@ -45,19 +45,36 @@ func (cs *Calls) Details(id uint64) (CallDetails, Result) {
 }
 
 // perHopKey reports a metadata key that HTTP/2 or gRPC set for one hop
-// (pseudo-headers and the keys gRPC reserves for itself): handlers don't
-// see them, and the fallback relay doesn't forward them.
+// (pseudo-headers and the keys gRPC reserves for itself): the fallback
+// relay doesn't forward them.
 func perHopKey(k string) bool {
 	return strings.HasPrefix(k, ":") || strings.HasPrefix(k, "grpc-") || k == "content-type" || k == "te"
 }
 
+// hiddenFromHandlers reports a request metadata key that grpcio's server
+// acts on and never shows a handler: pseudo-headers, content-type, te,
+// and the keys of gRPC's own (the deadline, the encodings, the status,
+// retries, tracing, load reports). Other keys are the handler's, grpc- ones
+// included (grpc-status-details-bin, a key of the application's own).
+func hiddenFromHandlers(k string) bool {
+	if strings.HasPrefix(k, ":") {
+		return true
+	}
+	switch k {
+	case "content-type", "te", "grpc-timeout", "grpc-encoding", "grpc-accept-encoding", "grpc-internal-encoding-request",
+		"grpc-status", "grpc-message", "grpc-previous-rpc-attempts", "grpc-trace-bin", "grpc-tags-bin",
+		"grpc-server-stats-bin", "lb-cost-bin", "endpoint-load-metrics-bin":
+		return true
+	}
+	return false
+}
+
 // invocationMetadata is the request metadata a handler sees: what
-// grpcio's invocation_metadata() returns, in the transport's order, without
-// the per-hop keys.
+// grpcio's invocation_metadata() returns, in the transport's order.
 func invocationMetadata(header [][2]string) [][2]string {
 	out := make([][2]string, 0, len(header))
 	for _, kv := range header {
-		if !perHopKey(kv[0]) {
+		if !hiddenFromHandlers(kv[0]) {
 			out = append(out, kv)
 		}
 	}

@@ -355,16 +355,34 @@ func TestOrderedKeepsArrivalOrder(t *testing.T) {
 	}
 }
 
-func TestReservedResponseMetadataEndsWithInternal(t *testing.T) {
+// TestGRPCKeysInResponseMetadata: grpc- keys a handler sets are sent, as
+// grpcio sends them, except those the transport writes itself, which are
+// left out without failing the call.
+func TestGRPCKeysInResponseMetadata(t *testing.T) {
 	_, cc := startFront(t, "", func(f *Front, e Event) {
-		if e.Kind == EventCall {
-			if _, err := f.Calls().Finish(e.CallID, Ending{Code: codes.OK, Trailer: Metadata{{"grpc-mine", "x"}}, Message: msg("m"), HasMessage: true}, SendWait); err == nil {
-				panic("reserved key accepted")
-			}
+		if e.Kind != EventCall {
+			return
+		}
+		header := Metadata{{"grpc-custom", "h"}, {"grpc-encoding", "gzip"}, {"grpc-accept-encoding", "identity"}}
+		if _, err := f.Calls().SendHeader(e.CallID, header, SendWait); err != nil {
+			panic(err)
+		}
+		trailer := Metadata{{"grpc-retry-pushback-ms", "10"}, {"grpc-status", "5"}, {"grpc-message", "no"}, {"grpc-custom-bin", "\x01"}}
+		if _, err := f.Calls().Finish(e.CallID, Ending{Code: codes.OK, Trailer: trailer, Message: msg("m"), HasMessage: true}, SendWait); err != nil {
+			panic(err)
 		}
 	})
-	_, err := say(context.Background(), cc, "x")
-	wantStatus(t, err, codes.Internal, "Invalid metadata")
+	var header, trailer metadata.MD
+	got, err := say(context.Background(), cc, "x", grpc.Header(&header), grpc.Trailer(&trailer))
+	if err != nil || got != "m" {
+		t.Fatalf("got %q, %v", got, err)
+	}
+	if h := header.Get("grpc-custom"); len(h) != 1 || h[0] != "h" || header.Get("grpc-accept-encoding") != nil {
+		t.Fatalf("header %v", header)
+	}
+	if p, b := trailer.Get("grpc-retry-pushback-ms"), trailer.Get("grpc-custom-bin"); len(p) != 1 || p[0] != "10" || len(b) != 1 || b[0] != "\x01" {
+		t.Fatalf("trailer %v", trailer)
+	}
 }
 
 func TestStatusDetailsAreUnicode(t *testing.T) {

@@ -68,7 +68,7 @@ func FuzzMetadataChecks(f *testing.F) {
 }
 
 func validKey(k string) bool {
-	if k == "" || strings.HasPrefix(k, "grpc-") && k != statusDetailsKey {
+	if k == "" {
 		return false
 	}
 	return strings.IndexFunc(k, func(r rune) bool {

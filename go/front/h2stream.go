@@ -268,14 +268,11 @@ func (s *h2Stream) responseHeader(fields []headerField, md Metadata) []headerFie
 }
 
 // appendMetadata adds metadata as header fields, in order (values of -bin
-// keys in base64), leaving out what gRPC reserves for itself.
+// keys in base64), leaving out what the transport writes itself.
 func appendMetadata(fields []headerField, md Metadata) []headerField {
 	for _, kv := range md {
 		k, v := kv[0], kv[1]
-		if k == "" || k[0] == ':' || k == "content-type" || k == "te" || k == "user-agent" {
-			continue
-		}
-		if k == "grpc-status" || k == "grpc-message" || k == "grpc-encoding" || k == "grpc-timeout" || k == "grpc-message-type" {
+		if leftOutOfResponse(k) {
 			continue
 		}
 		if strings.HasSuffix(k, "-bin") {

@@ -12,14 +12,18 @@ import (
 // grpc-go's transport holds metadata in a map and sends it grouped by key.
 type Metadata [][2]string
 
-// md is m as grpc-go's map (values of a repeated key in order).
+// md is response metadata m as grpc-go's map (values of a repeated key in
+// order), less what the transport writes itself (leftOutOfResponse; grpc-go
+// would drop most of it, but send the encodings' keys as given).
 func (m Metadata) md() metadata.MD {
 	if m == nil {
 		return nil
 	}
 	md := make(metadata.MD, len(m))
 	for _, kv := range m {
-		md[kv[0]] = append(md[kv[0]], kv[1])
+		if !leftOutOfResponse(kv[0]) {
+			md[kv[0]] = append(md[kv[0]], kv[1])
+		}
 	}
 	return md
 }

@@ -37,15 +37,31 @@ func checkMetadataSize(md Metadata, limit uint32) error {
 
 // statusDetailsKey carries rich error details (a google.rpc.Status), as
 // grpcio-status sends them through trailing metadata. Like grpcio, the front
-// sends it exactly as given (with the status left to the status line), so it
-// is the one grpc- key Python may send.
+// sends it exactly as given (with the status left to the status line).
 const statusDetailsKey = "grpc-status-details-bin"
 
+// leftOutOfResponse reports the response metadata keys that a transport
+// writes itself (grpc-go's reserved headers, and the negotiation of
+// encodings), which a handler's metadata must not override: they are left
+// out, and grpcio's clients never see them from grpcio's server either.
+// Every other key goes as given, grpc- ones included
+// (grpc-retry-pushback-ms, grpc-status-details-bin, ...), as from grpcio.
+func leftOutOfResponse(k string) bool {
+	if k == "" || k[0] == ':' {
+		return true
+	}
+	switch k {
+	case "content-type", "te", "user-agent", "grpc-status", "grpc-message", "grpc-message-type",
+		"grpc-encoding", "grpc-accept-encoding", "grpc-internal-encoding-request", "grpc-timeout":
+		return true
+	}
+	return false
+}
+
 // validateMetadata checks metadata Python wants to send. Keys must be valid
-// lowercase HTTP/2 header names, the grpc- prefix belongs to gRPC itself
-// (README: known differences), and values of keys without -bin must be
-// printable ASCII, as grpcio requires (grpc-go would drop such initial
-// metadata silently).
+// lowercase HTTP/2 header names and values of keys without -bin printable
+// ASCII, as grpcio requires (grpc-go would drop such initial metadata
+// silently).
 func validateMetadata(md Metadata) error {
 	for _, kv := range md {
 		k, v := kv[0], kv[1]
@@ -58,9 +74,6 @@ func validateMetadata(md Metadata) error {
 		}
 		if k == "" {
 			return fmt.Errorf("metadata key must not be empty")
-		}
-		if strings.HasPrefix(k, "grpc-") && k != statusDetailsKey {
-			return fmt.Errorf("metadata key %q is reserved by gRPC", k)
 		}
 		for i := 0; i < len(k); i++ {
 			ch := k[i]
