@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -280,7 +281,13 @@ func TestMessageSizeLimits(t *testing.T) {
 	opts := `, "options": [["grpc.max_receive_message_length", 10], ["grpc.max_send_message_length", 5]]`
 	_, cc := startFront(t, opts, echo)
 	_, err := say(context.Background(), cc, strings.Repeat("x", 11))
-	wantStatus(t, err, codes.ResourceExhausted, "grpc: received message larger than max (11 vs. 10)")
+	// grpc-go's transport writes its own words before the front sees the
+	// error (README: known differences).
+	want := "SERVER: Received message larger than max (11 vs. 10)"
+	if os.Getenv(transportEnv) == TransportGRPCGo {
+		want = "grpc: received message larger than max (11 vs. 10)"
+	}
+	wantStatus(t, err, codes.ResourceExhausted, want)
 	_, err = say(context.Background(), cc, strings.Repeat("x", 6))
 	wantStatus(t, err, codes.ResourceExhausted, "SERVER: Sent message larger than max (6 vs. 5)")
 	if got, err := say(context.Background(), cc, "12345"); err != nil || got != "12345" {

@@ -151,7 +151,7 @@ func (c *h2Conn) requestData(s *h2Stream, pl *framePayload, end bool) error {
 			}
 			size := int(binary.BigEndian.Uint32(s.prefix[1:]))
 			if size > limit {
-				s.refuse(status.Errorf(codes.ResourceExhausted, "grpc: received message larger than max (%d vs. %d)", size, limit))
+				s.refuse(receivedTooLarge(size, limit))
 				break
 			}
 			s.body.start(size)

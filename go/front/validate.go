@@ -35,6 +35,13 @@ func checkMetadataSize(md Metadata, limit uint32) error {
 	return status.Errorf(codes.ResourceExhausted, "received metadata size exceeds hard limit (%d vs. %d); %s", total, limit, fields.String())
 }
 
+// receivedTooLarge is the status of a request message over the receive
+// limit, in grpcio's words (grpc-go's are "grpc: received message larger
+// than max (N vs. M)").
+func receivedTooLarge(size, limit int) error {
+	return status.Errorf(codes.ResourceExhausted, "SERVER: Received message larger than max (%d vs. %d)", size, limit)
+}
+
 // statusDetailsKey carries rich error details (a google.rpc.Status), as
 // grpcio-status sends them through trailing metadata. Like grpcio, the front
 // sends it exactly as given (with the status left to the status line).

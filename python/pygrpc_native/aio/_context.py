@@ -184,7 +184,7 @@ class ServicerContext(AioCode, CallInfo, grpc.aio.ServicerContext):
         unsendable = unsendable_details(call, details)
         if unsendable is not None:
             (code, details), payload = unsendable, None
-        value = _CODE_VALUES[status_code(code)]
+        value = _CODE_VALUES[code if code.__class__ is grpc.StatusCode else status_code(code)]
         front = call.front
         metadata = call.trailing_metadata or None
         try:
