@@ -95,3 +95,56 @@ def test_no_age_by_default(flavour):
         return _peer(run.channel) == first
 
     assert flavour.same(_setup(flavour), scenario) is True
+
+
+# -- the end of a stop's grace ----------------------------------------------------------
+
+
+@each_flavour
+@pytest.mark.parametrize("grace", [0.3, None], ids=["grace-expires", "None"])
+def test_stop_ends_the_calls_left_as_grpcio(flavour, grace):
+    """The calls a stop cancels end with UNAVAILABLE "Cancelling all calls",
+    and a response stream's client still reads the messages sent before it.
+    Ours used to close the connections: the client got a transport error
+    and lost the messages it had not read yet."""
+    from diff.flavours import wait_event
+
+    release = threading.Event()
+
+    async def hold(req, ctx):
+        await wait_event(release, 10)
+        return b"late"
+
+    async def stream_then_hold(req, ctx):
+        yield b"one"
+        yield b"two"
+        await wait_event(release, 10)
+
+    setup = flavour.handlers({"Hold": flavour.unary(hold), "Stream": flavour.stream(stream_then_hold)})
+
+    def scenario(run):
+        release.clear()  # set by the other server's run
+        unary = run.channel.unary_unary(method("Hold")).future(b"", timeout=10)
+        streaming = run.channel.unary_stream(method("Stream"))(b"", timeout=10)
+        time.sleep(0.5)  # both handlers run; the stream's two messages are on their way
+        if flavour.aio:
+            run.on_loop(run.server.stop(grace))
+        else:
+            run.server.stop(grace).wait(10)
+        release.set()
+        try:
+            unary.result(timeout=10)
+            unary_end = "ok"
+        except grpc.RpcError as err:
+            unary_end = (err.code(), err.details())
+        got = []
+        try:
+            for message in streaming:
+                got.append(message)
+            stream_end = "ok"
+        except grpc.RpcError as err:
+            stream_end = (err.code(), err.details())
+        return unary_end, got, stream_end
+
+    cancelled = (SC.UNAVAILABLE, "Cancelling all calls")
+    assert flavour.same(setup, scenario) == (cancelled, [b"one", b"two"], cancelled)

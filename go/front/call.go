@@ -254,6 +254,20 @@ func (t *callTable) get(id uint64) *call {
 	return c
 }
 
+// live is every live call, at the moment each shard is looked at.
+func (t *callTable) live() []*call {
+	var out []*call
+	for i := range t.shards {
+		s := &t.shards[i]
+		s.mu.Lock()
+		for _, c := range s.calls {
+			out = append(out, c)
+		}
+		s.mu.Unlock()
+	}
+	return out
+}
+
 // lookup finds a live call or says why there is none.
 func (t *callTable) lookup(id uint64) (*call, Result) {
 	if c := t.get(id); c != nil {

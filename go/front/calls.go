@@ -260,6 +260,17 @@ func (cs *Calls) Cancel(id uint64) Result {
 	return cs.post(id, op{kind: opCancel}, SendWait)
 }
 
+// cancelAll ends every live call with UNAVAILABLE "Cancelling all calls",
+// as grpcio's server ends its calls when a stop's grace has passed: each
+// call's client gets that status after what was sent before it, and Python
+// learns of the end as of a cancel. A call whose queue is full (a client
+// that stopped reading) is left to the transport's stop.
+func (cs *Calls) cancelAll() {
+	for _, c := range cs.table.live() {
+		c.ops.put(op{kind: opAbort, code: codes.Unavailable, details: detailsCancellingAll}, false, writeBy{}, &c.ended)
+	}
+}
+
 // Watch sends the call's EventCancel, if it ends without Python finishing
 // it, to the watched queue (Events.RecvWatched) instead of the main one.
 // It reports ResultEnded for a call that has already ended.

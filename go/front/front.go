@@ -234,7 +234,18 @@ func (f *Front) BeginStop(grace time.Duration) {
 		close(drained)
 	}()
 	go func() {
-		clock.wait(drained, srv.Stop)
+		clock.wait(drained, func() {
+			// The calls' ends go out with the transport's GOAWAY; what
+			// can't be written in stopFlush is cut off by the stop.
+			f.calls.cancelAll()
+			t := time.NewTimer(stopFlush)
+			select {
+			case <-drained:
+			case <-t.C:
+			}
+			t.Stop()
+			srv.Stop()
+		})
 		<-drained
 		f.serveDone.Wait()
 		f.finishStop()

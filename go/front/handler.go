@@ -19,6 +19,7 @@ const (
 	detailsConcurrencyLimit = "Concurrent RPC limit exceeded!"
 	detailsUnauthenticated  = "Missing or invalid bearer token"
 	detailsServerStopping   = "Server is shutting down"
+	detailsCancellingAll    = "Cancelling all calls"
 	detailsSecondMessage    = "A unary call answers with exactly one message"
 )
 

@@ -39,6 +39,11 @@ func (p *phase) checkNew() error {
 	return nil
 }
 
+// stopFlush is how long a stop whose grace has passed lets the calls it
+// cancelled write their status (Calls.cancelAll) before it closes every
+// connection: enough for any client that reads, short for a stop(None).
+const stopFlush = 250 * time.Millisecond
+
 // stopClock is when a graceful stop cancels the calls still in flight. A
 // later stop can only move that moment earlier, never later, as with
 // grpcio's stop().

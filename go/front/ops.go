@@ -19,11 +19,12 @@ const (
 	opRoute                          // continue a looked-up call as a known method
 	opCompression                    // set the response compression
 	opUncompressedNext               // send the next message uncompressed
-	opRefused                        // the transport refused a request message: end with code and details
+	opAbort                          // end the call with code and details, Python told as for a cancel
 )
 
 // op is one instruction to the goroutine that owns a call, from Python (or,
-// for opRefused, from the call's request stream).
+// for opAbort, from the front itself: a request message the transport
+// refused, or the calls a stop cancels once its grace has passed).
 // Each kind reads only its own fields. The small fields come first so that
 // an op packs into 80 bytes: every message a handler sends is copied into
 // its call's queue as one.
@@ -32,7 +33,7 @@ type op struct {
 	// opMessage, opFinish: whether message is set (opFinish sends it only
 	// when the status is OK).
 	hasMessage bool
-	// opFinish, opRefused: the status code (details below).
+	// opFinish, opAbort: the status code (details below).
 	code codes.Code
 	// opRoute: the method the call continues as (or FallbackMethodID).
 	routeTo int32
@@ -40,7 +41,7 @@ type op struct {
 	message mem.BufferSlice
 	// opHeader: initial metadata; opFinish: trailing metadata.
 	md Metadata
-	// opFinish, opRefused: the status details; opCompression: the
+	// opFinish, opAbort: the status details; opCompression: the
 	// compressor's name ("" for none).
 	details string
 }

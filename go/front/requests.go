@@ -123,7 +123,7 @@ func (r *requestStream) End(err error) {
 		if st, ok := status.FromError(err); ok && r.c.ctx.Err() == nil {
 			// A message the transport refused (size limit, bad
 			// compression): the call ends with its status.
-			r.c.ops.put(op{kind: opRefused, code: st.Code(), details: st.Message()}, true, writeBy{}, &r.c.ended)
+			r.c.ops.put(op{kind: opAbort, code: st.Code(), details: st.Message()}, true, writeBy{}, &r.c.ended)
 		}
 		return // otherwise the call ended on the wire, and its owner saw it
 	}

@@ -86,9 +86,9 @@ func (s *stream) apply(o op) (err error, done bool) {
 	case opCancel:
 		s.h.calls.end(c, outcomeCancelled)
 		return status.Error(codes.Canceled, "CANCELLED"), true
-	case opRefused:
-		// The transport refused a request message (its status goes to the
-		// client); Python learns that the call ended, as for a cancel.
+	case opAbort:
+		// The front ends the call (its status goes to the client); Python
+		// learns that the call ended, as for a cancel.
 		watched, seen := s.h.calls.end(c, outcomeCancelled)
 		s.h.events.cancelled(c, watched, seen)
 		return status.Error(o.code, o.details), true
