@@ -129,6 +129,11 @@ def tls(r: Results) -> Tuple[str, str]:
     return ours + " (a garbage ClientHello gets a TLS alert, grpcio just closes)", theirs
 
 
+def handler_faults(r: Results) -> Tuple[str, str]:
+    ours, theirs = same_as_control(r, ignore=("returns the wrong type",))
+    return ours + " (a str response: server() answers UNKNOWN, grpc.server() never answers)", theirs
+
+
 @_both_sides
 def stop(fs: Figures) -> str:
     return (f"exit codes {sorted({f['exit_code'] for f in fs})}, {sum(f['clients_stuck'] for f in fs)} clients "
@@ -152,7 +157,7 @@ VERDICTS: Dict[str, Callable[[Results], Tuple[str, str]]] = {
     "Stalled streams": stalled,
     "Over the limits": same_as_control,
     "Malformed frames": same_as_control,
-    "Handler faults": same_as_control,
+    "Handler faults": handler_faults,
     "Stop under load": stop,
     "Calls reset while queued": queued,
     "TLS": tls,

@@ -18,6 +18,11 @@ def test_handler_faults_end_calls_as_grpcios_server_does(kind):
     with ServerProcess(CONTROL_OF[kind]) as control:
         theirs = handler_faults(control)
         record("Handler faults", control, theirs)
+    if kind == "server":
+        # README, known differences: a response that isn't bytes gets
+        # UNKNOWN at once; grpc.server() never answers it (its deadline).
+        assert (theirs["returns the wrong type"], ours["returns the wrong type"]) == ("DEADLINE_EXCEEDED", "UNKNOWN")
+        theirs = dict(theirs, **{"returns the wrong type": "UNKNOWN"})
     assert ours == theirs, TRANSPORT
 
 
