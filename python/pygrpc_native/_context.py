@@ -80,8 +80,10 @@ _COMPRESSION_NAMES = {
 
 
 def compression_name(compression: Any) -> str:
-    """The Go core's name of a grpc.Compression; ValueError for anything
-    else."""
+    """The Go core's name of a grpc.Compression ("" for none: None too, as
+    grpcio's sync server takes it); ValueError for anything else."""
+    if compression is None:
+        return ""
     try:
         return _COMPRESSION_NAMES[compression]
     except (KeyError, TypeError):

@@ -55,6 +55,13 @@ def check_trailing_metadata(metadata: Any) -> None:
         raise TypeError(f"Invalid trailing metadata type, expected {_METADATA_SHAPE}: {metadata}")
 
 
+def aio_compression_name(compression: Any) -> str:
+    """The Go core's name of a compression a handler gave set_compression():
+    grpc.aio ignores anything that isn't a grpc.Compression (None, a str,
+    an int), and so no compression ("")."""
+    return compression_name(compression) if isinstance(compression, grpc.Compression) else ""
+
+
 def status_code(code: Any) -> grpc.StatusCode:
     """The status grpc.aio sends for a code a handler gave set_code() or
     abort(): a grpc.StatusCode as is, an int as the code of that value
@@ -294,7 +301,7 @@ class ServicerContext(AioCode, CallInfo, grpc.aio.ServicerContext):
         """As grpc.aio: compresses the responses (NoCompression changes
         nothing); RuntimeError once the initial metadata is sent. Never
         blocks the loop: a full call buffer defers it to the next op."""
-        name = compression_name(compression)
+        name = aio_compression_name(compression)
         call = self._call
         if call.initial_metadata_sent:
             raise RuntimeError("Compression setting must be specified before sending initial metadata")
@@ -378,7 +385,7 @@ class SyncHandlerContext(AioCode, SyncContextBase):
     def set_compression(self, compression: grpc.Compression) -> None:
         # As grpc.aio's context: RuntimeError once the initial metadata is
         # sent, NoCompression changes nothing.
-        name = compression_name(compression)
+        name = aio_compression_name(compression)
         call = self._call
         if call.initial_metadata_sent:
             raise RuntimeError("Compression setting must be specified before sending initial metadata")
