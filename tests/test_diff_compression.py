@@ -79,6 +79,7 @@ ECHO_AND_STREAM = [("Echo", False), ("Stream", True)]
     [
         {"compression": grpc.Compression.Gzip},
         {"compression": grpc.Compression.Deflate},
+        {"compression": 2},  # grpc.Compression is an IntEnum; ours refused an int
         {"options": [("grpc.default_compression_algorithm", 2)]},
         {"options": [("grpc.default_compression_algorithm", 1)]},
         # The option wins over the compression= argument, as in grpcio.
@@ -86,7 +87,7 @@ ECHO_AND_STREAM = [("Echo", False), ("Stream", True)]
         {"options": [("grpc.default_compression_level", 1)]},
         {"options": [("grpc.default_compression_level", 3)]},
     ],
-    ids=["gzip", "deflate", "option-gzip", "option-deflate", "option-wins", "level-low", "level-high"],
+    ids=["gzip", "deflate", "int", "option-gzip", "option-deflate", "option-wins", "level-low", "level-high"],
 )
 def test_server_default_compression(flavour, kwargs):
     # set_compression(NoCompression) leaves the server's default in place.

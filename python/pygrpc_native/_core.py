@@ -54,9 +54,11 @@ def with_compression(options: Optional[Sequence[Any]], compression: Optional[grp
     first value of an option counts)."""
     result = list(options or ())
     if compression is not None:
-        if not isinstance(compression, grpc.Compression):
+        # grpc.Compression is an IntEnum: grpcio takes its int values too
+        # (the option's own check refuses one that names no algorithm).
+        if not isinstance(compression, int) or isinstance(compression, bool):
             raise TypeError(f"compression must be a grpc.Compression, not {type(compression).__name__}")
-        result.append(("grpc.default_compression_algorithm", int(compression.value)))
+        result.append(("grpc.default_compression_algorithm", int(compression)))
     return result
 
 
