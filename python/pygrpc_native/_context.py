@@ -156,6 +156,9 @@ class SyncContextBase(CallInfo, grpc.ServicerContext):
 
     def send_initial_metadata(self, initial_metadata: Any) -> None:
         call = self._call
+        if call.ended:
+            self._initial_metadata_after_the_answer()
+            return
         if not self.is_active():
             # As grpcio: the call is gone. The error is remembered so that, if
             # the handler lets it through, it isn't reported as the handler's.
@@ -168,6 +171,11 @@ class SyncContextBase(CallInfo, grpc.ServicerContext):
         check_binary_values(initial_metadata)
         call.initial_metadata_sent = True
         call.front.send_initial_metadata(call.call_id, initial_metadata)
+
+    def _initial_metadata_after_the_answer(self) -> None:
+        """send_initial_metadata() once the server has answered the call
+        (from a thread the handler left running): grpcio's sync server
+        ignores it."""
 
     def trailing_metadata(self) -> Any:
         return self._call.trailing_metadata

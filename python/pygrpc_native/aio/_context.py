@@ -373,6 +373,9 @@ class SyncHandlerContext(AioCode, SyncContextBase):
         call.aborted = call.ended = True
         send_blocking(call, call.front.finish, _CODE_VALUES[code], details, call.trailing_metadata)
 
+    def _initial_metadata_after_the_answer(self) -> None:
+        raise grpc.aio.UsageError("RPC already finished.")  # as grpc.aio's
+
     def set_details(self, details: str) -> None:
         # grpc.aio's context keeps the details as given (a str, unless the
         # handler errs: see unsendable_details).
