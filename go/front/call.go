@@ -60,6 +60,11 @@ type call struct {
 	// awaitingRoute is true while the call waits for Python to route it
 	// (EventLookup).
 	awaitingRoute atomic.Bool
+	// handedOver is set just before the call's first event is queued
+	// (handler.deliver): its owner has set up how its ops are applied
+	// (stream.driven), so the front itself may post ops to it from then on
+	// (Calls.cancelAll); Python's own ops come after the event anyway.
+	handedOver atomic.Bool
 
 	// Owned by the handler goroutine: a unary call answers with exactly
 	// one message, held until the status goes out with it.

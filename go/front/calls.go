@@ -264,10 +264,13 @@ func (cs *Calls) Cancel(id uint64) Result {
 // as grpcio's server ends its calls when a stop's grace has passed: each
 // call's client gets that status after what was sent before it, and Python
 // learns of the end as of a cancel. A call whose queue is full (a client
-// that stopped reading) is left to the transport's stop.
+// that stopped reading), or that Python has not been handed yet, is left to
+// the transport's stop.
 func (cs *Calls) cancelAll() {
 	for _, c := range cs.table.live() {
-		c.ops.put(op{kind: opAbort, code: codes.Unavailable, details: detailsCancellingAll}, false, writeBy{}, &c.ended)
+		if c.handedOver.Load() {
+			c.ops.put(op{kind: opAbort, code: codes.Unavailable, details: detailsCancellingAll}, false, writeBy{}, &c.ended)
+		}
 	}
 }
 

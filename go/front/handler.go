@@ -324,6 +324,7 @@ func (h *handler) newCall(st ServerStream, path string, methodID int32, driven b
 // a stopped front the event is dropped and the call ends, cancelled by the
 // server's stop.
 func (h *handler) deliver(c *call, ev Event, first bool) error {
+	c.handedOver.Store(true)
 	var queued bool
 	if first {
 		queued = h.events.deliver(c.ctx, ev)
