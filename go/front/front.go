@@ -235,8 +235,9 @@ func (f *Front) BeginStop(grace time.Duration) {
 	}()
 	go func() {
 		clock.wait(drained, func() {
-			// The calls' ends go out with the transport's GOAWAY; what
-			// can't be written in stopFlush is cut off by the stop.
+			// The calls left end with a status, written as their
+			// connections drain; what isn't written within stopFlush is
+			// cut off by the transport's stop.
 			f.calls.cancelAll()
 			t := time.NewTimer(stopFlush)
 			select {
