@@ -523,30 +523,3 @@ def test_sync_handler_client_cancel():
         return cancelled, finished, run.state.event("callback").wait(0.5)
 
     same(setup, scenario)
-
-
-def test_initial_metadata_sent_after_the_answer_from_a_pool_handler():
-    """A plain-function handler's thread, once the call was answered:
-    grpc.aio raises its UsageError; ours raised grpc.RpcError."""
-
-    def setup(server, state):
-        def handler(req, ctx):
-            def later():
-                state.wait_for("answered")
-                try:
-                    ctx.send_initial_metadata((("late", "1"),))
-                    state.record("late", "no error")
-                except BaseException as exc:  # noqa: BLE001 - what it raised is the outcome
-                    state.record("late", describe(exc))
-
-            threading.Thread(target=later, daemon=True).start()
-            return b"resp"
-
-        setup_handlers({"M": unary(handler)})(server, state)
-
-    def scenario(run):
-        out = call_unary(run.channel, method("M"))
-        run.state.record("answered", True)
-        return out.code, out.initial_metadata, run.state.wait_for("late")
-
-    assert same(setup, scenario) == (grpc.StatusCode.OK, (), "grpc._cython.cygrpc.UsageError: RPC already finished.")

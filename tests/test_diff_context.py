@@ -6,9 +6,12 @@ against CancelledError and add_done_callback): they are in
 test_server_diff_context.py and test_aio_diff_context.py.
 """
 
+import threading
+
 import grpc
 import pytest
 
+from diff.aio_harness import describe
 from diff.flavours import each_flavour, sleep
 from diff.harness import call_stream, call_unary, method, peer_shape
 
@@ -126,3 +129,34 @@ def test_contexts_have_grpcios_public_names():
     assert public(sync_context.ServicerContext) == public(_server._Context)
     assert public(aio_context.ServicerContext) == public(cygrpc._ServicerContext)
     assert public(cygrpc._SyncServicerContext) <= public(aio_context.SyncHandlerContext)
+
+
+@each_flavour
+def test_initial_metadata_sent_after_the_answer(flavour):
+    """From a thread a plain-function handler left running, once the call
+    was answered: grpc.server() ignores it, grpc.aio raises its UsageError
+    (the handler runs in its migration thread pool). Ours raised
+    grpc.RpcError on both."""
+
+    def setup(server, state):
+        def handler(req, ctx):
+            def later():
+                state.wait_for("answered")
+                try:
+                    ctx.send_initial_metadata((("late", "1"),))
+                    state.record("late", "no error")
+                except BaseException as exc:  # noqa: BLE001 - what it raised is the outcome
+                    state.record("late", describe(exc))
+
+            threading.Thread(target=later, daemon=True).start()
+            return b"resp"
+
+        flavour.handlers({"M": flavour.unary(handler)})(server, state)
+
+    def scenario(run):
+        out = call_unary(run.channel, method("M"))
+        run.state.record("answered", True)
+        return out.code, out.initial_metadata, run.state.wait_for("late")
+
+    late = flavour.pick(sync="no error", aio="grpc._cython.cygrpc.UsageError: RPC already finished.")
+    assert flavour.same(setup, scenario) == (grpc.StatusCode.OK, (), late)

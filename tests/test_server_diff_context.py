@@ -291,30 +291,3 @@ def test_send_initial_metadata_after_client_cancel():
 
     ref = same(setup, scenario)
     assert ref[0] == "RpcError"
-
-
-def test_initial_metadata_sent_after_the_answer():
-    """From a thread the handler left running, once the call was answered:
-    grpc.server() ignores it; ours raised grpc.RpcError."""
-
-    def setup(server, state):
-        def handler(req, ctx):
-            def later():
-                state.wait_for("answered")
-                try:
-                    ctx.send_initial_metadata((("late", "1"),))
-                    state.record("late", "no error")
-                except BaseException as exc:  # noqa: BLE001 - what it raised is the outcome
-                    state.record("late", type(exc).__name__)
-
-            threading.Thread(target=later, daemon=True).start()
-            return b"resp"
-
-        setup_handlers({"M": unary(handler)})(server, state)
-
-    def scenario(run):
-        out = call_unary(run.channel, method("M"))
-        run.state.record("answered", True)
-        return out.code, out.initial_metadata, run.state.wait_for("late")
-
-    assert same(setup, scenario) == (grpc.StatusCode.OK, (), "no error")
