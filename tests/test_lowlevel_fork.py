@@ -1,4 +1,4 @@
-"""A Go runtime does not survive fork(): in a child forked after import,
+"""A Go runtime does not survive fork(): in a child forked after the core loaded,
 every use of NativeGrpcFront must raise RuntimeError (not hang or crash),
 and the parent must keep serving.
 
@@ -126,7 +126,7 @@ SCRIPT = textwrap.dedent(
 )
 
 
-@pytest.mark.parametrize("scenario", ["import-only", "created", "started"])
+@pytest.mark.parametrize("scenario", ["front-imported", "created", "started"])
 def test_child_process_gets_runtime_error(tmp_path, scenario):
     script = tmp_path / "fork_check.py"
     script.write_text(SCRIPT)

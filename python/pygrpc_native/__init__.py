@@ -7,7 +7,7 @@ is :class:`NativeGrpcFront` (docs/low-level-api.md).
 import logging as _logging
 
 from ._credentials import ServerCredentials, ssl_server_credentials, ssl_server_credentials_from_files
-from ._front import (
+from ._events import (
     EVENT_CALL,
     EVENT_CANCEL,
     EVENT_HALF_CLOSE,
@@ -16,7 +16,6 @@ from ._front import (
     EVENT_ROOM,
     FALLBACK,
     Event,
-    NativeGrpcFront,
 )
 from ._server import server
 
@@ -40,3 +39,19 @@ __all__ = [
     "ssl_server_credentials_from_files",
 ]
 __version__ = "0.1.0"
+
+
+def __getattr__(name):  # type: ignore[no-untyped-def]
+    # NativeGrpcFront is loaded with the compiled core, whose Go runtime
+    # starts as it loads: importing the package doesn't start it, so that a
+    # process may import pygrpc_native, fork, and serve in the children
+    # (README: fork). server() and aio.server() load it as they are called.
+    if name == "NativeGrpcFront":
+        from ._front import NativeGrpcFront
+
+        return NativeGrpcFront
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():  # type: ignore[no-untyped-def]
+    return sorted({*globals(), *__all__})

@@ -15,11 +15,13 @@ and ``callbacks`` stays a shared empty tuple until a handler adds one.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple, Union
 
 import grpc
 
-from ._front import NativeGrpcFront
+if TYPE_CHECKING:
+    from ._front import NativeGrpcFront
+
 
 # What call_details() reports for a call that has ended, as grpcio would.
 _ENDED_CALL_DETAILS: Dict[str, Any] = {"invocation_metadata": (), "peer": ""}

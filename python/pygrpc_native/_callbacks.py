@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Callable, Dict, Optional
+from typing import TYPE_CHECKING, Callable, Dict, Optional
 
 from ._call_state import CallState
-from ._front import NativeGrpcFront
+
+if TYPE_CHECKING:
+    from ._front import NativeGrpcFront
 
 _LOGGER = logging.getLogger("pygrpc_native")
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import collections
 import logging
 from concurrent import futures
-from typing import Any, Callable, Dict, Iterator, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, Optional, Sequence
 
 import grpc
 
@@ -20,7 +20,9 @@ from typing import Protocol
 from ._call_state import CallState
 from ._callbacks import CallbackRunner
 from ._context import ServicerContext
-from ._front import NativeGrpcFront
+
+if TYPE_CHECKING:
+    from ._front import NativeGrpcFront
 
 _LOGGER = logging.getLogger("pygrpc_native")
 

@@ -21,15 +21,17 @@ import enum
 import logging
 import threading
 from concurrent import futures
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional, Sequence
 
 import grpc
 
 from ._calls import DETAILS_METHOD_NOT_FOUND, _HandlerCallDetails, Method
 from ._context import Metadatum
 from ._credentials import set_front_tls, tls_config
-from ._front import NativeGrpcFront
 from ._metrics import ServerMetrics
+
+if TYPE_CHECKING:
+    from ._front import NativeGrpcFront
 
 _LOGGER = logging.getLogger("pygrpc_native")
 
@@ -69,7 +71,7 @@ def with_compression(options: Optional[Sequence[Any]], compression: Optional[grp
 # servers need not know the health package, which builds on them.
 NATIVE_HEALTH_HOOK = "_pygrpc_native_health"
 
-NativeHealthHook = Callable[[Any, NativeGrpcFront], None]
+NativeHealthHook = Callable[[Any, "NativeGrpcFront"], None]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -129,6 +131,11 @@ class ServerCore:
         # Created now, so that options this server refuses fail here; it is
         # bound by add_insecure_port. With a limit, a call counts until its
         # handler returns, as in grpcio (the servers say so: handler_done).
+        # Imported here, not with the module: loading the compiled core starts
+        # the Go runtime, which must not happen before a process forks
+        # (README: fork).
+        from ._front import NativeGrpcFront
+
         self.front = NativeGrpcFront(
             "[::]:0",
             [],

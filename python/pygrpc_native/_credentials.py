@@ -30,7 +30,7 @@ from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
 import grpc
 
-from . import _native, _tls_fetch
+from . import _tls_fetch
 
 __all__ = ["ServerCredentials", "ssl_server_credentials", "ssl_server_credentials_from_files"]
 
@@ -68,6 +68,11 @@ class ServerCredentials(grpc.ServerCredentials):
             tls["require_client_auth"] = require_client_auth
         self._tls = tls
         self._tls_json = json.dumps(tls)
+        # The compiled core checks the key material; loading it here (not
+        # with this module) keeps importing pygrpc_native free of the Go
+        # runtime until something needs it (README: fork).
+        from . import _native
+
         _native.check_tls(self._tls_json)
         grpcio_credentials = _ORIGINAL["ssl_server_credentials"](
             [(private_key, certificate_chain)], root_certificates, require_client_auth

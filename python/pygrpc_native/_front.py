@@ -13,21 +13,24 @@ from typing import Any, Iterable, Mapping, Optional, Sequence, Tuple
 
 from . import _native
 from ._credentials import tls_config, update_front_tls
+from . import _events
 
-EVENT_CALL: int = _native.EVENT_CALL
-EVENT_CANCEL: int = _native.EVENT_CANCEL
-EVENT_LOOKUP: int = _native.EVENT_LOOKUP
-EVENT_MESSAGE: int = _native.EVENT_MESSAGE
-"""A request message of a client-streaming call (request_messages)."""
-EVENT_HALF_CLOSE: int = _native.EVENT_HALF_CLOSE
-"""The client of a client-streaming call sent its last message."""
-EVENT_ROOM: int = _native.EVENT_ROOM
-"""A call's buffer has room again (notify_room)."""
-FALLBACK: int = _native.FALLBACK
-"""The method id that route() uses to relay a call to the fallback server."""
 
-Event = Tuple[int, int, int, Optional[bytes], Optional[str]]
-"""(kind, call_id, method_id, payload, client_key)"""
+def _check_core_constants() -> None:
+    """The package's constants (``_events``) and the compiled core's must
+    agree: they differ only when the Python files and the extension come
+    from different builds."""
+    names = ("EVENT_CALL", "EVENT_CANCEL", "EVENT_LOOKUP", "EVENT_MESSAGE", "EVENT_HALF_CLOSE", "EVENT_ROOM", "FALLBACK")
+    ours = {name: getattr(_events, name) for name in names}
+    core = {name: getattr(_native, name) for name in names}
+    if ours != core:
+        raise ImportError(
+            f"pygrpc_native's compiled core ({_native.__file__}) does not match its Python files "
+            f"(constants {core} against {ours}); reinstall pygrpc-native"
+        )
+
+
+_check_core_constants()
 
 
 def _option_value(value: Any) -> Any:

@@ -28,10 +28,12 @@ import logging
 import struct
 import threading
 import time
-from typing import Any, Dict, FrozenSet, List, Optional, Sequence, Set, Tuple
+from typing import TYPE_CHECKING, Any, Dict, FrozenSet, List, Optional, Sequence, Set, Tuple
 
-from ._front import NativeGrpcFront
 from ._otel_bulk import BulkHistogram
+
+if TYPE_CHECKING:
+    from ._front import NativeGrpcFront
 
 _LOGGER = logging.getLogger(__name__)
 

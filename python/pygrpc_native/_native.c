@@ -40,9 +40,10 @@ static void mark_forked_child(void) { forked_child = 1; }
 static int check_not_forked(void) {
     if (forked_child) {
         PyErr_SetString(PyExc_RuntimeError,
-                        "pygrpc_native cannot be used in a process forked after it was imported: "
-                        "the Go runtime does not survive fork(). Import pygrpc_native in the child, "
-                        "or use the 'spawn' start method");
+                        "pygrpc_native cannot be used in a process forked after its Go core was "
+                        "loaded (by a server, a NativeGrpcFront or ssl_server_credentials() made "
+                        "before the fork): the Go runtime does not survive fork(). Make them in the "
+                        "child only, or use the 'spawn' start method");
         return -1;
     }
     return 0;

@@ -61,7 +61,7 @@ from ._callbacks import CallbackRunner
 from ._calls import CallRunner, Method
 from ._core import ServerArguments, ServerCore, Stage
 from ._calls import intercept
-from ._front import EVENT_CALL, EVENT_LOOKUP
+from ._events import EVENT_CALL, EVENT_LOOKUP
 from ._wakeup import Wakeup
 
 _LOGGER = logging.getLogger("pygrpc_native")

@@ -17,8 +17,6 @@ import logging
 import threading
 from typing import Any, Callable, Dict, Optional
 
-from . import _native
-
 _LOGGER = logging.getLogger(__name__)
 
 # How long one wait in Go lasts before the thread looks again; only bounds
@@ -57,6 +55,10 @@ def start() -> None:
 
 
 def _serve() -> None:
+    # Loaded by the front that asks for fetches long before this runs; not
+    # with this module, which ``import pygrpc_native`` loads (README: fork).
+    from . import _native
+
     while True:
         request = _native.tls_next_fetch(_WAIT_MS)
         if request is not None:

@@ -44,7 +44,7 @@ import grpc.aio
 from .._call_state import CallState
 from .._calls import _HandlerCallDetails, Method, RequestIterator, behavior_of
 from .._core import Lookup, ServerArguments, ServerCore, Stage
-from .._front import EVENT_CALL, EVENT_CANCEL, EVENT_LOOKUP
+from .._events import EVENT_CALL, EVENT_CANCEL, EVENT_LOOKUP
 from ._context import ServicerContext, SyncHandlerContext, failure_code, send_blocking, serialize
 from ._waits import LoopWaits
 

@@ -19,11 +19,14 @@ from __future__ import annotations
 
 import asyncio
 import collections
-from typing import Any, Callable, Deque, Dict, Optional
+from typing import TYPE_CHECKING, Any, Callable, Deque, Dict, Optional
 
 import grpc.aio
 
-from .._front import EVENT_HALF_CLOSE, EVENT_MESSAGE, EVENT_ROOM, NativeGrpcFront
+from .._events import EVENT_HALF_CLOSE, EVENT_MESSAGE, EVENT_ROOM
+
+if TYPE_CHECKING:
+    from .._front import NativeGrpcFront
 
 # How far a request stream lets Go read ahead of its handler, and the
 # largest grant of credit at once.

@@ -5,10 +5,12 @@ from __future__ import annotations
 import operator
 import threading
 import weakref
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Tuple
 
 from .._core import NATIVE_HEALTH_HOOK
-from .._front import NativeGrpcFront
+
+if TYPE_CHECKING:
+    from .._front import NativeGrpcFront
 
 
 def mark_native(method: Callable[..., Any]) -> Callable[..., Any]:
