@@ -1,7 +1,7 @@
 """Differential tests: how handlers are found on grpc.server() against
-pygrpc_native.server(), for what only the sync servers show: generic
-handlers asked per call, the first of several generic handlers answering,
-and add_generic_rpc_handlers() refusing what is not a handler. The
+pygrpc_native.server(), for what only the sync servers show: the first of
+several generic handlers answering, and add_generic_rpc_handlers()
+refusing what is not a handler. The
 scenarios both kinds of server share are in test_diff_handlers.py."""
 
 from concurrent import futures
@@ -10,7 +10,7 @@ import grpc
 import pytest
 
 import pygrpc_native
-from diff.harness import both, call_unary, method, same, unary
+from diff.harness import call_unary, method, same, unary
 from diff.servicers import MapHandler
 
 pytestmark = pytest.mark.timeout(60)
@@ -20,38 +20,6 @@ SC = grpc.StatusCode
 
 def _echo(req, ctx):
     return b"echo:" + req
-
-
-class _MetadataDispatchHandler(grpc.GenericRpcHandler):
-    """Chooses the handler from the call's metadata: grpcio asks service()
-    on every call, with that call's invocation_metadata."""
-
-    def service(self, handler_call_details):
-        if handler_call_details.method != "/meta.Svc/Call":
-            return None
-        md = dict(handler_call_details.invocation_metadata)
-        version = md.get("x-version", "v1")
-        return unary(lambda req, ctx: version.encode())
-
-
-def test_known_difference_generic_handler_is_asked_once_per_method():
-    """README, limitations: a method only generic handlers know is looked up
-    when it is first called, and the handler found then serves every later
-    call. grpcio asks the generic handlers on every call, so a handler that
-    picks by metadata each time answers differently."""
-
-    def setup(server, state):
-        server.add_generic_rpc_handlers((_MetadataDispatchHandler(),))
-
-    def scenario(run):
-        return [
-            call_unary(run.channel, "/meta.Svc/Call", b"", metadata=(("x-version", v),)).responses
-            for v in ("v1", "v2", "v3")
-        ]
-
-    ref, ours = both(setup, scenario)
-    assert ref == [(b"v1",), (b"v2",), (b"v3",)]
-    assert ours == [(b"v1",), (b"v1",), (b"v1",)]
 
 
 def test_first_generic_handler_that_answers_wins():

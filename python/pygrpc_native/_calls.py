@@ -46,9 +46,10 @@ class _HandlerCallDetails(
 class Method:
     """A method served natively: its path, the handler known for it, and
     that handler's own thread pool (see ``own_pool``), looked up once.
-    ``handler`` is None for a path no handler knew when an interceptor
-    answered it: each call then asks the handlers again, through the
-    interceptors, as grpcio does."""
+    ``handler`` is None where each call asks the handlers again (through
+    the interceptors, if any), as grpcio does: for a path no handler knew
+    when an interceptor answered it, and for one that generic handlers
+    answer call by call (``ServerCore.lookup``)."""
 
     __slots__ = ("path", "handler", "pool")
 
@@ -142,7 +143,7 @@ class CallRunner:
         ctx = ServicerContext(call, self._callbacks)
         handler = method.handler
         pool = method.pool
-        if self._interceptors:
+        if self._interceptors or handler is None:
             handler = self._source.pre_intercepted.pop(call_id, None)
             if handler is None:
                 try:

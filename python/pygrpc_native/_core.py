@@ -6,8 +6,13 @@ through the Go front. The routing rules live here, once:
 * methods of registered handlers (grpcio-tools' generated code) are added
   to Go when the server starts;
 * a path Go doesn't know arrives as EVENT_LOOKUP; the generic handlers are
-  asked (their ``service()`` runs once more for that call) and the method is
-  added to Go, so later calls go straight through;
+  asked and the method is added to Go, so later calls go straight through.
+  When every generic handler is grpcio's own dictionary
+  (``grpc.method_handlers_generic_handler``, what generated code uses), the
+  handler found then serves every later call: asking again would find the
+  same. Any other generic handler may answer differently from call to call
+  (its ``service()`` sees the call's metadata), so each call asks, as grpcio
+  does;
 * a path no handler knows is answered by the interceptors, if one of them
   answers it (the servers ask them at the lookup, for that call only:
   ``Lookup``), and UNIMPLEMENTED otherwise; it is looked up again on every
@@ -46,6 +51,11 @@ class Stage(enum.Enum):
     STARTED = "started"  # serving
     STOPPED = "stopped"  # stop() was called (it may still be finishing calls)
 
+
+# The type of grpcio's own generic handler (grpc.method_handlers_generic_handler):
+# it answers from a dict, so the handler it gives for a method is the one it
+# would give on every call.
+_DICTIONARY_HANDLER = type(grpc.method_handlers_generic_handler("pygrpc_native.probe", {}))
 
 # What grpcio raises for add_insecure_port("").
 _EMPTY_ADDRESS_ERROR = "Failed to bind to address ; set GRPC_VERBOSITY=debug environment variable to see detailed error message."
@@ -109,7 +119,9 @@ def check_option_values(options: Optional[Sequence[Any]]) -> None:
 
 @dataclasses.dataclass(frozen=True)
 class Lookup:
-    """A looked-up call no handler knows, for the interceptors to answer."""
+    """A looked-up call whose handler is found for this call alone: by the
+    interceptors (for a path no handler knows, or any path that generic
+    handlers answer call by call), or by those generic handlers."""
 
     call_id: int
     details: _HandlerCallDetails
@@ -199,16 +211,21 @@ class ServerCore:
                 return handler
         return None
 
+    def _asked_per_call(self, path: str) -> bool:
+        """Whether the calls to path ask the handlers each time: a path no
+        registered handler has, on a server with a generic handler other than
+        grpcio's dictionary."""
+        return path not in self._registered and any(type(g) is not _DICTIONARY_HANDLER for g in list(self._generic))
+
     def continuation(
         self, path: str, base: Optional[grpc.RpcMethodHandler]
     ) -> Callable[[grpc.HandlerCallDetails], Optional[grpc.RpcMethodHandler]]:
         """The interceptors' continuation for a call to ``path``, as grpcio's:
         the handlers are asked for the method that the details passed on
         name, so an interceptor may send a call to another method's handler,
-        or to none. ``base``, the handler found for path itself (None for a
-        path no handler knew), stands in for asking again while the details
-        still name path: the generic handlers are asked once per method
-        (README: known differences)."""
+        or to none. ``base``, the handler found for path itself (None where
+        each call asks: see ``Method``), stands in for asking again while the
+        details still name path, since asking would find the same."""
         if self.registered_fixed:
             registered = self._registered.get(path)
             if registered is not None:
@@ -263,6 +280,10 @@ class ServerCore:
             self.release_slot(call_id)
             return None  # the call ended while it waited
         metadata = tuple(Metadatum(k, v) for k, v in details["invocation_metadata"])
+        per_call = self._asked_per_call(path)
+        if per_call and self.interceptors:
+            # The interceptors' continuation asks the handlers, once.
+            return Lookup(call_id, _HandlerCallDetails(path, metadata))
         try:
             handler = self.find_handler(path, metadata)
         except Exception as exc:  # noqa: BLE001
@@ -270,7 +291,10 @@ class ServerCore:
             self.reject(call_id, _UNKNOWN, self.lookup_failure_details(exc))
             return None
         if handler is not None:
-            self._route(call_id, self._add_method(path, handler))
+            if per_call:
+                self.intercepted(Lookup(call_id, _HandlerCallDetails(path, metadata)), handler)
+            else:
+                self._route(call_id, self._add_method(path, handler))
             return None
         if not self.interceptors:
             self.reject(call_id, _UNIMPLEMENTED, DETAILS_METHOD_NOT_FOUND)
@@ -278,9 +302,10 @@ class ServerCore:
         return Lookup(call_id, _HandlerCallDetails(path, metadata))
 
     def intercepted(self, lookup: "Lookup", handler: Optional[grpc.RpcMethodHandler]) -> None:
-        """Routes a looked-up call that only the interceptors answered, with
-        the handler they gave (None: no one answers it); the interceptors
-        are not run again for this call (``pre_intercepted``)."""
+        """Routes a looked-up call with the handler found for it alone (None:
+        no one answers it); the handlers and interceptors are not asked again
+        for this call (``pre_intercepted``), but are for each later one (the
+        method's ``Method.handler`` is None)."""
         if handler is None:
             self.reject(lookup.call_id, _UNIMPLEMENTED, DETAILS_METHOD_NOT_FOUND)
             return

@@ -213,7 +213,7 @@ class _AioServer(ServerCore, grpc.aio.Server):
         ctx = ServicerContext(call, self._waits)  # type: ignore[arg-type]  # set at start
         try:
             handler = method.handler
-            if self.interceptors:
+            if self.interceptors or handler is None:
                 handler = self.pre_intercepted.pop(call.call_id, None) or await self._intercept(method, ctx)
                 if handler is None:
                     await ctx._finish(_UNIMPLEMENTED, "Method not found!")
