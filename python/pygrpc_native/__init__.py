@@ -5,6 +5,7 @@ is :class:`NativeGrpcFront` (docs/low-level-api.md).
 """
 
 import logging as _logging
+import typing as _typing
 
 from ._credentials import ServerCredentials, ssl_server_credentials, ssl_server_credentials_from_files
 from ._events import (
@@ -18,6 +19,9 @@ from ._events import (
     Event,
 )
 from ._server import server
+
+if _typing.TYPE_CHECKING:
+    from ._front import NativeGrpcFront
 
 # As grpcio does for its "grpc" logger: handler errors are logged, but an
 # application that configures no logging sees nothing on stderr.
@@ -41,7 +45,7 @@ __all__ = [
 __version__ = "0.1.0"
 
 
-def __getattr__(name):  # type: ignore[no-untyped-def]
+def __getattr__(name: str) -> _typing.Any:
     # NativeGrpcFront is loaded with the compiled core, whose Go runtime
     # starts as it loads: importing the package doesn't start it, so that a
     # process may import pygrpc_native, fork, and serve in the children
@@ -53,5 +57,5 @@ def __getattr__(name):  # type: ignore[no-untyped-def]
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def __dir__():  # type: ignore[no-untyped-def]
+def __dir__() -> _typing.List[str]:
     return sorted({*globals(), *__all__})
