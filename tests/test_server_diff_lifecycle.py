@@ -2,6 +2,7 @@
 forms, start, stop(grace) and its threading.Event, wait_for_termination —
 on grpc.server() and pygrpc_native.server()."""
 
+import asyncio
 import contextlib
 import subprocess
 import sys
@@ -10,7 +11,11 @@ import time
 from concurrent import futures
 
 import grpc
+import grpc.aio
 import pytest
+
+import pygrpc_native
+import pygrpc_native.aio
 
 from diff.harness import KINDS, WAIT, call_unary, factory, for_both, future_outcome, method, setup_handlers, unary
 
@@ -440,26 +445,54 @@ def test_interpreter_exits_with_a_server_in_globals(stage):
 # -- ports after start ---------------------------------------------------------------------
 
 
-def test_known_limitation_second_server_on_the_same_port():
-    """README "Limitations": grpcio sets SO_REUSEPORT by default, so a
-    second server can bind a port a grpcio server already uses;
-    pygrpc_native sets it only with grpc.so_reuseport=1, so binding fails."""
+def test_second_server_on_the_same_port():
+    """grpcio sets SO_REUSEPORT unless grpc.so_reuseport is the integer 0
+    (grpc-core reads it as a bool, true by default, and takes values other
+    than 0 and 1 as that default): a second server may bind a port a first
+    one serves, unless either says 0. aio.server() alike."""
+    reuse = "grpc.so_reuseport"
+    cases = [
+        ((), ()),
+        ((), ((reuse, 0),)),
+        (((reuse, 0),), ()),
+        ((), ((reuse, 2),)),
+        ((), ((reuse, "0"),)),
+        (((reuse, 1),), ((reuse, False),)),
+    ]
     pool = futures.ThreadPoolExecutor(2)
-    first = grpc.server(pool)
-    try:
-        port = first.add_insecure_port("[::]:0")
-        first.start()
-        outcomes = {}
-        for kind in KINDS:
-            server = factory(kind)(pool)
+
+    def outcomes(make):
+        out = []
+        for first_options, second_options in cases:
+            first = make(pool, options=first_options)
+            port = first.add_insecure_port("127.0.0.1:0")
+            first.start()
+            second = make(pool, options=second_options)
             try:
-                outcomes[kind] = server.add_insecure_port(f"[::]:{port}") == port
+                out.append(second.add_insecure_port(f"127.0.0.1:{port}") == port)
             except Exception as exc:  # noqa: BLE001
-                outcomes[kind] = type(exc).__name__
+                out.append(type(exc).__name__)
             finally:
-                server.stop(None)
-        assert outcomes["grpcio"] is True
-        assert outcomes["native"] == "RuntimeError"
+                second.stop(None)
+                first.stop(None)
+        return out
+
+    async def aio_binds_twice(make):
+        first = make()
+        port = first.add_insecure_port("127.0.0.1:0")
+        await first.start()
+        second = make()
+        try:
+            return second.add_insecure_port(f"127.0.0.1:{port}") == port
+        finally:
+            await second.stop(None)
+            await first.stop(None)
+
+    try:
+        expected = [True, "RuntimeError", "RuntimeError", True, True, "RuntimeError"]
+        assert outcomes(grpc.server) == expected
+        assert outcomes(pygrpc_native.server) == expected
+        assert asyncio.run(aio_binds_twice(grpc.aio.server)) is True
+        assert asyncio.run(aio_binds_twice(pygrpc_native.aio.server)) is True
     finally:
-        first.stop(None)
         pool.shutdown(wait=False)

@@ -26,7 +26,7 @@ import enum
 import logging
 import threading
 from concurrent import futures
-from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import grpc
 
@@ -60,10 +60,17 @@ _DICTIONARY_HANDLER = type(grpc.method_handlers_generic_handler("pygrpc_native.p
 # What grpcio raises for add_insecure_port("").
 _EMPTY_ADDRESS_ERROR = "Failed to bind to address ; set GRPC_VERBOSITY=debug environment variable to see detailed error message."
 
-def with_compression(options: Optional[Sequence[Any]], compression: Optional[grpc.Compression]) -> List[Any]:
-    """grpcio's server(compression=...) as the option it stands for, after
-    the user's, as grpcio adds it: the same option in ``options`` wins (the
-    first value of an option counts)."""
+def front_options(options: Optional[Sequence[Any]], compression: Optional[grpc.Compression]) -> List[Any]:
+    """The options a server's front gets: the user's, then what grpcio
+    takes as given when they don't say (the front's own defaults, those of
+    the low-level API, differ). A user's option wins where both give one:
+    the first value of an option counts.
+
+    * server(compression=...) is the option it stands for, added after the
+      user's, as grpcio adds it;
+    * SO_REUSEPORT is on unless ``grpc.so_reuseport`` is the integer 0:
+      grpc-core reads the option as a bool that is true by default, and
+      takes any value that isn't 0 or 1 as that default."""
     result = list(options or ())
     if compression is not None:
         # grpc.Compression is an IntEnum: grpcio takes its int values too
@@ -71,7 +78,19 @@ def with_compression(options: Optional[Sequence[Any]], compression: Optional[grp
         if not isinstance(compression, int) or isinstance(compression, bool):
             raise TypeError(f"compression must be a grpc.Compression, not {type(compression).__name__}")
         result.append(("grpc.default_compression_algorithm", int(compression)))
+    reuse_port = next((value for name, value in _named(result) if name == "grpc.so_reuseport"), None)
+    if not (isinstance(reuse_port, int) and reuse_port == 0):
+        result.insert(0, ("grpc.so_reuseport", 1))
     return result
+
+
+def _named(options: Sequence[Any]) -> Iterable[Tuple[str, Any]]:
+    """The (name, value) pairs of options, names as str; what isn't a pair
+    is left for the front's own check to refuse."""
+    for entry in options:
+        if isinstance(entry, (tuple, list)) and len(entry) == 2:
+            name, value = entry
+            yield (name.decode("utf-8", "replace") if isinstance(name, bytes) else name), value
 
 
 # The attribute that marks the methods of pygrpc_native.health's
@@ -151,7 +170,7 @@ class ServerCore:
         self.front = NativeGrpcFront(
             "[::]:0",
             [],
-            options=with_compression(arguments.options, arguments.compression),
+            options=front_options(arguments.options, arguments.compression),
             resolve_unknown=True,
             maximum_concurrent_rpcs=maximum_concurrent_rpcs,
             hold_slots=maximum_concurrent_rpcs is not None,
