@@ -1,7 +1,8 @@
 """Servers in forked children, as grpcio serves them (its multiprocessing
 example, and grpcio's own _jina_hanging_test): a parent that imported grpc
 and the server package, and made no server, forks workers that each make,
-start and serve one; several may share a port with SO_REUSEPORT.
+start and serve one; several may share a port (SO_REUSEPORT, which grpcio
+sets unless told not to).
 
 ``import pygrpc_native`` must not start the Go runtime (which does not
 survive fork()): it starts when the first server or front is made. Once it
@@ -63,9 +64,9 @@ SCRIPT = textwrap.dedent(
 
     def sync_worker(port, ready):
         make = grpc.server if KIND == "grpcio" else pygrpc_native.server
-        server = make(
-            futures.ThreadPoolExecutor(max_workers=4), (handlers(),), options=(("grpc.so_reuseport", 1),)
-        )
+        # No options: grpcio sets SO_REUSEPORT by default, so the workers
+        # share the port.
+        server = make(futures.ThreadPoolExecutor(max_workers=4), (handlers(),))
         bound = server.add_insecure_port(f"127.0.0.1:{port}")
         server.start()
         ready.put(bound)
@@ -75,7 +76,7 @@ SCRIPT = textwrap.dedent(
     def aio_worker(port, ready):
         async def serve():
             make = grpc.aio.server if KIND == "grpcio" else pygrpc_native.aio.server
-            server = make(handlers=(handlers(),), options=(("grpc.so_reuseport", 1),))
+            server = make(handlers=(handlers(),))
             bound = server.add_insecure_port(f"127.0.0.1:{port}")
             await server.start()
             ready.put(bound)
