@@ -149,7 +149,9 @@ def _bind_error(flavour, kind, address):
 
 
 @each_flavour
-@pytest.mark.parametrize("address", ["", "127.0.0.1:bad"], ids=["empty", "bad-port"])
+@pytest.mark.parametrize(
+    "address", ["", "127.0.0.1:bad", ":0", "[]:0"], ids=["empty", "bad-port", "no-host", "empty-brackets"]
+)
 def test_refused_addresses(flavour, address):
     # Compared by their start: what follows is each core's own wording.
     def check(kind):

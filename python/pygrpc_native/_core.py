@@ -57,8 +57,17 @@ class Stage(enum.Enum):
 # would give on every call.
 _DICTIONARY_HANDLER = type(grpc.method_handlers_generic_handler("pygrpc_native.probe", {}))
 
-# What grpcio raises for add_insecure_port("").
-_EMPTY_ADDRESS_ERROR = "Failed to bind to address ; set GRPC_VERBOSITY=debug environment variable to see detailed error message."
+# What grpcio raises for an address it can't resolve to bind: "", or a TCP
+# address with no host (":50051", "[]:50051"; Go would take that as every
+# interface).
+_UNBINDABLE_ADDRESS_ERROR = (
+    "Failed to bind to address {}; set GRPC_VERBOSITY=debug environment variable to see detailed error message."
+)
+
+
+def _names_no_host(address: str) -> bool:
+    return address == "" or address.startswith(":") or address.startswith("[]:")
+
 
 def front_options(options: Optional[Sequence[Any]], compression: Optional[grpc.Compression]) -> List[Any]:
     """The options a server's front gets: the user's, then what grpcio
@@ -382,8 +391,8 @@ class ServerCore:
         with self.lock:
             if self.stage is not Stage.NEW:
                 raise RuntimeError("ports must be added before the server starts")
-            if address == "":
-                raise RuntimeError(_EMPTY_ADDRESS_ERROR)
+            if _names_no_host(address):
+                raise RuntimeError(_UNBINDABLE_ADDRESS_ERROR.format(address))
             try:
                 port = self.front.bind(address)
             except (OSError, ValueError) as err:
