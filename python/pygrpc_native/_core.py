@@ -70,16 +70,16 @@ def _names_no_host(address: str) -> bool:
 
 
 def front_options(options: Optional[Sequence[Any]], compression: Optional[grpc.Compression]) -> List[Any]:
-    """The options a server's front gets: the user's, then what grpcio
-    takes as given when they don't say (the front's own defaults, those of
-    the low-level API, differ). A user's option wins where both give one:
-    the first value of an option counts.
+    """The options a server's front gets: the user's, with what grpcio
+    does where the front's own defaults (those of the low-level API)
+    differ. The first value of an option counts.
 
     * server(compression=...) is the option it stands for, added after the
-      user's, as grpcio adds it;
+      user's, as grpcio adds it (the user's own option wins);
     * SO_REUSEPORT is on unless ``grpc.so_reuseport`` is the integer 0:
       grpc-core reads the option as a bool that is true by default, and
-      takes any value that isn't 0 or 1 as that default."""
+      takes any value that isn't 0 or 1 as that default; so 1 goes ahead
+      of the user's options unless theirs is 0."""
     result = list(options or ())
     if compression is not None:
         # grpc.Compression is an IntEnum: grpcio takes its int values too
