@@ -53,9 +53,9 @@ def sections(s: scales.Scale) -> List[Tuple[str, str]]:
     return [
         ("Load and soak", f"4 client threads calling a unary echo at full speed for {s.soak_seconds:g} s; "
          "growth compares the end with the samples just after the first third (warm-up)."),
-        ("Disconnects", f"{s.disconnects:,} clients vanishing mid-call (half RST_STREAM, half TCP close; unary "
-         "with a callback, server-streaming, bidi), after a warm-up round as large; leaked calls from "
-         "metrics(), RSS growth over the measured round."),
+        ("Disconnects", f"Rounds of {s.disconnects:,} clients vanishing mid-call (half RST_STREAM, half TCP "
+         "close; unary with a callback, server-streaming, bidi): a warm-up round, then three measured; "
+         "leaked calls from metrics(), RSS growth to the smallest of the three."),
         ("Idle connections", f"{s.idle_connections} connections that send half a preface and stop; "
          "p99 of 50 live calls meanwhile."),
         ("Rapid reset", f"{s.rapid_resets:,} whole calls (request and END_STREAM) to a 20 ms method, each reset "
