@@ -94,6 +94,32 @@ func TestIdleConnectionClosedAfterItsLastCall(t *testing.T) {
 // where none comes, when ackDelay runs out: never later. (Clients ping
 // once per round trip; bidi ping-pong then pays no write for the ack.)
 // ackDelay is stretched so that the two ways are told apart.
+// TestPingAckTakenAlongStopsItsTimer: a PING ack that leaves with an
+// answer leaves no timer behind to fire for nothing (each firing wakes a
+// thread and starts a goroutine; grpcio's and grpc-go's clients ping once
+// per round trip while data flows).
+func TestPingAckTakenAlongStopsItsTimer(t *testing.T) {
+	saved := ackDelay
+	t.Cleanup(func() { ackDelay = saved })
+	ackDelay = 20 * time.Millisecond
+	f := startBenchFront(t, TransportH2)
+	c := dialRaw(t, f.Port())
+	for i := 0; i < 20; i++ {
+		c.call(t)
+	}
+	time.Sleep(3 * ackDelay)
+	const calls = 20
+	before := goroutinesCreated()
+	for i := 0; i < calls; i++ {
+		_ = c.fr.WritePing(false, [8]byte{byte(i)})
+		c.call(t) // the PING and the call in one write: the answer takes the ack
+		time.Sleep(2 * ackDelay)
+	}
+	if started := goroutinesCreated() - before; started > calls/4 {
+		t.Fatalf("%d goroutines started for %d calls whose answers took a PING ack along; want none (the ack's timer left armed?)", started, calls)
+	}
+}
+
 func TestPingAckWaitsForTheNextWrite(t *testing.T) {
 	saved := ackDelay
 	t.Cleanup(func() { ackDelay = saved })

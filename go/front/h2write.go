@@ -42,7 +42,8 @@ type h2Writer struct {
 	flushReq    chan struct{}
 	flusherDone bool
 	// lateFlush writes out frames queued by controlLater that nothing
-	// else has written within ackDelay; lateArmed: it is running.
+	// else has written within ackDelay; lateArmed: it is running (a write
+	// that takes those frames along stops it).
 	lateFlush *time.Timer
 	lateArmed bool
 
@@ -105,6 +106,11 @@ func (w *h2Writer) flushLocked() {
 		return
 	}
 	w.flushing = true
+	if w.lateArmed && w.lateFlush.Stop() {
+		// This write takes the held ack along: a timer left to fire would
+		// wake a thread (and start a goroutine) to find nothing to write.
+		w.lateArmed = false
+	}
 	w.lastWrite = time.Now()
 	w.batch, w.answers = w.answers, 0
 	for len(w.buf) > 0 && w.err == nil {
