@@ -48,17 +48,20 @@ func receivedTooLarge(size, limit int) error {
 const statusDetailsKey = "grpc-status-details-bin"
 
 // leftOutOfResponse reports the response metadata keys that a transport
-// writes itself (grpc-go's reserved headers, and the negotiation of
-// encodings), which a handler's metadata must not override: they are left
-// out, and grpcio's clients never see them from grpcio's server either.
-// Every other key goes as given, grpc- ones included
-// (grpc-retry-pushback-ms, grpc-status-details-bin, ...), as from grpcio.
+// writes itself (content-type, the status, the negotiation of encodings)
+// or that only a request carries (te, grpc-timeout), which a handler's
+// metadata must not override: they are left out, and grpcio's clients
+// never see them from grpcio's server either. Every other key goes as
+// given, grpc- ones included (grpc-retry-pushback-ms,
+// grpc-status-details-bin, ...), and user-agent and grpc-message-type,
+// which grpcio's server sends too (grpc-go's transport drops those two
+// itself, as reserved).
 func leftOutOfResponse(k string) bool {
 	if k == "" || k[0] == ':' {
 		return true
 	}
 	switch k {
-	case "content-type", "te", "user-agent", "grpc-status", "grpc-message", "grpc-message-type",
+	case "content-type", "te", "grpc-status", "grpc-message",
 		"grpc-encoding", "grpc-accept-encoding", "grpc-internal-encoding-request", "grpc-timeout":
 		return true
 	}
