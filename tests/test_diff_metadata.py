@@ -395,6 +395,26 @@ def test_grpc_keys_in_request_metadata(flavour):
 
 
 @each_flavour
+def test_host_and_message_type_in_request_metadata(flavour):
+    """A client's host and grpc-message-type headers: grpcio's server shows
+    both to handlers (host besides the call's :authority). grpc-go's
+    transport hides them (README, known differences)."""
+    sent = (("host", "api.example"), ("grpc-message-type", "echo.Req"), ("x-a", "1"))
+
+    async def handler(req, ctx, state):
+        state.record("seen", sorted(kv for kv in ctx.invocation_metadata() if kv[0] != "user-agent"))
+        return b""
+
+    def scenario(run):
+        call_unary(run.channel, method("M"), metadata=sent)
+        return run.state.wait_for("seen")
+
+    ref, ours = flavour.both(flavour.recording("M", handler), scenario)
+    assert ref == sorted(sent)
+    assert ours == (ref if TRANSPORT == "h2" else [("x-a", "1")])
+
+
+@each_flavour
 def test_invocation_metadata_stream_and_without_client_metadata(flavour):
     # The second call has a deadline: grpc-timeout is not request metadata.
     async def handler(req, ctx, state):

@@ -42,6 +42,8 @@ type h2Reject struct {
 // and gRPC's own keys are acted on; the rest are metadata (values of -bin
 // keys decoded), kept in the order they came, with :authority (or host, as
 // gRFC A41 says) and user-agent among them, as grpc-go's server keeps them.
+// A host header is metadata too, and so is grpc-message-type, as grpcio's
+// server shows both to handlers.
 // r is the zero h2Request it fills (its stream's); nil is success.
 func parseRequest(r *h2Request, fields []hpack.HeaderField) *h2Reject {
 	if len(fields) <= len(r.headerBuf) {
@@ -68,6 +70,7 @@ func parseRequest(r *h2Request, fields []hpack.HeaderField) *h2Reject {
 		case "host":
 			hosts++
 			host = f.Value
+			r.add(f.Name, f.Value)
 		case "content-type":
 			contentType = f.Value
 			if grpcContentType(f.Value) {
@@ -149,10 +152,10 @@ func grpcContentType(ct string) bool {
 	return rest == "" || rest[0] == '+' || rest[0] == ';'
 }
 
-// reservedGRPCKey: keys gRPC uses for itself, never metadata.
+// reservedGRPCKey: keys gRPC uses for itself, never request metadata.
 func reservedGRPCKey(k string) bool {
 	switch k {
-	case "grpc-message-type", "grpc-message", "grpc-status", "te":
+	case "grpc-message", "grpc-status", "te":
 		return true
 	}
 	return false
