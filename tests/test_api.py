@@ -7,6 +7,8 @@ promise: a change that breaks it must fail here.
 """
 
 import inspect
+import subprocess
+import sys
 
 import grpc
 import pytest
@@ -138,6 +140,26 @@ def test_event_constants():
     assert type(EVENT_CANCEL) is int
     assert pygrpc_native.EVENT_CALL is EVENT_CALL
     assert pygrpc_native.EVENT_CANCEL is EVENT_CANCEL
+
+
+def test_aio_after_a_plain_import():
+    """pygrpc_native.aio.server() needs only `import pygrpc_native`, as
+    grpc.aio.server() needs only `import grpc` (the README's one-line
+    switch); the import itself still loads neither aio nor the Go core."""
+    code = (
+        "import sys, grpc, pygrpc_native\n"
+        "loaded = sorted(m for m in ('pygrpc_native.aio', 'pygrpc_native._native') if m in sys.modules)\n"
+        "listed = 'aio' in dir(pygrpc_native)\n"
+        "import asyncio\n"
+        "async def main():\n"
+        "    return isinstance(pygrpc_native.aio.server(), grpc.aio.Server), isinstance(grpc.aio.server(), grpc.aio.Server)\n"
+        "made = asyncio.run(main())\n"
+        "import pygrpc_native.aio as direct\n"
+        "print(loaded, listed, made, pygrpc_native.aio is direct)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split("\n")[-2] == "[] True (True, True) True"
 
 
 def test_front_is_a_class():

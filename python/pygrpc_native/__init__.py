@@ -21,6 +21,7 @@ from ._events import (
 from ._server import server
 
 if _typing.TYPE_CHECKING:
+    from . import aio as aio
     from ._front import NativeGrpcFront
 
 # As grpcio does for its "grpc" logger: handler errors are logged, but an
@@ -54,8 +55,15 @@ def __getattr__(name: str) -> _typing.Any:
         from ._front import NativeGrpcFront
 
         return NativeGrpcFront
+    if name == "aio":
+        # pygrpc_native.aio.server() after a plain `import pygrpc_native`, as
+        # grpc.aio.server() after `import grpc`; imported on first use, which
+        # binds it to the package (this isn't asked again).
+        import importlib
+
+        return importlib.import_module(".aio", __name__)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def __dir__() -> _typing.List[str]:
-    return sorted({*globals(), *__all__})
+    return sorted({*globals(), *__all__, "aio"})
