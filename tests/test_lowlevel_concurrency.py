@@ -142,7 +142,12 @@ def test_answers_racing_client_cancels_keep_the_books_straight():
             front.respond(event[1], event[3])
             handled.append(event[1])
 
-    n = 1500
+    # Fewer calls than a connection's 1,024 streams: a cancelled call's
+    # stream may still count toward that limit on the server while the
+    # client already opens another in its place, which the server then
+    # refuses (UNAVAILABLE at the client, seen once in CI); the limit isn't
+    # what this test is about.
+    n = 1000
     with serving(handler, threads=4) as s, s.channel() as ch:
         connect(ch)
         futures = [say(ch).future(b"%d" % i, timeout=60) for i in range(n)]

@@ -2,6 +2,8 @@ package front
 
 import (
 	"net"
+
+	"golang.org/x/net/http2"
 	"strconv"
 	"strings"
 	"testing"
@@ -94,6 +96,37 @@ func TestIdleConnectionClosedAfterItsLastCall(t *testing.T) {
 // where none comes, when ackDelay runs out: never later. (Clients ping
 // once per round trip; bidi ping-pong then pays no write for the ack.)
 // ackDelay is stretched so that the two ways are told apart.
+// TestResetStreamFreesItsPlaceAtOnce: with grpc.max_concurrent_streams 1,
+// a call the client reset no longer counts toward the limit while its
+// handler still holds it (RFC 9113 5.1.2), so the client's next call is
+// served, not refused: clients that cancel calls open others as soon as
+// they send the reset.
+func TestResetStreamFreesItsPlaceAtOnce(t *testing.T) {
+	calls := make(chan Event, 4)
+	f, _ := startFront(t, `, "options": [["grpc.pygrpc_native.transport", "h2"], ["grpc.max_concurrent_streams", 1]]`,
+		func(f *Front, e Event) {
+			if e.Kind == EventCall {
+				calls <- e // held: never answered
+			}
+		})
+	conn, frames := rawH2(t, f)
+	write(unaryCall(1, sayPath, "first"))(conn)
+	select {
+	case <-calls:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the first call never reached the front")
+	}
+	write(frame(fRST, 0, 1, u32(uint32(http2.ErrCodeCancel))), unaryCall(3, sayPath, "second"))(conn)
+	select {
+	case e := <-calls:
+		if got := string(e.Payload.Materialize()); got != "second" {
+			t.Fatalf("the front got %q, want the second call", got)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatalf("the call after a reset one was not served (%q)", nextFrame(frames, "3 RST_STREAM", time.Second))
+	}
+}
+
 // TestPingAckTakenAlongStopsItsTimer: a PING ack that leaves with an
 // answer leaves no timer behind to fire for nothing (each firing wakes a
 // thread and starts a goroutine; grpcio's and grpc-go's clients ping once
