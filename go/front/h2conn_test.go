@@ -2,12 +2,12 @@ package front
 
 import (
 	"net"
-
-	"golang.org/x/net/http2"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/net/http2"
 )
 
 // rawH2 dials f as an HTTP/2 client with no SETTINGS of its own and reads
@@ -91,11 +91,6 @@ func TestIdleConnectionClosedAfterItsLastCall(t *testing.T) {
 	}
 }
 
-// TestPingAckWaitsForTheNextWrite: a PING's ack waits up to ackDelay for
-// the connection's next write and leaves with it (a call's answer), or,
-// where none comes, when ackDelay runs out: never later. (Clients ping
-// once per round trip; bidi ping-pong then pays no write for the ack.)
-// ackDelay is stretched so that the two ways are told apart.
 // TestResetStreamFreesItsPlaceAtOnce: with grpc.max_concurrent_streams 1,
 // a call the client reset no longer counts toward the limit while its
 // handler still holds it (RFC 9113 5.1.2), so the client's next call is
@@ -153,6 +148,11 @@ func TestPingAckTakenAlongStopsItsTimer(t *testing.T) {
 	}
 }
 
+// TestPingAckWaitsForTheNextWrite: a PING's ack waits up to ackDelay for
+// the connection's next write and leaves with it (a call's answer), or,
+// where none comes, when ackDelay runs out: never later. (Clients ping
+// once per round trip; bidi ping-pong then pays no write for the ack.)
+// ackDelay is stretched so that the two ways are told apart.
 func TestPingAckWaitsForTheNextWrite(t *testing.T) {
 	saved := ackDelay
 	t.Cleanup(func() { ackDelay = saved })
