@@ -97,7 +97,12 @@ type h2Conn struct {
 
 	mu      sync.Mutex // guards what follows, and h2Stream.dispatched/released
 	streams map[uint32]*h2Stream
-	peerRST map[uint32]bool // streams the client reset, until released
+	// peerRST: the streams of c.streams reset on the wire (by the client,
+	// or by the server: a stream error, or a deadline that passed before
+	// the call was handed to the front), until released; a subset of
+	// c.streams' keys. Closed for HTTP/2, they don't count toward
+	// max_concurrent_streams (tooManyStreamsLocked).
+	peerRST map[uint32]bool
 	// draining: the first GOAWAY went out; goneAway: the final one did,
 	// with lastGood as its last stream id; closed: the socket is closed.
 	draining, goneAway, closed bool
@@ -440,7 +445,7 @@ func (c *h2Conn) headers(hb headerBlock) error {
 	c.maxStreamID.Store(id)
 	c.mu.Lock()
 	refuse := c.goneAway && id > c.lastGood
-	tooMany := uint32(len(c.streams)) >= c.srv.limits.MaxConcurrentStreams
+	tooMany := c.tooManyStreamsLocked()
 	c.mu.Unlock()
 	if refuse {
 		return nil // after the final GOAWAY: ignored, as HTTP/2 says
@@ -617,6 +622,20 @@ func (c *h2Conn) returnStreamWindow(s *h2Stream, n int) {
 	if incr > 0 {
 		c.w.control(func(b []byte) []byte { return appendWindowUpdate(b, s.id, uint32(incr)) })
 	}
+}
+
+// tooManyStreamsLocked reports whether a new stream must be refused
+// (REFUSED_STREAM), c.mu held. A stream reset on the wire (either way) is
+// closed for HTTP/2 and leaves the count at once (RFC 9113 5.1.2): its
+// client may open the next stream in the same write as the reset, and
+// grpcio's server takes it. Such a stream stays in c.streams until its
+// handler lets go of it, though, so, against a client resetting streams
+// as fast as it opens them (rapid reset), the streams held either way
+// are bounded too, at twice the limit.
+func (c *h2Conn) tooManyStreamsLocked() bool {
+	limit := int(c.srv.limits.MaxConcurrentStreams)
+	held := len(c.streams)
+	return held-len(c.peerRST) >= limit || held >= 2*limit
 }
 
 // streamError resets one stream with code (RST_STREAM); the call, if any,

@@ -1,6 +1,7 @@
 package front
 
 import (
+	"fmt"
 	"net"
 	"strconv"
 	"strings"
@@ -95,9 +96,11 @@ func TestIdleConnectionClosedAfterItsLastCall(t *testing.T) {
 // a call the client reset no longer counts toward the limit while its
 // handler still holds it (RFC 9113 5.1.2), so the client's next call is
 // served, not refused: clients that cancel calls open others as soon as
-// they send the reset.
+// they send the reset, often in the same write (each round here sends the
+// reset and the next call as one write, so that the reader takes the call
+// before anything has let go of the reset one).
 func TestResetStreamFreesItsPlaceAtOnce(t *testing.T) {
-	calls := make(chan Event, 4)
+	calls := make(chan Event, 64)
 	f, _ := startFront(t, `, "options": [["grpc.pygrpc_native.transport", "h2"], ["grpc.max_concurrent_streams", 1]]`,
 		func(f *Front, e Event) {
 			if e.Kind == EventCall {
@@ -111,14 +114,59 @@ func TestResetStreamFreesItsPlaceAtOnce(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the first call never reached the front")
 	}
-	write(frame(fRST, 0, 1, u32(uint32(http2.ErrCodeCancel))), unaryCall(3, sayPath, "second"))(conn)
-	select {
-	case e := <-calls:
-		if got := string(e.Payload.Materialize()); got != "second" {
-			t.Fatalf("the front got %q, want the second call", got)
+	for id := uint32(1); id < 40; id += 2 {
+		next := fmt.Sprintf("call %d", id+2)
+		b := append(frame(fRST, 0, id, u32(uint32(http2.ErrCodeCancel))), unaryCall(id+2, sayPath, next)...)
+		if _, err := conn.Write(b); err != nil {
+			t.Fatal(err)
 		}
-	case <-time.After(5 * time.Second):
-		t.Fatalf("the call after a reset one was not served (%q)", nextFrame(frames, "3 RST_STREAM", time.Second))
+		select {
+		case e := <-calls:
+			if got := string(e.Payload.Materialize()); got != next {
+				t.Fatalf("the front got %q, want %q", got, next)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s, sent with the reset of stream %d, was not served (%q)", next, id, nextFrame(frames, "", time.Second))
+		}
+	}
+}
+
+// TestStreamsResetButHeldAreBounded: streams reset on the wire leave the
+// count of max_concurrent_streams, but a connection holds at most twice
+// the limit in all (a client resetting streams as fast as it opens them
+// while their handlers still run).
+func TestStreamsResetButHeldAreBounded(t *testing.T) {
+	c := &h2Conn{
+		srv:     &h2Server{limits: &Limits{MaxConcurrentStreams: 2}},
+		streams: map[uint32]*h2Stream{},
+		peerRST: map[uint32]bool{},
+	}
+	open := func(id uint32, reset bool) {
+		c.streams[id] = &h2Stream{}
+		if reset {
+			c.peerRST[id] = true
+		}
+	}
+	for _, step := range []struct {
+		id          uint32
+		reset, want bool
+	}{
+		{1, false, false}, // one open: room for a second
+		{3, true, false},  // one open, one reset: still room
+		{5, false, true},  // two open: the limit
+	} {
+		open(step.id, step.reset)
+		if got := c.tooManyStreamsLocked(); got != step.want {
+			t.Fatalf("after stream %d: too many = %v, want %v", step.id, got, step.want)
+		}
+	}
+	c.peerRST[5] = true // two reset, one open, three held
+	if c.tooManyStreamsLocked() {
+		t.Fatal("one open stream of a limit of 2 refused the next")
+	}
+	open(7, true) // four held: twice the limit
+	if !c.tooManyStreamsLocked() {
+		t.Fatal("a fifth stream taken with four held (limit 2): reset streams are not bounded")
 	}
 }
 
