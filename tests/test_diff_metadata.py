@@ -273,6 +273,56 @@ def test_request_header_names_in_response_metadata(flavour):
 
 
 @each_flavour
+def test_values_grpc_core_parses_in_response_metadata(flavour):
+    """grpc-previous-rpc-attempts, grpc-retry-pushback-ms and lb-cost-bin
+    in response metadata (both ways): grpcio's server sends a value that
+    doesn't parse as the key's default ("0", the smallest int64, a zero
+    cost), which its client takes. Sent as given, it failed the call at the
+    client with INTERNAL "Error parsing ... metadata", and every later call
+    on that connection meeting the key too: the calls here share one."""
+    cases = (
+        ("grpc-previous-rpc-attempts", "abc"),
+        ("grpc-previous-rpc-attempts", " 3 "),
+        ("grpc-previous-rpc-attempts", "-3"),
+        ("grpc-previous-rpc-attempts", "4294967296"),
+        ("grpc-retry-pushback-ms", "soon"),
+        ("grpc-retry-pushback-ms", "+100"),
+        ("grpc-retry-pushback-ms", "99999999999999999999"),
+        ("lb-cost-bin", b"\x01"),
+        ("x-after", "fine"),
+    )
+
+    async def handler(req, ctx):
+        pair = (cases[int(req)],)
+        await ctx.send_initial_metadata(pair)
+        ctx.set_trailing_metadata(pair)
+        return b"resp"
+
+    def scenario(run):
+        seen = []
+        for i, (key, _) in enumerate(cases):
+            out = call_unary(run.channel, method("M"), b"%d" % i)
+            keep = lambda md: tuple(v for k, v in md if k == key)  # noqa: E731
+            seen.append((key, out.code, keep(out.initial_metadata), keep(out.trailing_metadata)))
+        return seen
+
+    setup = flavour.handlers({"M": flavour.unary(handler)})
+    ref, ours = flavour.both(setup, scenario)
+    assert ours == ref
+    assert ref == [
+        ("grpc-previous-rpc-attempts", SC.OK, ("0",), ("0",)),
+        ("grpc-previous-rpc-attempts", SC.OK, ("3",), ("3",)),
+        ("grpc-previous-rpc-attempts", SC.OK, ("0",), ("0",)),
+        ("grpc-previous-rpc-attempts", SC.OK, ("0",), ("0",)),
+        ("grpc-retry-pushback-ms", SC.OK, ("-9223372036854775808",), ("-9223372036854775808",)),
+        ("grpc-retry-pushback-ms", SC.OK, ("100",), ("100",)),
+        ("grpc-retry-pushback-ms", SC.OK, ("-9223372036854775808",), ("-9223372036854775808",)),
+        ("lb-cost-bin", SC.OK, (), ()),  # grpc-core's client keeps it to itself
+        ("x-after", SC.OK, ("fine",), ("fine",)),
+    ]
+
+
+@each_flavour
 def test_str_value_under_a_binary_key_in_initial_metadata(flavour):
     async def handler(req, ctx):
         try:

@@ -268,10 +268,11 @@ func (s *h2Stream) responseHeader(fields []headerField, md Metadata) []headerFie
 }
 
 // appendMetadata adds metadata as header fields, in order (values of -bin
-// keys in base64), leaving out what the transport writes itself.
+// keys in base64), leaving out what the transport writes itself, with the
+// values grpcio's server would send (asGRPCCoreSends).
 func appendMetadata(fields []headerField, md Metadata) []headerField {
 	for _, kv := range md {
-		k, v := kv[0], kv[1]
+		k, v := kv[0], asGRPCCoreSends(kv[0], kv[1])
 		if leftOutOfResponse(k) {
 			continue
 		}

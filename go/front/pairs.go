@@ -14,7 +14,8 @@ type Metadata [][2]string
 
 // md is response metadata m as grpc-go's map (values of a repeated key in
 // order), less what the transport writes itself (leftOutOfResponse; grpc-go
-// would drop most of it, but send the encodings' keys as given).
+// would drop most of it, but send the encodings' keys as given), with the
+// values grpcio's server would send (asGRPCCoreSends).
 func (m Metadata) md() metadata.MD {
 	if m == nil {
 		return nil
@@ -22,7 +23,7 @@ func (m Metadata) md() metadata.MD {
 	md := make(metadata.MD, len(m))
 	for _, kv := range m {
 		if !leftOutOfResponse(kv[0]) {
-			md[kv[0]] = append(md[kv[0]], kv[1])
+			md[kv[0]] = append(md[kv[0]], asGRPCCoreSends(kv[0], kv[1]))
 		}
 	}
 	return md

@@ -3,6 +3,7 @@ package front
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"google.golang.org/grpc/codes"
@@ -66,6 +67,45 @@ func leftOutOfResponse(k string) bool {
 		return true
 	}
 	return false
+}
+
+// asGRPCCoreSends is the value grpcio's server would send for response
+// metadata key k given v: as given, except for the keys grpc-core parses
+// (a grpcio client does too, on receipt), which grpc-core's server parses
+// and writes back, a value that doesn't parse becoming the key's default:
+// grpc-previous-rpc-attempts (an unsigned 32-bit count, default 0),
+// grpc-retry-pushback-ms (a signed 64-bit count of ms, default its
+// minimum, "no pushback") and lb-cost-bin (a cost of 8 bytes then a name;
+// a shorter value is a zero cost). Sent as given, a value that doesn't
+// parse ends the call with INTERNAL "Error parsing ... metadata" at a
+// grpcio client, and every later call on that connection that meets the
+// same key too (grpc-core keeps the failed entry in its HPACK table).
+func asGRPCCoreSends(k, v string) string {
+	switch k {
+	case "grpc-previous-rpc-attempts":
+		n, err := strconv.ParseUint(strings.TrimPrefix(trimASCIISpace(v), "+"), 10, 32)
+		if err != nil {
+			return "0"
+		}
+		return strconv.FormatUint(n, 10)
+	case "grpc-retry-pushback-ms":
+		n, err := strconv.ParseInt(trimASCIISpace(v), 10, 64)
+		if err != nil {
+			return "-9223372036854775808"
+		}
+		return strconv.FormatInt(n, 10)
+	case "lb-cost-bin":
+		if len(v) < 8 {
+			return "\x00\x00\x00\x00\x00\x00\x00\x00"
+		}
+	}
+	return v
+}
+
+// trimASCIISpace is s without the ASCII white space around it (what
+// grpc-core's integer parsing skips).
+func trimASCIISpace(s string) string {
+	return strings.Trim(s, " \t\n\v\f\r")
 }
 
 // validateMetadata checks metadata Python wants to send. Keys must be valid
