@@ -367,8 +367,10 @@ def _created(kind, **server_kwargs):
         loop.close()
 
 
-@pytest.mark.parametrize("value", [0, -1])
+@pytest.mark.parametrize("value", [0, -1, 0.5, "3", float("inf"), float("nan"), 2**31, 2.5, 2**31 - 1])
 def test_maximum_concurrent_rpcs_invalid(value):
+    # grpc.aio's limiter converts the value to a C int: ValueError,
+    # TypeError, OverflowError; 2.5 is taken (as 2: test_diff_limits.py).
     for_both(lambda kind: _created(kind, maximum_concurrent_rpcs=value))
 
 

@@ -10,8 +10,8 @@ import time
 import grpc
 import pytest
 
-from diff.flavours import each_flavour, each_flavour_and_uvloop, wait_event
-from diff.harness import WAIT, call_stream, call_unary, method
+from diff.flavours import SYNC, each_flavour, each_flavour_and_uvloop, wait_event
+from diff.harness import WAIT, call_stream, call_unary, future_outcome, method, wait_until
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -184,6 +184,30 @@ def test_maximum_concurrent_rpcs_counts_streams(flavour):
 
     ref = flavour.same(_blocking_setup(flavour), scenario, maximum_concurrent_rpcs=1)
     assert ref[2].brief() == (SC.RESOURCE_EXHAUSTED, "Concurrent RPC limit exceeded!")
+
+
+@each_flavour
+@pytest.mark.parametrize("limit", [1.5, True])
+def test_maximum_concurrent_rpcs_not_an_int(flavour, limit):
+    """grpc.server() refuses a call while its active ones are >= the limit,
+    so 1.5 lets two run; grpc.aio truncates it to an int (1); True is 1 on
+    both. Ours refused any limit but an int (ValueError)."""
+
+    def scenario(run):
+        entered = run.state.event("entered")
+        first = run.channel.unary_unary(method("Block")).future(b"", timeout=10)
+        assert entered.wait(WAIT)
+        entered.clear()
+        second = run.channel.unary_unary(method("Block")).future(b"", timeout=10)
+        assert wait_until(lambda: entered.is_set() or second.done())
+        third = call_unary(run.channel, method("Echo"), b"x").brief()
+        run.state.event("release").set()
+        return future_outcome(first), future_outcome(second), third
+
+    ref = flavour.same(_blocking_setup(flavour), scenario, maximum_concurrent_rpcs=limit)
+    refused = (SC.RESOURCE_EXHAUSTED, "Concurrent RPC limit exceeded!")
+    two_run = flavour is SYNC and limit == 1.5
+    assert ref == ("ok", "ok" if two_run else SC.RESOURCE_EXHAUSTED, refused)
 
 
 @each_flavour

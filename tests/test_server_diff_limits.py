@@ -264,7 +264,7 @@ def test_option_given_twice_keeps_its_first_value():
         assert same(_echo_setup, scenario, options=options) == code
 
 
-@pytest.mark.parametrize("limit", [0, -1])
+@pytest.mark.parametrize("limit", [0, -1, -1.5])
 def test_maximum_concurrent_rpcs_below_one_refuses_every_call(limit):
     # grpc.server() takes such a limit and refuses every call it serves
     # (grpc.aio refuses the limit: test_aio_diff_lifecycle.py); a path no
@@ -280,3 +280,21 @@ def test_maximum_concurrent_rpcs_below_one_refuses_every_call(limit):
 
     refused = (SC.RESOURCE_EXHAUSTED, "Concurrent RPC limit exceeded!")
     assert same(setup, scenario, maximum_concurrent_rpcs=limit) == (refused, refused, (SC.UNIMPLEMENTED, "Method not found!"))
+
+
+@pytest.mark.parametrize("limit", [float("inf"), float("nan"), 10**30])
+def test_maximum_concurrent_rpcs_no_count_reaches(limit):
+    # grpcio refuses a call while its active ones are >= the limit: never.
+    setup = setup_handlers({"Echo": unary(lambda req, ctx: req)})
+    assert same(setup, lambda run: call_unary(run.channel, method("Echo"), b"x").brief(), maximum_concurrent_rpcs=limit) == (
+        SC.OK,
+        "",
+    )
+
+
+def test_known_difference_maximum_concurrent_rpcs_not_a_number():
+    """README: grpc.server() takes a limit that isn't a number, and its
+    serving thread dies at the first call (every call then waits for its
+    deadline); ours refuses it when the server is made."""
+    with pytest.raises(TypeError, match="maximum_concurrent_rpcs must be a number, got '3'"):
+        pygrpc_native.server(futures.ThreadPoolExecutor(1), maximum_concurrent_rpcs="3")

@@ -24,6 +24,8 @@ from __future__ import annotations
 import dataclasses
 import enum
 import logging
+import math
+import numbers
 import threading
 from concurrent import futures
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
@@ -143,6 +145,46 @@ def check_option_values(options: Optional[Sequence[Any]]) -> None:
                 raise OverflowError("Python int too large to convert to C long")
         elif not isinstance(value, (float, str, bytes)):
             raise TypeError(f"Expected int, bytes, or behavior, got {type(value)}")
+
+
+# The largest limit of concurrent calls the front counts to (a C int, as
+# grpc.aio's limiter takes).
+_MAX_RPC_LIMIT = 2**31 - 1
+
+
+def sync_rpc_limit(value: Any) -> Optional[int]:
+    """grpc.server()'s maximum_concurrent_rpcs as a whole number of calls
+    (None: no limit; 0: every call refused). grpcio refuses a call while
+    its count of active ones is >= the value, so any real number works
+    there: 2.5 lets 3 run, True 1, 0 or less none; infinity, NaN and
+    counts no server reaches never refuse. Anything else is refused here
+    with TypeError (grpcio takes it, and its serving thread dies at the
+    first call, leaving every call waiting)."""
+    if value is None:
+        return None
+    if not isinstance(value, numbers.Real):
+        raise TypeError(f"maximum_concurrent_rpcs must be a number, got {value!r}")
+    if math.isnan(value) or value > _MAX_RPC_LIMIT:
+        return None
+    return max(0, math.ceil(value))
+
+
+def aio_rpc_limit(value: Any) -> Optional[int]:
+    """grpc.aio.server()'s maximum_concurrent_rpcs, converted and checked
+    as grpc.aio's limiter does, with its exceptions: a number is truncated
+    to an int (2.5 is 2; infinity OverflowError, NaN ValueError), anything
+    else is TypeError, a C int's overflow OverflowError, and a limit below
+    1 ValueError."""
+    if value is None:
+        return None
+    if not isinstance(value, numbers.Real):
+        raise TypeError("an integer is required")
+    limit = int(value)
+    if limit > _MAX_RPC_LIMIT:
+        raise OverflowError("value too large to convert to int")
+    if limit < 1:
+        raise ValueError("maximum_concurrent_rpcs should be a positive integer")
+    return limit
 
 
 @dataclasses.dataclass(frozen=True)

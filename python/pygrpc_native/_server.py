@@ -59,7 +59,7 @@ import grpc
 
 from ._callbacks import CallbackRunner
 from ._calls import CallRunner, Method
-from ._core import ServerArguments, ServerCore, Stage
+from ._core import ServerArguments, ServerCore, Stage, sync_rpc_limit
 from ._calls import intercept
 from ._events import EVENT_CALL, EVENT_LOOKUP
 from ._wakeup import Wakeup
@@ -420,6 +420,5 @@ def server(
         raise ValueError(
             "xds=True is not supported: pygrpc_native has no xDS client; serve xDS with grpc.server(xds=True)"
         )
-    return _Server(
-        ServerArguments(thread_pool, handlers, interceptors, options, maximum_concurrent_rpcs, compression)
-    )
+    limit = sync_rpc_limit(maximum_concurrent_rpcs)
+    return _Server(ServerArguments(thread_pool, handlers, interceptors, options, limit, compression))

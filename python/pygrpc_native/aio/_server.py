@@ -43,7 +43,7 @@ import grpc.aio
 
 from .._call_state import CallState
 from .._calls import _HandlerCallDetails, Method, RequestIterator, behavior_of
-from .._core import Lookup, ServerArguments, ServerCore, Stage
+from .._core import Lookup, ServerArguments, ServerCore, Stage, aio_rpc_limit
 from .._events import EVENT_CALL, EVENT_CANCEL, EVENT_LOOKUP
 from ._context import ServicerContext, SyncHandlerContext, failure_code, send_blocking, serialize
 from ._waits import LoopWaits
@@ -352,12 +352,9 @@ def server(
 
     Takes grpc.aio's arguments.
     """
-    if maximum_concurrent_rpcs is not None and maximum_concurrent_rpcs < 1:
-        # grpc.aio's check (grpc.server() takes such a limit: it refuses every call).
-        raise ValueError("maximum_concurrent_rpcs should be a positive integer")
     if interceptors and any(not isinstance(i, grpc.aio.ServerInterceptor) for i in interceptors):
         # grpc.aio's words, its unfilled placeholder included.
         raise ValueError("Interceptor must be ServerInterceptor,the following are invalid: {invalid_interceptors}")
-    return _AioServer(
-        ServerArguments(migration_thread_pool, handlers, interceptors, options, maximum_concurrent_rpcs, compression)
-    )
+    # grpc.aio's checks (grpc.server() takes a limit below 1: it refuses every call).
+    limit = aio_rpc_limit(maximum_concurrent_rpcs)
+    return _AioServer(ServerArguments(migration_thread_pool, handlers, interceptors, options, limit, compression))
