@@ -170,6 +170,38 @@ def test_refused_addresses(flavour, address):
 
 
 @each_flavour
+@pytest.mark.parametrize("address", ["127.0.0.1:0 ", "127.0.0.1:+0", "localhost:0\n", "[::1]:0\t"])
+def test_port_number_with_white_space_or_a_sign(flavour, address):
+    # grpc-core reads a port number with white space around it and a sign.
+    def check(kind):
+        try:
+            with flavour.serving(kind, _peer_setup(flavour), _insecure(address)) as served:
+                host = "[::1]" if address.startswith("[") else "127.0.0.1"
+                answer = _call(f"{host}:{served.ports[0]}")
+                return answer if isinstance(answer, grpc.StatusCode) else answer.split(" ")[1]
+        except RuntimeError:
+            return "refused"  # no IPv6 here: refused alike
+
+    assert for_both(check) in ("insecure", "refused")
+
+
+@each_flavour
+@pytest.mark.parametrize("address", ["127.0.0.1", "127.0.0.1:", "localhost", "[::1]", "::1"])
+def test_address_without_a_port_binds_443(flavour, address):
+    # grpc-core binds the "https" port where an address names none (or an
+    # empty one). Without the right to bind it, or with another socket on
+    # it, both refuse.
+    def check(kind):
+        try:
+            with flavour.serving(kind, _peer_setup(flavour), _insecure(address)) as served:
+                return served.ports
+        except RuntimeError:
+            return "refused"
+
+    assert for_both(check) in ([443], "refused")
+
+
+@each_flavour
 def test_address_given_as_bytes(flavour):
     def check(kind):
         with flavour.serving(kind, _peer_setup(flavour), [("add_insecure_port", (b"127.0.0.1:0",))]) as served:
@@ -197,11 +229,12 @@ def test_known_difference_port_added_after_start(flavour):
 
 
 @each_flavour
-def test_known_difference_port_over_65535(flavour):
+@pytest.mark.parametrize("address", ["127.0.0.1:99999", "127.0.0.1:-1"])
+def test_known_difference_port_over_65535(flavour, address):
     # grpcio binds such a port modulo 65536; ours refuses it (README: known differences).
-    assert _bind_error(flavour, "grpcio", "127.0.0.1:99999") == "bound"
-    error = _bind_error(flavour, "native", "127.0.0.1:99999")
-    assert isinstance(error, RuntimeError) and str(error).startswith("Failed to bind to address 127.0.0.1:99999")
+    assert _bind_error(flavour, "grpcio", address) == "bound"
+    error = _bind_error(flavour, "native", address)
+    assert isinstance(error, RuntimeError) and str(error).startswith(f"Failed to bind to address {address}")
 
 
 @each_flavour

@@ -20,7 +20,8 @@ type bindAddress struct {
 // parseBindAddress reads grpcio's address forms:
 //
 //	host:port, [v6]:port      TCP ("localhost": the IPv4 loopback; Bind adds
-//	                          the IPv6 one, see isLocalhost)
+//	                          the IPv6 one, see isLocalhost); a port left
+//	                          out or empty is 443, grpc-core's default
 //	unix:path, unix:/abs      a Unix socket file, relative or absolute
 //	unix:///abs               the same, as a URI
 //	unix-abstract:name        a Linux abstract socket (no file)
@@ -38,12 +39,9 @@ func parseBindAddress(address string) (bindAddress, error) {
 	case strings.HasPrefix(address, "unix:"):
 		return unixFile(strings.TrimPrefix(address, "unix:"))
 	}
-	host, port, err := net.SplitHostPort(address)
+	host, port, err := splitHostPort(address)
 	if err != nil {
 		return bindAddress{}, err
-	}
-	if host == "" && port == "" {
-		return bindAddress{}, errors.New("host and port must not be empty")
 	}
 	if host == "localhost" {
 		host = "127.0.0.1"
@@ -51,15 +49,70 @@ func parseBindAddress(address string) (bindAddress, error) {
 	return bindAddress{network: "tcp", address: net.JoinHostPort(host, port)}, nil
 }
 
-// unixFile is a socket file address. An empty path binds an unnamed socket
-// that Linux names itself (autobind).
+// defaultPort is the port of a TCP address that names none: grpc-core
+// binds the "https" service's.
+const defaultPort = "443"
+
+// splitHostPort splits a TCP address as grpc-core does: "[host]" or
+// "[host]:port"; "host:port" with one colon; otherwise the whole address
+// is the host (a name, or an IPv6 address with no brackets and no port).
+// A port left out or empty is defaultPort, and a number is read as
+// grpc-core reads it, with white space around it and a "+" (so
+// "127.0.0.1:0 " is port 0); any other port is a service name for Go's
+// resolver. An address with neither host nor port is refused.
+func splitHostPort(address string) (host, port string, err error) {
+	if strings.HasPrefix(address, "[") {
+		end := strings.IndexByte(address, ']')
+		if end < 0 {
+			return "", "", fmt.Errorf("address %s: missing ']'", address)
+		}
+		rest := address[end+1:]
+		host = address[1:end]
+		if rest != "" && rest[0] != ':' {
+			return "", "", fmt.Errorf("address %s: unexpected %q after ']'", address, rest)
+		}
+		port = strings.TrimPrefix(rest, ":")
+	} else if strings.Count(address, ":") == 1 {
+		host, port, _ = strings.Cut(address, ":")
+	} else {
+		host = address
+	}
+	if host == "" && port == "" {
+		return "", "", errors.New("host and port must not be empty")
+	}
+	if port == "" {
+		return host, defaultPort, nil
+	}
+	return host, numericPort(port), nil
+}
+
+// numericPort is port's decimal digits when it is a number as grpc-core
+// reads one (ASCII white space around it, an optional "+"), else port.
+func numericPort(port string) string {
+	digits := strings.TrimPrefix(strings.Trim(port, " \t\n\v\f\r"), "+")
+	if digits == "" {
+		return port
+	}
+	for i := 0; i < len(digits); i++ {
+		if digits[i] < '0' || digits[i] > '9' {
+			return port
+		}
+	}
+	return digits
+}
+
 // isLocalhost reports a TCP address on "localhost", which grpcio binds on
 // both loopback interfaces.
 func isLocalhost(address string) bool {
-	host, _, err := net.SplitHostPort(address)
+	if strings.HasPrefix(address, "unix:") || strings.HasPrefix(address, "unix-abstract:") {
+		return false
+	}
+	host, _, err := splitHostPort(address)
 	return err == nil && host == "localhost"
 }
 
+// unixFile is a socket file address. An empty path binds an unnamed socket
+// that Linux names itself (autobind).
 func unixFile(path string) (bindAddress, error) {
 	return bindAddress{network: "unix", address: path, path: path}, nil
 }

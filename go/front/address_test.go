@@ -23,13 +23,26 @@ func TestParseBindAddress(t *testing.T) {
 		{"unix:/abs/s.sock", "unix", "/abs/s.sock", "/abs/s.sock"},
 		{"unix:///abs/s.sock", "unix", "/abs/s.sock", "/abs/s.sock"},
 		{"unix-abstract:name", "unix", "@name", ""},
+		// grpc-core's forms: the port 443 when none is given, a number
+		// with white space around it or a "+", a bare IPv6 address.
+		{"127.0.0.1", "tcp", "127.0.0.1:443", ""},
+		{"127.0.0.1:", "tcp", "127.0.0.1:443", ""},
+		{"localhost", "tcp", "127.0.0.1:443", ""},
+		{"[::1]", "tcp", "[::1]:443", ""},
+		{"[::1]:", "tcp", "[::1]:443", ""},
+		{"::1", "tcp", "[::1]:443", ""},
+		{"127.0.0.1:0 ", "tcp", "127.0.0.1:0", ""},
+		{"localhost:\t+8080\n", "tcp", "127.0.0.1:8080", ""},
+		{"127.0.0.1:http", "tcp", "127.0.0.1:http", ""},
+		{"127.0.0.1:0x10", "tcp", "127.0.0.1:0x10", ""},
+		{":50051", "tcp", ":50051", ""},
 	} {
 		got, err := parseBindAddress(c.in)
 		if err != nil || got.network != c.network || got.address != c.address || got.path != c.path {
 			t.Errorf("%q: got %+v, %v", c.in, got, err)
 		}
 	}
-	for _, bad := range []string{"unix://relative", "127.0.0.1", ":"} {
+	for _, bad := range []string{"unix://relative", ":", "", "[::1", "[::1]x"} {
 		if _, err := parseBindAddress(bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}

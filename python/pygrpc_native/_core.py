@@ -61,14 +61,14 @@ _DICTIONARY_HANDLER = type(grpc.method_handlers_generic_handler("pygrpc_native.p
 
 # What grpcio raises for an address it can't resolve to bind: "", or a TCP
 # address with no host (":50051", "[]:50051"; Go would take that as every
-# interface).
+# interface). "::1" and "::" name a host: IPv6 addresses without a port.
 _UNBINDABLE_ADDRESS_ERROR = (
     "Failed to bind to address {}; set GRPC_VERBOSITY=debug environment variable to see detailed error message."
 )
 
 
 def _names_no_host(address: str) -> bool:
-    return address == "" or address.startswith(":") or address.startswith("[]:")
+    return address == "" or (address.startswith(":") and address.count(":") == 1) or address.startswith("[]")
 
 
 def front_options(options: Optional[Sequence[Any]], compression: Optional[grpc.Compression]) -> List[Any]:
