@@ -378,6 +378,28 @@ def test_sync_handlers_run_in_the_pool():
     assert ref[0].responses == (b"sync:x",) and ref[1].responses == (b"a", b"b") and ref[2:] == (True, True)
 
 
+@pytest.mark.parametrize("how", ["positional", "keyword"])
+def test_sync_handler_abort_with_trailing_metadata(how):
+    """grpc.aio's sync context takes abort()'s trailing metadata, as its
+    aio one does (ours raised TypeError: UNKNOWN at the client)."""
+
+    def handler(req, ctx):
+        if how == "positional":
+            ctx.abort(SC.NOT_FOUND, "nf", (("x-t", "1"),))
+        else:
+            ctx.abort(SC.NOT_FOUND, "nf", trailing_metadata=(("x-t", "1"),))
+
+    def setup(server, state):
+        setup_handlers({"M": unary(handler)})(server, state)
+
+    def scenario(run):
+        out = call_unary(run.channel, method("M"))
+        return out.brief(), out.trailing_metadata
+
+    ref = same(setup, scenario)
+    assert ref == ((SC.NOT_FOUND, "nf"), (("x-t", "1"),))
+
+
 def test_known_difference_sync_handler_abort_returns():
     """README, known differences: the spec says abort() in a non-coroutine
     handler returns instead of raising, and ours does; grpc.aio 1.85's sync

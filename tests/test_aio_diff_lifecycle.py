@@ -279,6 +279,26 @@ def test_stop_idle_twice_and_before_start():
     assert for_both(check) == (None, None, None)
 
 
+def test_stop_before_start_changes_nothing():
+    """stop() before start() does nothing (as grpc.aio): the server then
+    starts and serves at its port; a wait for its end times out. Ours
+    stopped it for good (start() raised UsageError)."""
+
+    def check(kind):
+        s = _Server(kind)
+        try:
+            s.run(s.server.stop(None))
+            waited = s.loop.bounded(s.server.wait_for_termination(timeout=0.2), 3)
+            s.start()
+            with s.channel() as ch:
+                answer = ch.unary_unary(method("Echo"))(b"served", timeout=WAIT)
+            return waited, answer
+        finally:
+            s.close()
+
+    assert for_both(check) == (True, b"served")
+
+
 # -- wait_for_termination ---------------------------------------------------------------
 
 

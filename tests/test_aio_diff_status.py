@@ -30,6 +30,11 @@ pytestmark = pytest.mark.timeout(60)
 SC = grpc.StatusCode
 
 
+class _Status(grpc.Status):
+    def __init__(self, code, details, trailing_metadata):
+        self.code, self.details, self.trailing_metadata = code, details, trailing_metadata
+
+
 # -- context.write() -------------------------------------------------------------
 
 
@@ -160,6 +165,88 @@ def test_abort_keeps_set_trailing_metadata_without_argument():
 
     ref = ASYNCIO.unary_case(handler)
     assert ref.trailing_metadata == (("x-set", "1"),)
+
+
+@pytest.mark.parametrize("code", [SC.NOT_FOUND, SC.CANCELLED, 5])
+def test_context_reads_the_abort(code):
+    """After abort(), code() reads the abort's code (as given: an int stays
+    an int), details() its details, cancelled() is true for CANCELLED; an
+    earlier set_code() is replaced. Done callbacks see the same."""
+
+    def setup(server, state):
+        async def handler(req, ctx):
+            ctx.add_done_callback(lambda c: state.record("done", (c.code(), c.details(), c.cancelled(), c.done())))
+            ctx.set_code(SC.INTERNAL)
+            try:
+                await ctx.abort(code, "nf")
+            except grpc.aio.AbortError:
+                state.record("after", (ctx.code(), ctx.details(), ctx.cancelled()))
+                raise
+
+        setup_handlers({"M": unary(handler)})(server, state)
+
+    def scenario(run):
+        return call_unary(run.channel, method("M")).brief(), run.state.wait_for("after"), run.state.wait_for("done")
+
+    ref = same(setup, scenario)
+    cancelled = code is SC.CANCELLED
+    assert ref[1] == (code, "nf", cancelled) and ref[2] == (code, "nf", cancelled, True)
+
+
+@pytest.mark.parametrize("details", ["", None])
+@pytest.mark.parametrize("where", ["unary", "stream", "status"])
+def test_abort_without_details_sends_set_details(where, details):
+    """abort() with empty details sends what set_details() gave (also
+    abort_with_status(), and after messages); None sends none."""
+
+    async def handler(req, ctx):
+        ctx.set_details("pre-set")
+        if where == "stream":
+            await ctx.write(b"one")
+        if where == "status":
+            await ctx.abort_with_status(_Status(SC.NOT_FOUND, details, ()))
+        await ctx.abort(SC.NOT_FOUND, details)
+
+    case = ASYNCIO.stream_case if where == "stream" else ASYNCIO.unary_case
+    ref = case(handler)
+    assert ref.brief() == (SC.NOT_FOUND, "pre-set" if details == "" else "")
+
+
+@pytest.mark.parametrize("given", [b"bytes", 5])
+def test_details_that_are_not_str_are_refused_where_given(given):
+    """set_details() and abort() take a str: anything else raises
+    TypeError in the handler (then UNKNOWN, and a stream sends nothing
+    more); ours took it and failed only when sending the status."""
+
+    def setup(server, state):
+        async def set_then_stream(req, ctx):
+            try:
+                ctx.set_details(given)
+            except TypeError as exc:
+                state.record("set_details", describe(exc))
+                raise
+            yield b"one"
+
+        async def abort_with(req, ctx):
+            try:
+                await ctx.abort(SC.NOT_FOUND, given)
+            except BaseException as exc:
+                state.record("abort", describe(exc))
+                raise
+
+        setup_handlers({"S": stream(set_then_stream), "A": unary(abort_with)})(server, state)
+
+    def scenario(run):
+        return (
+            call_stream(run.channel, method("S")).brief(),
+            run.state.wait_for("set_details"),
+            call_unary(run.channel, method("A")).code,
+            run.state.wait_for("abort"),
+        )
+
+    ref = same(setup, scenario)
+    error = f"builtins.TypeError: Argument 'details' has incorrect type (expected str, got {type(given).__name__})"
+    assert ref[1] == ref[3] == error
 
 
 @pytest.mark.parametrize("where", ["unary", "stream"])

@@ -507,6 +507,24 @@ def test_generic_handler_given_at_construction_and_registered_win(flavour):
 
 
 @each_flavour
+def test_registered_method_with_no_handler(flavour):
+    """A registered method given None: grpc.server() answers its calls
+    UNIMPLEMENTED, grpc.aio asks the generic handlers for them; ours raised
+    AttributeError at start() and left the server half started."""
+
+    def setup(server, state):
+        server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, {"Gen": flavour.unary(_echo)}),))
+        server.add_registered_method_handlers(SERVICE, {"None": None, "Gen": None, "Echo": flavour.unary(_echo)})
+
+    def scenario(run):
+        return tuple(call_unary(run.channel, method(name), b"x").brief() for name in ("None", "Gen", "Echo"))
+
+    ref = flavour.same(setup, scenario)
+    unimplemented = (SC.UNIMPLEMENTED, "Method not found!")
+    assert ref == (unimplemented, flavour.pick(sync=unimplemented, aio=(SC.OK, "")), (SC.OK, ""))
+
+
+@each_flavour
 def test_empty_service_name(flavour):
     # grpcio serves methods of a service named "" (paths "//Method"), from
     # registered and generic handlers alike.

@@ -235,7 +235,8 @@ class ServerCore:
         # id -> the handler it gave, taken by the call's runner.
         self.pre_intercepted: Dict[int, grpc.RpcMethodHandler] = {}
         self._generic: List[grpc.GenericRpcHandler] = []
-        self._registered: Dict[str, grpc.RpcMethodHandler] = {}  # path -> handler
+        # path -> handler; None (grpc.server() only): answered UNIMPLEMENTED
+        self._registered: Dict[str, Optional[grpc.RpcMethodHandler]] = {}
         self.lock = threading.RLock()  # guards the handlers, the ports and the stage
         self.stage = Stage.NEW
         self.bound = False  # a port is bound
@@ -262,14 +263,17 @@ class ServerCore:
                 _LOGGER.warning("Cannot register method handlers once server has started")
                 return
             for name, handler in method_handlers.items():
-                self._registered[f"/{service_name}/{name}"] = handler
+                # A None handler: grpc.server() answers the method's calls
+                # UNIMPLEMENTED (kept, as None); grpc.aio asks the generic
+                # handlers for them (left out).
+                if handler is not None or self.registered_fixed:
+                    self._registered[f"/{service_name}/{name}"] = handler
 
     def find_handler(self, path: str, metadata: Any) -> Optional[grpc.RpcMethodHandler]:
         """The handler of a path: its registered one, else the first generic
         handler's that answers."""
-        handler = self._registered.get(path)
-        if handler is not None:
-            return handler
+        if path in self._registered:
+            return self._registered[path]
         return self._find_generic(path, metadata)
 
     def _find_generic(self, path: str, metadata: Any) -> Optional[grpc.RpcMethodHandler]:
@@ -297,8 +301,8 @@ class ServerCore:
         each call asks: see ``Method``), stands in for asking again while the
         details still name path, since asking would find the same."""
         if self.registered_fixed:
-            registered = self._registered.get(path)
-            if registered is not None:
+            if path in self._registered:
+                registered = self._registered[path]
                 return lambda _details: registered
             find = self._find_generic
         else:
@@ -330,8 +334,9 @@ class ServerCore:
     def add_registered_methods(self) -> None:
         """Adds the registered handlers' methods to Go; called at start."""
         for path, handler in self._registered.items():
-            self._add_method(path, handler)
-            self.metrics.register(path)
+            if handler is not None:  # None: answered UNIMPLEMENTED by lookup
+                self._add_method(path, handler)
+                self.metrics.register(path)
 
     def lookup_failure_details(self, exc: Exception) -> str:
         """The status details of a call whose generic handler's service()

@@ -76,23 +76,41 @@ def status_code(code: Any) -> grpc.StatusCode:
 
 def failure_code(call: CallState) -> grpc.StatusCode:
     """grpc.aio's code for a call whose handler raised: the one set with
-    set_code(), unless none or OK was set (abort()'s own code is not kept)."""
+    set_code(), unless none or OK was set."""
     if call.code is None:
         return _UNKNOWN
     code = status_code(call.code)
     return _UNKNOWN if code is _OK else code
 
 
-def unsendable_details(call: CallState, details: Any) -> Optional[Tuple[Any, str]]:
-    """grpc.aio's status takes details as a str (or None): for anything else
-    sending it fails with a TypeError, and the call ends as if the handler
-    had raised it. The code and details it then ends with, or None when
-    the details can be sent."""
-    if details is None or isinstance(details, str):
-        return None
-    err = TypeError(f"Argument 'details' has incorrect type (expected str, got {type(details).__name__})")
-    _LOGGER.error("Cannot send the status: %s", err)
-    return failure_code(call), f"Unexpected {type(err)}: {err}"
+def check_details(details: Any) -> None:
+    """grpc.aio's contexts take details as a str (or None), refusing
+    anything else where it is given, with this TypeError."""
+    if details is not None and not isinstance(details, str):
+        raise TypeError(f"Argument 'details' has incorrect type (expected str, got {type(details).__name__})")
+
+
+def record_abort(call: CallState, code: Any, details: Any, trailing_metadata: Any) -> Tuple[grpc.StatusCode, Any]:
+    """What abort(code, details, trailing_metadata) leaves in the call, as
+    grpc.aio's abort() keeps it, and the status it sends: the code is the
+    call's (code() reads it, cancelled() is true for CANCELLED); empty
+    details send those set_details() gave, other details replace them;
+    no trailing metadata keeps what set_trailing_metadata() gave. Argument
+    types are checked first, with grpc.aio's TypeErrors."""
+    check_details(details)
+    if trailing_metadata is not None and not isinstance(trailing_metadata, tuple):
+        raise TypeError(
+            f"Argument 'trailing_metadata' has incorrect type (expected tuple, got {type(trailing_metadata).__name__})"
+        )
+    if trailing_metadata != () or not call.trailing_metadata:
+        check_trailing_metadata(trailing_metadata)
+        call.trailing_metadata = trailing_metadata
+    if details == "" and call.details:
+        details = call.details
+    else:
+        call.details = details
+    call.code = _NONE_GIVEN if code is None else code  # type: ignore[assignment]  # as AioCode.set_code
+    return refuse_ok_abort(status_code(code), details)
 
 
 def serialize(serializer: Optional[Callable[[Any], Any]], message: Any) -> bytes:
@@ -188,9 +206,6 @@ class ServicerContext(AioCode, CallInfo, grpc.aio.ServicerContext):
         if call.ended:
             return
         call.ended = True
-        unsendable = unsendable_details(call, details)
-        if unsendable is not None:
-            (code, details), payload = unsendable, None
         value = _CODE_VALUES[code if code.__class__ is grpc.StatusCode else status_code(code)]
         front = call.front
         metadata = call.trailing_metadata or None
@@ -261,20 +276,11 @@ class ServicerContext(AioCode, CallInfo, grpc.aio.ServicerContext):
         await self._post(call.front.send_initial_metadata, metadata)
 
     async def abort(self, code: grpc.StatusCode, details: str = "", trailing_metadata: Any = ()) -> NoReturn:
-        if trailing_metadata is not None and not isinstance(trailing_metadata, tuple):
-            # grpc.aio's abort() takes a tuple (or None, refused below).
-            raise TypeError(
-                "Argument 'trailing_metadata' has incorrect type"
-                f" (expected tuple, got {type(trailing_metadata).__name__})"
-            )
         call = self._call
         if call.ended:
+            check_details(details)
             raise grpc.aio.UsageError("Abort already called!")
-        # As grpc.aio: no trailing metadata here keeps what was set before.
-        if trailing_metadata != () or not call.trailing_metadata:
-            check_trailing_metadata(trailing_metadata)
-            call.trailing_metadata = trailing_metadata
-        code, details = refuse_ok_abort(status_code(code), details)
+        code, details = record_abort(call, code, details, trailing_metadata)
         await self._finish(code, details)
         call.aborted = True
         raise grpc.aio.AbortError("Locally aborted.")
@@ -291,6 +297,7 @@ class ServicerContext(AioCode, CallInfo, grpc.aio.ServicerContext):
         return () if metadata is None else metadata
 
     def set_details(self, details: str) -> None:
+        check_details(details)
         self._call.details = details
 
     def details(self) -> str:
@@ -364,12 +371,11 @@ class SyncHandlerContext(AioCode, SyncContextBase):
 
     __slots__ = ()
 
-    def abort(self, code: grpc.StatusCode, details: str = "") -> None:  # type: ignore[override]
+    def abort(  # type: ignore[override]
+        self, code: grpc.StatusCode, details: str = "", trailing_metadata: Any = ()
+    ) -> None:
         call = self._call
-        code, details = refuse_ok_abort(status_code(code), details)
-        unsendable = unsendable_details(call, details)
-        if unsendable is not None:
-            code, details = unsendable
+        code, details = record_abort(call, code, details, trailing_metadata)
         call.aborted = call.ended = True
         send_blocking(call, call.front.finish, _CODE_VALUES[code], details, call.trailing_metadata)
 
@@ -377,8 +383,7 @@ class SyncHandlerContext(AioCode, SyncContextBase):
         raise grpc.aio.UsageError("RPC already finished.")  # as grpc.aio's
 
     def set_details(self, details: str) -> None:
-        # grpc.aio's context keeps the details as given (a str, unless the
-        # handler errs: see unsendable_details).
+        check_details(details)
         self._call.details = details
 
     def details(self) -> Any:  # type: ignore[override]

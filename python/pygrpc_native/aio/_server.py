@@ -110,8 +110,10 @@ class _AioServer(ServerCore, grpc.aio.Server):
 
     async def stop(self, grace: Optional[float]) -> None:
         with self.lock:
+            if self.stage is Stage.NEW:
+                return  # as grpc.aio: nothing to stop yet; start() still works
             stage, self.stage = self.stage, Stage.STOPPED
-        if stage is Stage.NEW or self._event_fd is None:
+        if self._event_fd is None:
             self.front.stop(None)  # releases a bound port
             self._terminated.set()
             return
