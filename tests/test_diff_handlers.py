@@ -32,6 +32,15 @@ async def _count(req, ctx):
         yield b"%s-%d" % (req, i)
 
 
+async def _collect(requests, ctx):
+    return b"+".join([r async for r in requests])
+
+
+async def _chat(requests, ctx):
+    async for r in requests:
+        yield r
+
+
 def _base_handlers(flavour):
     return {"Echo": flavour.unary(_echo), "Count": flavour.stream(_count)}
 
@@ -211,22 +220,94 @@ def test_known_difference_interceptor_streams_a_unary_method(flavour):
 
 
 @each_flavour
-def test_known_difference_interceptor_gives_a_unary_method_a_request_stream(flavour):
-    # The interceptor gives Echo (unary request) a handler that reads a
-    # request stream: grpcio serves it the one request as a stream; ours
-    # fails the call (README: known differences).
-    async def joined(requests, ctx):
-        return b"+".join([r async for r in requests])
+def test_interceptor_gives_a_method_a_handler_of_other_request_kinds(flavour):
+    # Echo (unary request) given a handler that reads a request stream: it
+    # reads the one request. Collect (a request stream) given a handler that
+    # takes one request: it gets the first message (grpcio reads no more).
+    # Ours failed both (UNKNOWN / INTERNAL).
+    async def one(request, ctx):
+        return b"one:" + request
 
-    async def to_request_stream(continuation, details):
+    async def swap(continuation, details):
         if details.method == method("Echo"):
-            return flavour.stream_unary(joined)
+            return flavour.stream_unary(_collect)
+        if details.method == method("Collect"):
+            return flavour.unary(one)
         return await continuation(details)
 
-    setup, kwargs = _with_interceptors(flavour, to_request_stream)
-    ref, ours = flavour.both(setup, lambda run: call_unary(run.channel, method("Echo"), b"x", timeout=2), **kwargs)
-    assert (ref.code, ref.responses) == (SC.OK, (b"x",))
-    assert ours.code in (SC.UNKNOWN, SC.INTERNAL)
+    def setup(server, state):
+        flavour.handlers({**_base_handlers(flavour), "Collect": flavour.stream_unary(_collect)})(server, state)
+
+    def scenario(run):
+        collect = run.channel.stream_unary(method("Collect"))
+        return (
+            call_unary(run.channel, method("Echo"), b"x", timeout=2).responses,
+            collect(iter([b"a"]), timeout=2),
+            collect(iter([b"a", b"b"]), timeout=2),
+        )
+
+    ref = flavour.same(setup, scenario, interceptors=[flavour.interceptor(swap)])
+    assert ref == ((b"x",), b"one:a", b"one:a")
+
+
+@each_flavour
+def test_interceptor_denies_streaming_calls_with_one_unary_handler(flavour):
+    # grpc's own example of a header-checking interceptor: one unary_unary
+    # handler that aborts, for every method, request streams included.
+    async def deny(request, ctx):
+        await ctx.abort(SC.UNAUTHENTICATED, "Access denied!")
+
+    async def check(continuation, details):
+        if ("otp", "42") in details.invocation_metadata:
+            return await continuation(details)
+        return flavour.unary(deny)
+
+    def setup(server, state):
+        flavour.handlers({**_base_handlers(flavour), "Collect": flavour.stream_unary(_collect), "Chat": flavour.stream_stream(_chat)})(server, state)
+
+    def scenario(run):
+        collect = run.channel.stream_unary(method("Collect"))
+        chat = run.channel.stream_stream(method("Chat"))
+        outs = []
+        for call in (
+            lambda: collect(iter([b"a", b"b"]), timeout=2),
+            lambda: list(chat(iter([b"a"]), timeout=2)),
+            lambda: collect(iter([b"a", b"b"]), timeout=2, metadata=(("otp", "42"),)),
+        ):
+            try:
+                outs.append(call())
+            except grpc.RpcError as err:
+                outs.append((err.code(), err.details()))
+        return outs
+
+    ref = flavour.same(setup, scenario, interceptors=[flavour.interceptor(check)])
+    denied = (SC.UNAUTHENTICATED, "Access denied!")
+    assert ref == [denied, denied, b"a+b"]
+
+
+@each_flavour
+def test_known_difference_one_request_handler_given_an_empty_request_stream(flavour):
+    # grpc.server() answers UNIMPLEMENTED; grpc.aio leaves the call waiting
+    # for its deadline, and ours answers as grpc.server() (README).
+    async def one(request, ctx):
+        return b"one:" + request
+
+    async def to_unary(continuation, details):
+        return flavour.unary(one) if details.method == method("Collect") else await continuation(details)
+
+    def setup(server, state):
+        flavour.handlers({**_base_handlers(flavour), "Collect": flavour.stream_unary(_collect)})(server, state)
+
+    def scenario(run):
+        try:
+            return run.channel.stream_unary(method("Collect"))(iter(()), timeout=1)
+        except grpc.RpcError as err:
+            return err.code(), err.details()
+
+    ref, ours = flavour.both(setup, scenario, interceptors=[flavour.interceptor(to_unary)])
+    answered = (SC.UNIMPLEMENTED, "\"b'/diff.Diff/Collect'\" requires exactly one request message.")
+    assert ours == answered
+    assert ref == flavour.pick(sync=answered, aio=(SC.DEADLINE_EXCEEDED, "Deadline Exceeded"))
 
 
 def _answering(text):

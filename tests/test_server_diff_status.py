@@ -192,6 +192,40 @@ def test_request_deserializer_returns_none():
     assert ref.code == SC.INTERNAL
 
 
+def test_request_stream_ends_at_a_message_the_deserializer_refuses():
+    """The call ends INTERNAL at the refused message, and the handler's
+    loop over its requests just ends there, as on grpcio, so the code
+    after it runs (ours raised grpc.RpcError into the handler); the
+    iterator stays ended for a thread reading it after the handler
+    returned."""
+
+    def deserialize(data):
+        if data == b"bad":
+            raise ValueError("refused")
+        return data
+
+    def setup(server, state):
+        def handler(requests, ctx):
+            got = [r for r in requests]
+            state.record("got", (got, ctx.is_active()))
+            state.record("again", list(requests))
+            return b"r"
+
+        handlers = {"C": grpc.stream_unary_rpc_method_handler(handler, request_deserializer=deserialize)}
+        setup_handlers(handlers)(server, state)
+
+    def scenario(run):
+        try:
+            run.channel.stream_unary(method("C"))(iter([b"a", b"bad", b"c"]), timeout=5)
+            outcome = "ok"
+        except grpc.RpcError as err:
+            outcome = (err.code(), err.details())
+        return outcome, run.state.wait_for("got"), run.state.wait_for("again")
+
+    ref = same(setup, scenario)
+    assert ref == ((SC.INTERNAL, "Exception deserializing request!"), ([b"a"], False), [])
+
+
 def test_failing_response_serializer_with_code_set():
     def serialize(obj):
         raise TypeError("cannot serialize")

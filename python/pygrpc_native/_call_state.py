@@ -47,6 +47,7 @@ class CallState:
         "trailing_metadata",
         "initial_metadata_sent",
         "ended",
+        "answered",
         "aborted",
         "callbacks",
         "gone_errors",
@@ -70,6 +71,9 @@ class CallState:
         self.initial_metadata_sent = False
         # The status has been sent, or the call is known to be gone.
         self.ended = False
+        # The server sent the status (the sync server's; a request
+        # iterator then ends rather than raising, as grpcio's).
+        self.answered = False
         self.aborted = False  # the handler called abort()
         self.callbacks: Union[Tuple[()], List[Callable[..., None]], None] = ()
         # RpcErrors raised to the handler because the call was gone: if the

@@ -11,7 +11,7 @@ from __future__ import annotations
 import collections
 import logging
 from concurrent import futures
-from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, NoReturn, Optional, Sequence
 
 import grpc
 
@@ -34,6 +34,9 @@ _UNIMPLEMENTED = grpc.StatusCode.UNIMPLEMENTED.value[0]
 _UNAVAILABLE = grpc.StatusCode.UNAVAILABLE.value[0]
 
 DETAILS_METHOD_NOT_FOUND = "Method not found!"
+
+# CallRunner._request's answer for a call that ended before its handler ran.
+_ENDED = object()
 
 
 class _HandlerCallDetails(
@@ -200,17 +203,43 @@ class CallRunner:
         except Exception:  # noqa: BLE001 - the call must end all the same
             self.unexpected_error(call.method, call.call_id)
 
+    def _request(self, call: CallState, handler: grpc.RpcMethodHandler, payload: Optional[bytes]) -> Any:
+        """The request the handler is given, of the shape it takes, whatever
+        the method's own kind in Go (an interceptor may give a method a
+        handler of other kinds, as grpcio allows): a request stream for a
+        request-streaming handler (of one message for a unary-request
+        method), else the one request (a request stream's first message;
+        grpcio doesn't read on). _ENDED where the call has ended instead."""
+        deserializer = handler.request_deserializer
+        if payload is None:  # the method streams its requests in Go
+            stream = RequestIterator(call, deserializer)
+            return stream if handler.request_streaming else self._first_request(call, stream)
+        request = _transform(payload, deserializer, "Exception deserializing message!")
+        if request is None:
+            self._end(call, _INTERNAL, b"Exception deserializing request!")
+            return _ENDED
+        return iter((request,)) if handler.request_streaming else request
+
+    def _first_request(self, call: CallState, stream: "RequestIterator") -> Any:
+        """A unary-request handler's request from a request stream: its
+        first message; a stream that ends without one is answered as
+        grpcio's sync server answers it (UNIMPLEMENTED)."""
+        try:
+            return next(stream)
+        except grpc.RpcError:
+            return _ENDED  # the call is gone
+        except StopIteration:
+            if not call.ended:
+                self._end(call, _UNIMPLEMENTED, f'"{call.method.encode()!r}" requires exactly one request message.')
+            return _ENDED
+
     def _serve(
         self, call: CallState, ctx: ServicerContext, handler: grpc.RpcMethodHandler, payload: Optional[bytes]
     ) -> None:
         """Serves a call whose handler is known: deserialize, call, answer."""
-        if handler.request_streaming:
-            request: Any = RequestIterator(call, handler.request_deserializer)
-        else:
-            request = _transform(payload, handler.request_deserializer, "Exception deserializing message!")
-            if request is None:
-                self._end(call, _INTERNAL, b"Exception deserializing request!")
-                return
+        request = self._request(call, handler, payload)
+        if request is _ENDED:
+            return
         serializer = handler.response_serializer
         if not handler.response_streaming:
             try:
@@ -307,7 +336,7 @@ class CallRunner:
             self._end_unsendable(call, err)
         except RuntimeError:
             pass  # the server has stopped: the call has ended
-        call.ended = True
+        call.ended = call.answered = True
         if call.callbacks:
             self._callbacks.call_ended(call)
 
@@ -346,9 +375,10 @@ class CallRunner:
 class RequestIterator(Iterator[Any]):
     """A request stream as grpcio's handlers iterate it: each ``next()``
     takes the next message from Go, waiting without the GIL; the iterator
-    ends at the client's half-close, and raises grpc.RpcError (as grpcio's
-    does) once the call has ended: cancelled, deadline passed, or a
-    message the server refused."""
+    ends at the client's half-close, and once the server has ended the
+    call (answered it, or refused a message); it raises grpc.RpcError (as
+    grpcio's does) once the call is gone: cancelled, or its deadline
+    passed."""
 
     __slots__ = ("_call", "_deserializer")
 
@@ -361,13 +391,15 @@ class RequestIterator(Iterator[Any]):
 
     def __next__(self) -> Any:
         call = self._call
+        if call.ended:
+            # Answered by the server: grpcio's iterator just ends. A call
+            # that is gone raises, as below.
+            self._end_or_raise()
         try:
-            message = None if call.ended else call.front.read_message(call.call_id)
+            message = call.front.read_message(call.call_id)
         except RuntimeError:
             message = False  # the server has stopped: the call has ended
         if message is None:
-            if call.ended:
-                raise call.gone_error()
             raise StopIteration()
         if message is False:
             raise call.gone_error()
@@ -375,9 +407,16 @@ class RequestIterator(Iterator[Any]):
             return message
         return self._deserialize(message)
 
+    def _end_or_raise(self) -> NoReturn:
+        call = self._call
+        if call.answered:
+            raise StopIteration()
+        raise call.gone_error()
+
     def _deserialize(self, message: bytes) -> Any:
         """grpcio's sync server: a message the deserializer fails on (or
-        makes None of) ends the call at once, and the iterator raises."""
+        makes None of) ends the call at once (INTERNAL), and the iterator
+        ends there."""
         request = _transform(message, self._deserializer, "Exception deserializing message!")
         if request is None:
             call = self._call
@@ -385,8 +424,8 @@ class RequestIterator(Iterator[Any]):
                 call.front.finish(call.call_id, _INTERNAL, "Exception deserializing request!")
             except RuntimeError:
                 pass
-            call.ended = True
-            raise call.gone_error()
+            call.ended = call.answered = True
+            raise StopIteration()
         return request
 
     def next(self) -> Any:

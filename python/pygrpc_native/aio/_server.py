@@ -54,6 +54,9 @@ _OK = grpc.StatusCode.OK
 _UNKNOWN = grpc.StatusCode.UNKNOWN
 _UNIMPLEMENTED = grpc.StatusCode.UNIMPLEMENTED
 # grpc.aio's details for an AbortError a handler raises without abort().
+# _request's answer for a call that ended before its handler ran.
+_ENDED = object()
+
 _ABORT_REPLACED = "Unexpected <class 'AssertionError'>: Abort error has been replaced!"
 
 # Events taken from Go at once.
@@ -222,13 +225,9 @@ class _AioServer(ServerCore, grpc.aio.Server):
                     return
             call.serializer = handler.response_serializer  # type: ignore[union-attr]  # set above
             behavior = behavior_of(handler)
-            deserializer = handler.request_deserializer  # type: ignore[union-attr]
-            if payload is not None:
-                request = payload if deserializer is None else deserializer(payload)
-            elif self._kind(behavior) is _BehaviorKind.SYNC:
-                request = PoolRequestIterator(call, deserializer)
-            else:
-                request = call.requests = self._waits.request_stream(call.call_id, deserializer)  # type: ignore[union-attr]
+            request = await self._request(call, ctx, handler, behavior, payload)  # type: ignore[arg-type]
+            if request is _ENDED:
+                return
             if handler.response_streaming:  # type: ignore[union-attr]
                 await self._serve_stream(behavior, call, ctx, request)
             else:
@@ -262,6 +261,38 @@ class _AioServer(ServerCore, grpc.aio.Server):
                         callback(ctx)
                 except Exception:  # noqa: BLE001 - as grpc.aio, the first failure ends the run
                     _LOGGER.exception("Exception calling done callback")
+
+    async def _request(
+        self, call: CallState, ctx: ServicerContext, handler: grpc.RpcMethodHandler, behavior: Any, payload: Optional[bytes]
+    ) -> Any:
+        """The request the handler is given, of the shape it takes, whatever
+        the method's own kind in Go (an interceptor may give a method a
+        handler of other kinds, as grpc.aio allows): a request stream for a
+        request-streaming handler (of one message for a unary-request
+        method), else the one request (a request stream's first message;
+        grpc.aio doesn't read on). _ENDED where the call has ended instead."""
+        deserializer = handler.request_deserializer
+        pooled = self._kind(behavior) is _BehaviorKind.SYNC
+        if payload is not None:  # a unary request
+            request = payload if deserializer is None else deserializer(payload)
+            if not handler.request_streaming:
+                return request
+            if pooled:
+                return iter((request,))
+            stream = call.requests = SingleRequest(request)
+            return stream
+        if handler.request_streaming and pooled:
+            return PoolRequestIterator(call, deserializer)
+        stream = call.requests = self._waits.request_stream(call.call_id, deserializer)  # type: ignore[union-attr]
+        if handler.request_streaming:
+            return stream
+        first = await stream.read()
+        if first is grpc.aio.EOF:
+            # grpc.aio leaves such a call waiting for its deadline (README:
+            # known differences); answered as grpc.server() answers it.
+            await ctx._finish(_UNIMPLEMENTED, f'"{call.method.encode()!r}" requires exactly one request message.')
+            return _ENDED
+        return first
 
     async def _serve_stream(self, behavior: Any, call: CallState, ctx: ServicerContext, request: Any) -> None:
         kind = self._kind(behavior)
@@ -329,6 +360,28 @@ class _AioServer(ServerCore, grpc.aio.Server):
             self.reject(lookup.call_id, _UNKNOWN.value[0], f"Unexpected {type(exc)}: {exc}")
             return
         self.intercepted(lookup, handler)
+
+
+class SingleRequest:
+    """A unary call's request as a request stream of one message, for a
+    request-streaming coroutine handler an interceptor gave its method:
+    iterated, or read with context.read()."""
+
+    __slots__ = ("_left",)
+
+    def __init__(self, request: Any) -> None:
+        self._left = [request]
+
+    async def read(self) -> Any:
+        return self._left.pop() if self._left else grpc.aio.EOF
+
+    def __aiter__(self) -> "SingleRequest":
+        return self
+
+    async def __anext__(self) -> Any:
+        if self._left:
+            return self._left.pop()
+        raise StopAsyncIteration()
 
 
 class PoolRequestIterator(RequestIterator):
