@@ -400,6 +400,36 @@ def test_sync_handler_abort_with_trailing_metadata(how):
     assert ref == ((SC.NOT_FOUND, "nf"), (("x-t", "1"),))
 
 
+@pytest.mark.parametrize("end", ["answer", "abort"])
+def test_done_callback_reads_the_context_after_the_end(end):
+    """A done callback reads the peer, the metadata and the time left, as
+    grpc.aio's context still answers them (ours read "", () and 0.0)."""
+
+    def setup(server, state):
+        async def handler(req, ctx):
+            ctx.add_done_callback(
+                lambda c: state.record(
+                    "read",
+                    (
+                        c.peer().split(":")[0],
+                        [k for k, _ in c.invocation_metadata() if k == "x-who"],
+                        4 < c.time_remaining() < 6,
+                    ),
+                )
+            )
+            if end == "abort":
+                await ctx.abort(SC.NOT_FOUND, "nf")
+            return b"ok"
+
+        setup_handlers({"M": unary(handler)})(server, state)
+
+    def scenario(run):
+        outcome = outcome_of(run.channel.unary_unary(method("M")).future(b"", timeout=5, metadata=(("x-who", "me"),)))
+        return outcome.code, run.state.wait_for("read")
+
+    assert same(setup, scenario) == (SC.OK if end == "answer" else SC.NOT_FOUND, ("ipv4", ["x-who"], True))
+
+
 def test_known_difference_sync_handler_abort_returns():
     """README, known differences: the spec says abort() in a non-coroutine
     handler returns instead of raising, and ours does; grpc.aio 1.85's sync

@@ -104,6 +104,43 @@ def test_callback_runs_outside_the_handler_thread():
     assert same(_setup_callbacks_on_finish, scenario) is False
 
 
+@pytest.mark.parametrize("end", ["answer", "abort", "client cancel"])
+def test_callback_reads_the_context_after_the_end(end):
+    """A callback (an access log) reads the peer, the metadata and the time
+    left after the call's end, as grpcio's context still answers them
+    (ours read "", () and 0.0)."""
+
+    def setup(server, state):
+        def handler(req, ctx):
+            ctx.add_callback(
+                lambda: state.record(
+                    "read",
+                    (
+                        ctx.peer().split(":")[0],
+                        [k for k, _ in ctx.invocation_metadata() if k == "x-who"],
+                        4 < ctx.time_remaining() < 6,
+                    ),
+                )
+            )
+            if end == "abort":
+                ctx.abort(SC.NOT_FOUND, "nf")
+            if end == "client cancel":
+                state.event("entered").set()
+                wait_until(lambda: not ctx.is_active())
+            return b"ok"
+
+        setup_handlers({"M": unary(handler)})(server, state)
+
+    def scenario(run):
+        future = run.channel.unary_unary(method("M")).future(b"", timeout=5, metadata=(("x-who", "me"),))
+        if end == "client cancel":
+            run.state.event("entered").wait(WAIT)
+            future.cancel()
+        return run.state.wait_for("read")
+
+    assert same(setup, scenario) == ("ipv4", ["x-who"], True)
+
+
 def test_callbacks_run_in_order_and_survive_a_failing_one():
     def setup(server, state):
         def handler(req, ctx):

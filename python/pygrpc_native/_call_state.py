@@ -15,6 +15,7 @@ and ``callbacks`` stays a shared empty tuple until a handler adds one.
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple, Union
 
 import grpc
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
     from ._front import NativeGrpcFront
 
 
-# What call_details() reports for a call that has ended, as grpcio would.
+# What call_details() reports for a call first asked about after its end.
 _ENDED_CALL_DETAILS: Dict[str, Any] = {"invocation_metadata": (), "peer": ""}
 
 
@@ -41,6 +42,7 @@ class CallState:
         "call_id",
         "method",
         "call_details_cache",
+        "details_at",
         "serializer",
         "code",
         "details",
@@ -58,8 +60,10 @@ class CallState:
         self.front = front  # serves the call
         self.call_id = call_id
         self.method = method  # the method's path, /service/name
-        # call_details() of the Go core, asked on first use.
+        # call_details() of the Go core, asked on first use, and when
+        # (time.monotonic(); its time_remaining counts from then).
         self.call_details_cache: Optional[Dict[str, Any]] = None
+        self.details_at = 0.0
         # The serving handler's response serializer, once it is known.
         self.serializer: Optional[Callable[[Any], Any]] = None
         # The status code and details the handler set (None: not set);
@@ -92,13 +96,36 @@ class CallState:
         return error
 
     def call_details(self) -> Dict[str, Any]:
-        """The Go core's call_details(), asked once; once the call has
-        ended (or the server stopped), what grpcio would still report."""
+        """The Go core's call_details(), asked once. First asked once the
+        call has ended (or the server stopped), Go has forgotten them:
+        then no metadata and no peer (see keep_details)."""
         details = self.call_details_cache
         if details is None:
             try:
                 details = self.front.call_details(self.call_id)
+                self.details_at = time.monotonic()
             except (LookupError, RuntimeError):
                 details = _ENDED_CALL_DETAILS
             self.call_details_cache = details
         return details
+
+    def keep_details(self) -> None:
+        """Asks for the call's details now, while the call is live, so that
+        a callback run after its end reads them from the context (the peer,
+        the metadata, the auth context, the time left), as grpcio's
+        contexts still answer then. Called when a handler adds a callback:
+        other calls don't pay for it."""
+        self.call_details()
+
+    def time_remaining_kept(self, left: Optional[float]) -> Optional[float]:
+        """left, what Go says of the time before the deadline (0.0 once the
+        call has ended); for a call that has ended with its details kept,
+        the time its deadline still has (None: no deadline), as grpcio's
+        contexts keep counting after the end."""
+        details = self.call_details_cache
+        if left != 0.0 or details is None or details is _ENDED_CALL_DETAILS:
+            return left
+        kept = details["time_remaining"]
+        if kept is None:
+            return None
+        return max(kept - (time.monotonic() - self.details_at), 0.0)

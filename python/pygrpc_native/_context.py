@@ -227,9 +227,9 @@ class ServicerContext(SyncContextBase):
     def time_remaining(self) -> float:
         call = self._call
         try:
-            left = call.front.time_remaining(call.call_id)
+            left = call.time_remaining_kept(call.front.time_remaining(call.call_id))
         except RuntimeError:
-            return 0.0
+            left = call.time_remaining_kept(0.0)
         if left is None:
             return max(_NO_DEADLINE - time.time(), 0)
         return left
@@ -251,7 +251,9 @@ class ServicerContext(SyncContextBase):
             callbacks.append(callback)  # type: ignore[union-attr]  # a list once not empty
             return True
         # The first callback: in place before the call is watched, so that
-        # an end reported at once finds it.
+        # an end reported at once finds it; the call's details are kept for
+        # the callbacks to read.
+        call.keep_details()
         call.callbacks = [callback]
         if not self._callbacks.watch(call):
             call.callbacks = ()

@@ -333,11 +333,11 @@ class ServicerContext(AioCode, CallInfo, grpc.aio.ServicerContext):
     def time_remaining(self) -> Optional[float]:
         call = self._call
         if call.ended:
-            return 0.0
+            return call.time_remaining_kept(0.0)
         try:
-            return call.front.time_remaining(call.call_id)
+            return call.time_remaining_kept(call.front.time_remaining(call.call_id))
         except RuntimeError:
-            return 0.0
+            return call.time_remaining_kept(0.0)
 
     # As grpc.aio: cancelled() means the status is CANCELLED, done() that
     # the status has been sent. A client cancel or a passed deadline makes
@@ -361,6 +361,7 @@ def add_callback(call: CallState, callback: Callable[..., None]) -> None:
     if callbacks:
         callbacks.append(callback)  # type: ignore[union-attr]  # a list once not empty
     else:
+        call.keep_details()  # for the callbacks to read
         call.callbacks = [callback]
 
 
@@ -419,9 +420,9 @@ class SyncHandlerContext(AioCode, SyncContextBase):
         # grpc.aio's context: None without a deadline.
         call = self._call
         try:
-            return call.front.time_remaining(call.call_id)
+            return call.time_remaining_kept(call.front.time_remaining(call.call_id))
         except RuntimeError:
-            return 0.0  # the server has stopped: the call has ended
+            return call.time_remaining_kept(0.0)  # the server has stopped: the call has ended
 
     def is_active(self) -> bool:
         call = self._call
