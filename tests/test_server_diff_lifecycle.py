@@ -284,17 +284,27 @@ def test_stop_idle_server_and_stop_twice():
 
 
 def test_stop_before_start():
+    # stop() on a server that never started returns at once and changes
+    # nothing: the server then starts and serves at its port, and a wait
+    # for its end times out. Ours stopped it for good (start() raised).
     def check(kind):
         pool = futures.ThreadPoolExecutor(1)
         server = factory(kind)(pool)
-        server.add_insecure_port("127.0.0.1:0")
-        # stop() on a server that never started must not hang.
+        setup_handlers({"Echo": unary(lambda req, ctx: req)})(server, None)
+        port = server.add_insecure_port("127.0.0.1:0")
         with_grace = _bounded(lambda: server.stop(1).wait(2))
         without = _bounded(lambda: server.stop(None).is_set())
-        pool.shutdown(wait=False)
-        return with_grace, without
+        waited = server.wait_for_termination(0.2)
+        server.start()
+        try:
+            with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+                answer = channel.unary_unary(method("Echo"))(b"served", timeout=5)
+        finally:
+            server.stop(None)
+            pool.shutdown(wait=False)
+        return with_grace, without, waited, answer
 
-    assert for_both(check) == (True, True)
+    assert for_both(check) == (True, True, True, b"served")
 
 
 # -- no thread pool -------------------------------------------------------------------

@@ -146,10 +146,12 @@ class _Server(ServerCore, grpc.Server):
         is set when the server has stopped (stop(None) waits for that)."""
         with self.lock:
             event = threading.Event()
-            if self.stage is Stage.NEW or self._termination.is_set():
-                self.stage = Stage.STOPPED
-                self.front.stop(None)  # releases a bound port
-                self._termination.set()
+            if self.stage is Stage.NEW:
+                # As grpcio: nothing to stop yet (the server still starts,
+                # and wait_for_termination() waits for a stop after that).
+                event.set()
+                return event
+            if self._termination.is_set():
                 event.set()
                 return event
             self._shutdown_events.append(event)
