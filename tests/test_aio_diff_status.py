@@ -8,6 +8,9 @@ grpc.aio's outcomes are part of the contract, so the tests pin them too.
 The representative cases also run on uvloop.
 """
 
+import logging
+import time
+
 import grpc
 import grpc.aio
 import pytest
@@ -542,3 +545,31 @@ def test_abort_error_raised_without_abort():
         (SC.NOT_FOUND, replaced, (), ()),
         (SC.UNKNOWN, replaced, (), (b"one",)),
     ]
+
+
+def test_handler_failures_are_logged_where_grpc_aio_logs_them(caplog):
+    """Under grpc.aio's logger and in its words (ours logged under
+    pygrpc_native)."""
+
+    def setup(server, state):
+        async def handler(req, ctx):
+            ctx.add_done_callback(lambda c: 1 / 0)
+            raise RuntimeError("handler boom")
+
+        setup_handlers({"Boom": unary(handler)})(server, state)
+
+    def scenario(run):
+        caplog.clear()
+        with caplog.at_level(logging.ERROR, logger="grpc._cython.cygrpc"):
+            code = call_unary(run.channel, method("Boom")).code
+            time.sleep(0.2)  # the callback runs after the answer
+        return code, sorted({(r.name, r.getMessage()) for r in caplog.records if r.name.startswith("grpc.")})
+
+    ref = same(setup, scenario)
+    assert ref == (
+        SC.UNKNOWN,
+        [
+            ("grpc._cython.cygrpc", "Error in callback for method [/diff.Diff/Boom]"),
+            ("grpc._cython.cygrpc", "Unexpected [RuntimeError] raised by servicer method [/diff.Diff/Boom]"),
+        ],
+    )

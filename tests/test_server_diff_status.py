@@ -8,6 +8,9 @@ asserts the client observed the same thing (tests/diff/harness.py). Where
 grpcio's outcome is part of the contract, the test pins it too.
 """
 
+import logging
+import time
+
 import grpc
 import pytest
 
@@ -235,3 +238,39 @@ def test_failing_response_serializer_with_code_set():
         return req
 
     SYNC.unary_case(handler, response_serializer=serialize)
+
+
+def test_handler_failures_are_logged_where_grpcio_logs_them(caplog):
+    """Under grpcio's loggers and in its words (logging set up for grpcio
+    keeps working after the switch; ours logged under pygrpc_native)."""
+
+    def failing_deserializer(data):
+        raise ValueError("undecodable")
+
+    def setup(server, state):
+        def handler(req, ctx):
+            ctx.add_callback(lambda: 1 / 0)
+            raise RuntimeError("handler boom")
+
+        handlers = {
+            "Boom": grpc.unary_unary_rpc_method_handler(handler),
+            "Undecodable": grpc.unary_unary_rpc_method_handler(lambda req, ctx: b"", request_deserializer=failing_deserializer),
+        }
+        setup_handlers(handlers)(server, state)
+
+    def scenario(run):
+        caplog.clear()
+        with caplog.at_level(logging.ERROR, logger="grpc._server"), caplog.at_level(logging.ERROR, logger="grpc._common"):
+            codes = [call_unary(run.channel, method(name)).code for name in ("Boom", "Undecodable")]
+            time.sleep(0.2)  # the callback runs after the answer
+        return codes, sorted({(r.name, r.getMessage()) for r in caplog.records if r.name.startswith("grpc.")})
+
+    ref = same(setup, scenario)
+    assert ref == (
+        [SC.UNKNOWN, SC.INTERNAL],
+        [
+            ("grpc._common", "Exception deserializing message!"),
+            ("grpc._server", "Exception calling application: handler boom"),
+            ("grpc._server", "Exception calling callback!"),
+        ],
+    )

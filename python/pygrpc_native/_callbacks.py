@@ -10,16 +10,15 @@ every pool thread is busy.
 
 from __future__ import annotations
 
-import logging
 import threading
 from typing import TYPE_CHECKING, Callable, Dict, Optional
 
 from ._call_state import CallState
+from ._grpc_logs import SERVER_LOG
 
 if TYPE_CHECKING:
     from ._front import NativeGrpcFront
 
-_LOGGER = logging.getLogger("pygrpc_native")
 
 # Ends of watched calls taken from Go at once.
 _ENDS_BATCH = 64
@@ -79,4 +78,4 @@ def run_callbacks(call: CallState) -> None:
         try:
             callback()
         except Exception:  # noqa: BLE001 - as grpcio
-            _LOGGER.exception("Exception calling callback!")
+            SERVER_LOG.exception("Exception calling callback!")

@@ -20,6 +20,7 @@ from typing import Protocol
 from ._call_state import CallState
 from ._callbacks import CallbackRunner
 from ._context import ServicerContext
+from ._grpc_logs import COMMON_LOG, SERVER_LOG
 
 if TYPE_CHECKING:
     from ._front import NativeGrpcFront
@@ -119,7 +120,7 @@ def _transform(value: Any, fn: Optional[Callable[[Any], Any]], what: str) -> Any
     try:
         return fn(value)
     except Exception:  # noqa: BLE001 - grpcio logs and carries on the same way
-        _LOGGER.exception(what)
+        COMMON_LOG.exception(what)
         return None
 
 
@@ -155,8 +156,8 @@ class CallRunner:
                         self._source.continuation(method.path, method.handler),
                         _HandlerCallDetails(method.path, ctx.invocation_metadata()),
                     )
-                except Exception:  # noqa: BLE001
-                    _LOGGER.exception("Exception servicing handler")
+                except Exception as exc:  # noqa: BLE001
+                    SERVER_LOG.exception("Exception servicing handler: %s", exc)
                     self.reject(call_id, _UNKNOWN, "Error in service handler!")
                     return
             if handler is None:
@@ -368,7 +369,7 @@ class CallRunner:
             details = template.format(exc)
         except Exception:  # noqa: BLE001 - str(exc) itself may raise
             details = "Calling application raised unprintable Exception!"
-        _LOGGER.error(details, exc_info=exc)
+        SERVER_LOG.error(details, exc_info=exc)
         self._end(call, _UNKNOWN, details)
 
 

@@ -10,7 +10,6 @@ server that runs it.
 from __future__ import annotations
 
 import collections
-import logging
 import time
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
@@ -18,8 +17,7 @@ import grpc
 
 from ._call_state import CallState
 from ._callbacks import CallbackRunner
-
-_LOGGER = logging.getLogger("pygrpc_native")
+from ._grpc_logs import SERVER_LOG
 
 # What grpcio's invocation_metadata() items are: (key, value) named tuples,
 # under grpcio's type name, so that they print the same.
@@ -66,7 +64,7 @@ def refuse_ok_abort(code: Any, details: Any) -> Tuple[Any, Any]:
     both servers here answer it as the sync one (README: known
     differences)."""
     if code == grpc.StatusCode.OK:
-        _LOGGER.error("abort() called with StatusCode.OK; returning UNKNOWN")
+        SERVER_LOG.error("abort() called with StatusCode.OK; returning UNKNOWN")
         return grpc.StatusCode.UNKNOWN, ""
     return code, details
 

@@ -34,7 +34,6 @@ from __future__ import annotations
 import asyncio
 import enum
 import inspect
-import logging
 from concurrent import futures
 from typing import Any, Dict, Optional, Sequence
 
@@ -45,10 +44,10 @@ from .._call_state import CallState
 from .._calls import _HandlerCallDetails, Method, RequestIterator, behavior_of
 from .._core import Lookup, ServerArguments, ServerCore, Stage, aio_rpc_limit
 from .._events import EVENT_CALL, EVENT_CANCEL, EVENT_LOOKUP
+from .._grpc_logs import AIO_LOG
 from ._context import ServicerContext, SyncHandlerContext, failure_code, send_blocking, serialize
 from ._waits import LoopWaits
 
-_LOGGER = logging.getLogger("pygrpc_native")
 
 _OK = grpc.StatusCode.OK
 _UNKNOWN = grpc.StatusCode.UNKNOWN
@@ -115,7 +114,7 @@ class _AioServer(ServerCore, grpc.aio.Server):
         with self.lock:
             if self.stage is Stage.NEW:
                 return  # as grpc.aio: nothing to stop yet; start() still works
-            stage, self.stage = self.stage, Stage.STOPPED
+            self.stage = Stage.STOPPED
         if self._event_fd is None:
             self.front.stop(None)  # releases a bound port
             self._terminated.set()
@@ -246,10 +245,10 @@ class _AioServer(ServerCore, grpc.aio.Server):
             if not call.ended:
                 # Raised by the handler itself, not by abort(): grpc.aio's
                 # outcome is an AssertionError's.
-                _LOGGER.error("%s raised AbortError without abort()", method.path)
+                AIO_LOG.error("Unexpected [AssertionError] raised by servicer method [%s]", method.path)
                 await ctx._finish(failure_code(call), _ABORT_REPLACED)
         except Exception as exc:  # noqa: BLE001 - grpc.aio's outcome for any exception
-            _LOGGER.error("Unexpected error serving %s", method.path, exc_info=exc)
+            AIO_LOG.error("Unexpected [%s] raised by servicer method [%s]", type(exc).__name__, method.path, exc_info=exc)
             await ctx._finish(failure_code(call), f"Unexpected {type(exc)}: {exc}")
         finally:
             self._call_tasks.pop(call.call_id, None)
@@ -260,7 +259,7 @@ class _AioServer(ServerCore, grpc.aio.Server):
                     for callback in call.callbacks:  # type: ignore[union-attr]  # never None here
                         callback(ctx)
                 except Exception:  # noqa: BLE001 - as grpc.aio, the first failure ends the run
-                    _LOGGER.exception("Exception calling done callback")
+                    AIO_LOG.exception("Error in callback for method [%s]", method.path)
 
     async def _request(
         self, call: CallState, ctx: ServicerContext, handler: grpc.RpcMethodHandler, behavior: Any, payload: Optional[bytes]
@@ -356,7 +355,9 @@ class _AioServer(ServerCore, grpc.aio.Server):
         try:
             handler = await self._run_interceptors(lookup.details.method, None, lookup.details)
         except Exception as exc:  # noqa: BLE001 - grpc.aio's outcome for any exception
-            _LOGGER.error("Unexpected error looking up %s", lookup.details.method, exc_info=exc)
+            AIO_LOG.error(
+                "Unexpected [%s] raised by servicer method [%s]", type(exc).__name__, lookup.details.method, exc_info=exc
+            )
             self.reject(lookup.call_id, _UNKNOWN.value[0], f"Unexpected {type(exc)}: {exc}")
             return
         self.intercepted(lookup, handler)
