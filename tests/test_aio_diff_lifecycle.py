@@ -262,6 +262,16 @@ def test_concurrent_stops_end_at_the_shortest_grace():
     assert for_both(check) == ([None, None, None], SC.UNAVAILABLE, ["CancelledError"])
 
 
+def test_stop_with_a_negative_grace_cancels_at_once():
+    # grpc.aio waits that long (not at all); ours raised ValueError.
+    def check(kind):
+        with _slow_call_in_flight(kind, 3) as (s, ch, future):
+            s.run(s.server.stop(-1))
+            return future_outcome(future), list(s.outcome)
+
+    assert for_both(check) == (SC.UNAVAILABLE, ["CancelledError"])
+
+
 def test_stop_idle_twice_and_before_start():
     def check(kind):
         s = _Server(kind)

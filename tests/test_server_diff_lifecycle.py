@@ -187,6 +187,16 @@ def test_stop_with_grace_lets_in_flight_call_finish():
     assert for_both(check) == (True, False, b"slow done", True, False)
 
 
+def test_stop_with_a_negative_grace_cancels_at_once():
+    # grpcio waits that long (not at all); ours raised ValueError.
+    def check(kind):
+        with _slow_call_in_flight(kind, 3) as (s, ch, future):
+            finished = s.server.stop(-1).wait(WAIT)
+            return finished, future_outcome(future)
+
+    assert for_both(check) == (True, SC.UNAVAILABLE)
+
+
 def test_stop_refuses_new_calls():
     def check(kind):
         with _slow_call_in_flight(kind, 0.5) as (s, ch, future):

@@ -169,6 +169,16 @@ def sync_rpc_limit(value: Any) -> Optional[int]:
     return max(0, math.ceil(value))
 
 
+def grace_of(grace: Any) -> Any:
+    """A stop()'s grace as the front takes it: a negative number is no
+    grace, as grpcio's servers take it (they wait that long, which is not
+    at all); anything else as given (the front refuses what isn't a
+    number)."""
+    if isinstance(grace, numbers.Real) and grace < 0:
+        return 0
+    return grace
+
+
 def aio_rpc_limit(value: Any) -> Optional[int]:
     """grpc.aio.server()'s maximum_concurrent_rpcs, converted and checked
     as grpc.aio's limiter does, with its exceptions: a number is truncated

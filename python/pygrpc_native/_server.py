@@ -59,7 +59,7 @@ import grpc
 
 from ._callbacks import CallbackRunner
 from ._calls import CallRunner, Method
-from ._core import ServerArguments, ServerCore, Stage, sync_rpc_limit
+from ._core import ServerArguments, ServerCore, Stage, grace_of, sync_rpc_limit
 from ._calls import intercept
 from ._events import EVENT_CALL, EVENT_LOOKUP
 from ._wakeup import Wakeup
@@ -157,7 +157,7 @@ class _Server(ServerCore, grpc.Server):
             self._shutdown_events.append(event)
             # A stop while one is under way can only shorten it (calls are
             # cancelled at the earliest deadline), as in grpcio.
-            self.front.stop(grace, wait=False)
+            self.front.stop(grace_of(grace), wait=False)
             if self.stage is Stage.STARTED:
                 self.stage = Stage.STOPPED
                 threading.Thread(target=self._finish_stop, name="pygrpc_native-stop", daemon=True).start()

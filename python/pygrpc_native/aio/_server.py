@@ -42,7 +42,7 @@ import grpc.aio
 
 from .._call_state import CallState
 from .._calls import _HandlerCallDetails, Method, RequestIterator, behavior_of
-from .._core import Lookup, ServerArguments, ServerCore, Stage, aio_rpc_limit
+from .._core import Lookup, ServerArguments, ServerCore, Stage, aio_rpc_limit, grace_of
 from .._events import EVENT_CALL, EVENT_CANCEL, EVENT_LOOKUP
 from .._grpc_logs import AIO_LOG
 from ._context import ServicerContext, SyncHandlerContext, failure_code, send_blocking, serialize
@@ -122,7 +122,7 @@ class _AioServer(ServerCore, grpc.aio.Server):
         # New calls are refused from here. A stop while one is under way can
         # only shorten it (calls are cancelled at the earliest deadline), as
         # in grpc.aio.
-        self.front.stop(grace, wait=False)
+        self.front.stop(grace_of(grace), wait=False)
         # The loop keeps running the calls meanwhile; _on_events sets
         # _terminated once Go's queue has ended, that is once the front has
         # stopped.
