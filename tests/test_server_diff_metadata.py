@@ -9,7 +9,7 @@ import pytest
 
 from diff import TRANSPORT
 from diff.flavours import SYNC
-from diff.harness import SERVICE, both, call_unary, method, unary
+from diff.harness import SERVICE, both, call_unary, method, same, unary
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -64,6 +64,26 @@ def test_known_difference_response_metadata_order_across_keys():
         assert sorted(got) == sorted(md)
         for key in ("x-a", "x-b"):
             assert [v for k, v in got if k == key] == [v for k, v in md if k == key]
+
+
+@pytest.mark.parametrize("bad", [("Abc", "v"), ("a b", "v"), ("x-u", "caf\u00e9")])
+def test_initial_metadata_gRPC_cannot_carry_returns(bad):
+    """send_initial_metadata() with a key that isn't a header name or a
+    value that isn't printable ASCII returns, and the handler runs on; the
+    call ends INTERNAL "Invalid metadata" (ours raised ValueError into the
+    handler)."""
+
+    def setup(server, state):
+        def handler(req, ctx):
+            state.record("returned", ctx.send_initial_metadata((bad,)))
+            return b"resp"
+
+        server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, {"M": unary(handler)}),))
+
+    def scenario(run):
+        return call_unary(run.channel, method("M"), b"").brief(), run.state.wait_for("returned")
+
+    assert same(setup, scenario) == ((SC.INTERNAL, "Invalid metadata"), None)
 
 
 def test_trailing_metadata_keys_given_as_bytes():

@@ -168,6 +168,14 @@ class SyncContextBase(CallInfo, grpc.ServicerContext):
         initial_metadata = initial_metadata or ()
         check_binary_values(initial_metadata)
         call.initial_metadata_sent = True
+        self._send_initial_metadata(initial_metadata)
+
+    def _send_initial_metadata(self, initial_metadata: Any) -> None:
+        """Hands the metadata to Go. Where Go refuses its content (a key
+        that isn't a header name, a value that isn't printable ASCII), Go
+        ends the call INTERNAL "Invalid metadata" and this raises
+        ValueError (grpc.aio's sync context raises there too)."""
+        call = self._call
         call.front.send_initial_metadata(call.call_id, initial_metadata)
 
     def _initial_metadata_after_the_answer(self) -> None:
@@ -211,6 +219,15 @@ class ServicerContext(SyncContextBase):
     def __init__(self, call: CallState, callbacks: CallbackRunner) -> None:
         self._call = call
         self._callbacks = callbacks
+
+    def _send_initial_metadata(self, initial_metadata: Any) -> None:
+        # grpcio's sync server returns where Go refuses the metadata's
+        # content (which ends the call INTERNAL "Invalid metadata"): the
+        # handler runs on, answering an ended call.
+        try:
+            super()._send_initial_metadata(initial_metadata)
+        except ValueError:
+            self._call.ended = self._call.answered = True
 
     # Once the server has stopped, the front raises RuntimeError for every
     # call; for a handler that is just a call that has ended.
