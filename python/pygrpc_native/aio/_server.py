@@ -224,9 +224,13 @@ class _AioServer(ServerCore, grpc.aio.Server):
                     return
             call.serializer = handler.response_serializer  # type: ignore[union-attr]  # set above
             behavior = behavior_of(handler)
-            request = await self._request(call, ctx, handler, behavior, payload)  # type: ignore[arg-type]
-            if request is _ENDED:
-                return
+            deserializer = handler.request_deserializer  # type: ignore[union-attr]
+            if payload is not None and not handler.request_streaming:  # type: ignore[union-attr]
+                request = payload if deserializer is None else deserializer(payload)  # unary: no coroutine
+            else:
+                request = await self._request(call, ctx, handler, behavior, payload)  # type: ignore[arg-type]
+                if request is _ENDED:
+                    return
             if handler.response_streaming:  # type: ignore[union-attr]
                 await self._serve_stream(behavior, call, ctx, request)
             else:
@@ -264,18 +268,18 @@ class _AioServer(ServerCore, grpc.aio.Server):
     async def _request(
         self, call: CallState, ctx: ServicerContext, handler: grpc.RpcMethodHandler, behavior: Any, payload: Optional[bytes]
     ) -> Any:
-        """The request the handler is given, of the shape it takes, whatever
-        the method's own kind in Go (an interceptor may give a method a
+        """The request a handler that reads a request stream, or serves a
+        method whose requests stream in Go, is given, of the shape it takes
+        whatever the method's own kind (an interceptor may give a method a
         handler of other kinds, as grpc.aio allows): a request stream for a
         request-streaming handler (of one message for a unary-request
         method), else the one request (a request stream's first message;
-        grpc.aio doesn't read on). _ENDED where the call has ended instead."""
+        grpc.aio doesn't read on). _ENDED where the call has ended instead.
+        (_serve takes a unary request for a unary handler itself.)"""
         deserializer = handler.request_deserializer
         pooled = self._kind(behavior) is _BehaviorKind.SYNC
-        if payload is not None:  # a unary request
+        if payload is not None:  # a unary request; the handler reads a stream
             request = payload if deserializer is None else deserializer(payload)
-            if not handler.request_streaming:
-                return request
             if pooled:
                 return iter((request,))
             stream = call.requests = SingleRequest(request)
