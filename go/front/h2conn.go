@@ -627,16 +627,21 @@ func (c *h2Conn) returnStreamWindow(s *h2Stream, n int) {
 // tooManyStreamsLocked reports whether a new stream must be refused
 // (REFUSED_STREAM), c.mu held. A stream reset on the wire (either way) is
 // closed for HTTP/2 and leaves the count at once (RFC 9113 5.1.2): its
-// client may open the next stream in the same write as the reset, and
-// grpcio's server takes it. Such a stream stays in c.streams until its
-// handler lets go of it, though, so, against a client resetting streams
-// as fast as it opens them (rapid reset), the streams held either way
-// are bounded too, at twice the limit.
+// client may open the next stream in the same write as the reset. Such a
+// stream stays in c.streams until the front lets go of it (soon, but not
+// at once), though, so, against a client resetting streams as fast as it
+// opens them (rapid reset), those are bounded too: at the limit, or
+// resetHeadroom where the limit is smaller (so that a small limit doesn't
+// refuse calls while the front catches up).
 func (c *h2Conn) tooManyStreamsLocked() bool {
 	limit := int(c.srv.limits.MaxConcurrentStreams)
-	held := len(c.streams)
-	return held-len(c.peerRST) >= limit || held >= 2*limit
+	reset := len(c.peerRST)
+	return len(c.streams)-reset >= limit || reset >= max(limit, resetHeadroom)
 }
+
+// resetHeadroom is how many reset streams a connection may hold whatever
+// its limit of concurrent streams (see tooManyStreamsLocked).
+const resetHeadroom = 100
 
 // streamError resets one stream with code (RST_STREAM); the call, if any,
 // ends as the client's reset would end it.

@@ -132,41 +132,47 @@ func TestResetStreamFreesItsPlaceAtOnce(t *testing.T) {
 }
 
 // TestStreamsResetButHeldAreBounded: streams reset on the wire leave the
-// count of max_concurrent_streams, but a connection holds at most twice
-// the limit in all (a client resetting streams as fast as it opens them
-// while their handlers still run).
+// count of max_concurrent_streams, but a connection holds at most the limit
+// of them (or resetHeadroom, where the limit is smaller) while the front
+// has not let go of them: a client resetting streams as fast as it opens
+// them (rapid reset) is refused there.
 func TestStreamsResetButHeldAreBounded(t *testing.T) {
-	c := &h2Conn{
-		srv:     &h2Server{limits: &Limits{MaxConcurrentStreams: 2}},
-		streams: map[uint32]*h2Stream{},
-		peerRST: map[uint32]bool{},
-	}
-	open := func(id uint32, reset bool) {
-		c.streams[id] = &h2Stream{}
-		if reset {
-			c.peerRST[id] = true
+	for _, limit := range []int{2, resetHeadroom + 50} {
+		c := &h2Conn{
+			srv:     &h2Server{limits: &Limits{MaxConcurrentStreams: uint32(limit)}},
+			streams: map[uint32]*h2Stream{},
+			peerRST: map[uint32]bool{},
 		}
-	}
-	for _, step := range []struct {
-		id          uint32
-		reset, want bool
-	}{
-		{1, false, false}, // one open: room for a second
-		{3, true, false},  // one open, one reset: still room
-		{5, false, true},  // two open: the limit
-	} {
-		open(step.id, step.reset)
-		if got := c.tooManyStreamsLocked(); got != step.want {
-			t.Fatalf("after stream %d: too many = %v, want %v", step.id, got, step.want)
+		id := uint32(1)
+		open := func(reset bool) {
+			c.streams[id] = &h2Stream{}
+			if reset {
+				c.peerRST[id] = true
+			}
+			id += 2
 		}
-	}
-	c.peerRST[5] = true // two reset, one open, three held
-	if c.tooManyStreamsLocked() {
-		t.Fatal("one open stream of a limit of 2 refused the next")
-	}
-	open(7, true) // four held: twice the limit
-	if !c.tooManyStreamsLocked() {
-		t.Fatal("a fifth stream taken with four held (limit 2): reset streams are not bounded")
+		for i := 0; i < limit-1; i++ {
+			open(false)
+		}
+		if c.tooManyStreamsLocked() {
+			t.Fatalf("limit %d: %d open streams refused the next", limit, limit-1)
+		}
+		open(false)
+		if !c.tooManyStreamsLocked() {
+			t.Fatalf("limit %d: a stream over the limit taken", limit)
+		}
+		delete(c.streams, id-2) // the last one ends
+		bound := max(limit, resetHeadroom)
+		for i := 0; i < bound-1; i++ {
+			open(true)
+		}
+		if c.tooManyStreamsLocked() {
+			t.Fatalf("limit %d: %d reset streams held refused a stream under the limit", limit, bound-1)
+		}
+		open(true)
+		if !c.tooManyStreamsLocked() {
+			t.Fatalf("limit %d: a stream taken with %d reset streams held: reset streams are not bounded", limit, bound)
+		}
 	}
 }
 
