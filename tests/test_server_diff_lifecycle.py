@@ -55,9 +55,12 @@ class _Server:
 
         setup_handlers({"Slow": unary(slow), "Echo": unary(lambda req, ctx: req)})(self.server, None)
         self.port = self.server.add_insecure_port(address)
+        # "localhost" may end up bound in one family only (the port taken in
+        # the other); the client resolves the name and tries both.
+        self.host = "localhost" if address.startswith("localhost") else "127.0.0.1"
 
     def channel(self):
-        return grpc.insecure_channel(f"127.0.0.1:{self.port}")
+        return grpc.insecure_channel(f"{self.host}:{self.port}")
 
     def close(self):
         # stop(0), not stop(None): stop(None) blocks until the server ends,
