@@ -7,6 +7,7 @@ test_server_diff_context.py and test_aio_diff_context.py.
 """
 
 import threading
+import time
 
 import grpc
 import pytest
@@ -111,6 +112,26 @@ def test_time_remaining_decreases_in_unary_and_stream(flavour):
 
     ref = flavour.same(setup, scenario)
     assert ref[2:] == (True, True)
+
+
+@each_flavour
+def test_time_remaining_once_the_deadline_has_passed(flavour):
+    # A handler still running after its deadline reads grpcio's
+    # max(deadline - now, 0): the int 0. A plain function, so that the aio
+    # servers run it in their thread pool rather than cancel it.
+    def setup(server, state):
+        def handler(req, ctx):
+            time.sleep(0.4)
+            left = ctx.time_remaining()
+            state.record("left", (type(left).__name__, left))
+            return b""
+
+        flavour.handlers({"M": flavour.unary(handler)})(server, state)
+
+    def scenario(run):
+        return call_unary(run.channel, method("M"), timeout=0.1).code, run.state.wait_for("left")
+
+    assert flavour.same(setup, scenario) == (SC.DEADLINE_EXCEEDED, ("int", 0))
 
 
 def test_contexts_have_grpcios_public_names():

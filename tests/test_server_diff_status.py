@@ -145,6 +145,41 @@ def test_abort_in_stream_before_iterator():
     assert ref.brief() == (SC.PERMISSION_DENIED, "no stream")
 
 
+@pytest.mark.parametrize("then", ["raise", "abort again", "return"])
+def test_abort_seen_by_an_interceptor_that_catches_it(then):
+    # abort() raises a bare Exception on grpc.server(): an interceptor that
+    # catches exceptions around the handler sees (and logs) that type; a
+    # second abort() there replaces the status, a return leaves the first.
+    caught = []  # written on the handler's thread before the call's status is sent
+
+    class Catching(grpc.ServerInterceptor):
+        def intercept_service(self, continuation, details):
+            inner = continuation(details).unary_unary
+
+            def wrapped(req, ctx):
+                try:
+                    return inner(req, ctx)
+                except Exception as exc:
+                    caught.append((type(exc) is Exception, repr(exc), str(exc)))
+                    if then == "abort again":
+                        ctx.abort(SC.INTERNAL, "wrapped")
+                    if then == "return":
+                        return b"swallowed"
+                    raise
+
+            return grpc.unary_unary_rpc_method_handler(wrapped)
+
+    def handler(req, ctx):
+        ctx.abort(SC.PERMISSION_DENIED, "no")
+
+    def scenario(run):
+        return call_unary(run.channel, method("M")).brief(), caught.pop()
+
+    ref = same(setup_handlers({"M": unary(handler)}), scenario, interceptors=[Catching()])
+    assert ref[1] == (True, "Exception()", "")
+    assert ref[0] == ((SC.INTERNAL, "wrapped") if then == "abort again" else (SC.PERMISSION_DENIED, "no"))
+
+
 def test_status_details_disagreeing_with_the_status_fail_on_the_client():
     # grpc_status.rpc_status.from_call() refuses details whose code or
     # message differ from the call's status: the server sends them as set.

@@ -121,11 +121,12 @@ class CallState:
         """left, what Go says of the time before the deadline (0.0 once the
         call has ended); for a call that has ended with its details kept,
         the time its deadline still has (None: no deadline), as grpcio's
-        contexts keep counting after the end."""
+        contexts keep counting after the end. A deadline that has passed
+        reads as the int 0, as grpcio's max(deadline - now, 0) does."""
         details = self.call_details_cache
-        if left != 0.0 or details is None or details is _ENDED_CALL_DETAILS:
-            return left
-        kept = details["time_remaining"]
-        if kept is None:
-            return None
-        return max(kept - (time.monotonic() - self.details_at), 0.0)
+        if left == 0.0 and details is not None and details is not _ENDED_CALL_DETAILS:
+            kept = details["time_remaining"]
+            if kept is None:
+                return None
+            left = kept - (time.monotonic() - self.details_at)
+        return left if left is None or left > 0 else 0

@@ -53,10 +53,6 @@ def peer_identities_of(details: Mapping[str, Any]) -> Optional[List[bytes]]:
     return list(details["auth_context"][key])
 
 
-class AbortError(Exception):
-    """Raised by abort(); like grpcio's, it carries no message of its own."""
-
-
 def refuse_ok_abort(code: Any, details: Any) -> Tuple[Any, Any]:
     """The status an abort(code, details) ends its call with. abort() with
     OK is a misuse that grpcio's sync server answers UNKNOWN with no
@@ -192,7 +188,9 @@ class SyncContextBase(CallInfo, grpc.ServicerContext):
         call.code = code
         call.details = encode_details(details)
         call.aborted = True
-        raise AbortError()
+        # grpcio's abort() raises a bare Exception: handlers and interceptors
+        # that catch, log or re-raise it see the same type and repr.
+        raise Exception()
 
     def abort_with_status(self, status: grpc.Status) -> None:
         self._call.trailing_metadata = status.trailing_metadata
