@@ -536,6 +536,24 @@ def test_sync_handler_context():
     assert ref[1] == (None, 20, [("x-a", "1")], "ipv4:127.0.0.1:<port>") and ref[2] is True
 
 
+def test_known_difference_sync_handler_callbacks_on_a_response_stream():
+    # grpc.aio runs a sync handler's add_callback callbacks only where its
+    # response is unary; ours runs them for response streams too, as for
+    # every other handler (README: known differences).
+    def setup(server, state):
+        def handler(req, ctx):
+            ctx.add_callback(lambda: state.event("callback").set())
+            yield b"one"
+
+        setup_handlers({"S": stream(handler)})(server, state)
+
+    def scenario(run):
+        return call_stream(run.channel, method("S")).responses, run.state.event("callback").wait(0.5)
+
+    ref, ours = both(setup, scenario)
+    assert ref == ((b"one",), False) and ours == ((b"one",), True)
+
+
 def test_sync_context_has_grpc_aio_methods():
     # Every method of grpc.aio's sync context is there (ours has more:
     # is_active, cancel, abort_with_status, code, details, trailing_metadata).

@@ -7,6 +7,7 @@ share are in test_diff_streams.py.
 """
 
 import asyncio
+import time
 
 import grpc
 import grpc.aio
@@ -199,6 +200,107 @@ def test_two_reads_at_once(flavour, how):
         # step while one waits.
         running = "anext(): asynchronous generator is already running"
         assert ref == (SC.UNKNOWN, f"Unexpected <class 'RuntimeError'>: {running}", (), "raised")
+
+
+# -- reads once the call is over ----------------------------------------------------------
+
+
+@each_loop
+@pytest.mark.parametrize("how", ["read", "iterate"])
+def test_a_reader_left_running_learns_the_call_is_over(flavour, how):
+    """A task the handler started to read the requests, still waiting when
+    the handler answers: grpc.aio's read raises UsageError then (messages
+    Go read ahead or not), and the task ends. Ours used to leave it waiting
+    for good, past the server's stop."""
+
+    async def handler(requests, ctx, state):
+        async def reader():
+            try:
+                if how == "read":
+                    while await ctx.read() is not grpc.aio.EOF:
+                        pass
+                else:
+                    async for _ in requests:
+                        pass
+                state.record("reader", "ended")
+            except Exception as exc:  # noqa: BLE001
+                state.record("reader", describe(exc))
+
+        state.record("task", asyncio.ensure_future(reader()))
+        await asyncio.sleep(0.1)
+        return b"answered"
+
+    def scenario(run):
+        out = streams.call(run.channel, "stream_unary", method("M"), _late([b"a", b"b"], delay=0.5), timeout=5)
+        return out.code, out.responses, run.state.wait_for("reader"), run.state.wait_for("task").done()
+
+    ref = same(_handlers("stream_unary", handler), scenario, loop=flavour.name)
+    assert ref == (SC.OK, (b"answered",), "grpc._cython.cygrpc.UsageError: RPC already finished.", True)
+
+
+@each_loop
+@pytest.mark.parametrize("how", ["read", "iterate"])
+def test_reads_after_an_abort_the_handler_caught(flavour, how):
+    """A handler that swallows abort()'s AbortError and reads on gets that
+    AbortError again, as on grpc.aio (ours read on, or waited for good)."""
+
+    async def handler(requests, ctx, state):
+        first = await ctx.read()
+        try:
+            await ctx.abort(SC.NOT_FOUND, "gone")
+        except grpc.aio.AbortError:
+            pass
+        try:
+            if how == "read":
+                await ctx.read()
+            else:
+                await requests.__anext__()
+            state.record("after", "read on")
+        except BaseException as exc:  # noqa: BLE001
+            state.record("after", describe(exc))
+        return first
+
+    def scenario(run):
+        out = streams.call(run.channel, "stream_unary", method("M"), [b"a", b"b", b"c"], timeout=5)
+        return out.brief(), run.state.wait_for("after")
+
+    ref = same(_handlers("stream_unary", handler), scenario, loop=flavour.name)
+    assert ref == ((SC.NOT_FOUND, "gone"), "grpc._cython.cygrpc.AbortError: Locally aborted.")
+
+
+@each_loop
+def test_reads_after_the_client_cancelled(flavour):
+    """The read waiting when the client cancels gets EOF; the next one
+    meets the task's cancellation, as on grpc.aio (ours kept answering EOF
+    until the handler awaited something else)."""
+
+    async def handler(requests, ctx, state):
+        await ctx.read()
+        state.event("entered").set()
+        log = []
+        try:
+            for _ in range(3):
+                log.append("EOF" if await ctx.read() is grpc.aio.EOF else "message")
+        except asyncio.CancelledError:
+            log.append("CancelledError")
+            raise
+        finally:
+            state.record("log", log)
+        return b"never"
+
+    def scenario(run):
+        gate = run.state.event("client gate")
+        try:
+            started = streams.start(run.channel, "stream_unary", method("M"), streams.gated([b"a"], gate, [b"late"]))
+            run.state.event("entered").wait(WAIT)
+            time.sleep(0.1)  # the handler waits in its second read
+            started.cancel()
+            return streams.finish(started, "stream_unary")[0], run.state.wait_for("log")
+        finally:
+            gate.set()
+
+    ref = same(_handlers("stream_unary", handler), scenario, loop=flavour.name)
+    assert ref == (SC.CANCELLED, ["EOF", "CancelledError"])
 
 
 # -- the context's state -------------------------------------------------------------------

@@ -16,6 +16,8 @@ A client that keeps sending while the server acts comes from a generator
 into run.state and compared alongside what the client saw.
 """
 
+import threading
+import time
 from concurrent import futures
 
 import grpc
@@ -23,7 +25,7 @@ import pytest
 
 from diff import streams
 from diff.compression import BODY
-from diff.flavours import each_flavour, each_flavour_and_uvloop, sleep
+from diff.flavours import each_flavour, each_flavour_and_uvloop, each_loop, sleep
 from diff.harness import WAIT, method, peer_shape
 from diff.streams import each_kind
 from diff.wiretap import WireTap
@@ -642,6 +644,94 @@ def test_request_deserializer_fails_in_a_plain_function(flavour, kind, bad):
         aio=(SC.OK, "", (b"a|None|c",)) if bad is None else (SC.UNKNOWN, "Unexpected <class 'ValueError'>: cannot deserialize", ()),
     )
     assert flavour.same(setup, scenario) == expected
+
+
+def _plain(flavour, kind, read):
+    """A setup serving method M of kind with a plain function (grpc.aio
+    runs it in its migration thread pool) whose answer is read(requests,
+    state)."""
+
+    def setup(server, state):
+        def answer(requests, ctx):
+            return read(requests, state)
+
+        def stream_body(requests, ctx):
+            yield answer(requests, ctx)
+
+        if kind == "stream_unary":
+            handler = grpc.stream_unary_rpc_method_handler(answer)
+        else:
+            handler = grpc.stream_stream_rpc_method_handler(stream_body)
+        flavour.handlers({"M": handler})(server, state)
+
+    return setup
+
+
+@each_loop
+@each_kind
+@pytest.mark.parametrize("end", ["cancel", "deadline"])
+def test_plain_function_reads_on_after_the_call_is_gone(flavour, kind, end):
+    # grpc.aio's request iterator, in its thread pool, just ends once the
+    # client has cancelled or the deadline passed (ours raised RpcError, as
+    # grpc.server()'s does, or ends, by timing: test_client_cancel_mid_stream).
+    def read(requests, state):
+        next(requests)
+        state.event("entered").set()
+        try:
+            rest = list(requests)
+            state.record("after", ("ended", len(rest)))
+        except grpc.RpcError:
+            state.record("after", "RpcError")
+        return b"x"
+
+    def scenario(run):
+        gate = run.state.event("client gate")
+        try:
+            started = streams.start(run.channel, kind, method("M"), streams.gated([b"a"], gate, [b"late"]), timeout=0.5 if end == "deadline" else 10)
+            run.state.event("entered").wait(WAIT)
+            if end == "cancel":
+                started.cancel()
+            return run.state.wait_for("after")
+        finally:
+            gate.set()
+
+    assert flavour.same(_plain(flavour, kind, read), scenario) == ("ended", 0)
+
+
+@each_flavour
+@each_kind
+def test_a_thread_reading_requests_when_the_handler_answers(flavour, kind):
+    # A handler hands its request iterator to a thread and answers while
+    # that thread waits for the next message: on grpc.server() the thread's
+    # loop just ends; on grpc.aio (a plain function, in its thread pool)
+    # it raises UsageError. Ours raised RpcError on both.
+    def read(requests, state):
+        next(requests)
+
+        def reader():
+            try:
+                rest = list(requests)
+                state.record("reader", ("ended", len(rest)))
+            except Exception as exc:  # noqa: BLE001
+                state.record("reader", streams.describe(exc))
+
+        threading.Thread(target=reader, daemon=True).start()
+        time.sleep(0.1)  # the reader waits for a message the client holds back
+        return b"answered"
+
+    def scenario(run):
+        gate = run.state.event("client gate")
+        try:
+            started = streams.start(run.channel, kind, method("M"), streams.gated([b"a"], gate, [b"late"]))
+            code = streams.finish(started, kind)[0]
+            return code, run.state.wait_for("reader")
+        finally:
+            gate.set()
+
+    assert flavour.same(_plain(flavour, kind, read), scenario) == (
+        SC.OK,
+        flavour.pick(sync=("ended", 0), aio="UsageError"),
+    )
 
 
 @each_flavour

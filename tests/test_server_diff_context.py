@@ -15,6 +15,7 @@ import pytest
 
 from diff.harness import (
     WAIT,
+    both,
     cancel_stream_once_entered,
     cancel_unary_once_entered,
     call_stream,
@@ -228,6 +229,27 @@ def test_client_cancel_stream():
 
     ref = same(_blocking_setup(True), scenario)
     assert ref[2][0] == SC.CANCELLED and ref[3:] == (True, True)
+
+
+def test_known_difference_time_remaining_once_the_client_cancelled():
+    # grpcio's context keeps counting toward the deadline after a cancel;
+    # ours reads 0 once Go has let go of the call (README: known
+    # differences).
+    def handler(req, ctx, state):
+        state.event("entered").set()
+        wait_until(lambda: not ctx.is_active())
+        state.record("left", ctx.time_remaining())
+        return b""
+
+    def setup(server, state):
+        setup_handlers({"M": unary(lambda req, ctx: handler(req, ctx, state))})(server, state)
+
+    def scenario(run):
+        return cancel_unary_once_entered(run, method("M")), run.state.wait_for("left")
+
+    ref, ours = both(setup, scenario)
+    assert ref[0] is True and 5 < ref[1] < 11  # the client rounds its timeout up
+    assert ours == (True, 0)
 
 
 def test_deadline_exceeded_while_handler_waits():

@@ -328,6 +328,9 @@ class CallRunner:
         if call.details is not None:
             details = call.details  # bytes (set_details() encodes), sent as they are, as grpcio does
         metadata = call.trailing_metadata
+        # Before Go ends the call: a thread still reading the request stream
+        # (woken by that end) must find the call answered.
+        call.answered = True
         try:
             if code == _OK and payload is not None and not details and metadata is None:
                 self._front.respond(call.call_id, payload)
@@ -337,7 +340,7 @@ class CallRunner:
             self._end_unsendable(call, err)
         except RuntimeError:
             pass  # the server has stopped: the call has ended
-        call.ended = call.answered = True
+        call.ended = True
         if call.callbacks:
             self._callbacks.call_ended(call)
 
@@ -403,7 +406,7 @@ class RequestIterator(Iterator[Any]):
         if message is None:
             raise StopIteration()
         if message is False:
-            raise call.gone_error()
+            self._end_or_raise()
         if self._deserializer is None:
             return message
         return self._deserialize(message)
@@ -421,11 +424,12 @@ class RequestIterator(Iterator[Any]):
         request = _transform(message, self._deserializer, "Exception deserializing message!")
         if request is None:
             call = self._call
+            call.answered = True
             try:
                 call.front.finish(call.call_id, _INTERNAL, "Exception deserializing request!")
             except RuntimeError:
                 pass
-            call.ended = call.answered = True
+            call.ended = True
             raise StopIteration()
         return request
 

@@ -19,7 +19,7 @@ import grpc.aio
 
 from .._call_state import CallState
 from .._context import CallInfo, SyncContextBase, check_binary_values, compression_name, refuse_ok_abort
-from ._waits import LoopWaits
+from ._waits import FINISHED, LoopWaits, check_open
 
 _LOGGER = logging.getLogger("pygrpc_native")
 
@@ -206,6 +206,8 @@ class ServicerContext(AioCode, CallInfo, grpc.aio.ServicerContext):
         if call.ended:
             return
         call.ended = True
+        if call.requests is not None:
+            self._waits.ended(call.call_id)  # a reader the handler left running
         value = _CODE_VALUES[code if code.__class__ is grpc.StatusCode else status_code(code)]
         front = call.front
         metadata = call.trailing_metadata or None
@@ -223,12 +225,6 @@ class ServicerContext(AioCode, CallInfo, grpc.aio.ServicerContext):
             _LOGGER.error("Cannot send the status: %s", err)
             await self._post(front.finish, _CODE_VALUES[_UNKNOWN], f"Unexpected {type(err)}: {err}")
 
-    def _check_open(self, what: str) -> None:
-        if self._call.aborted:
-            raise grpc.aio.AbortError("Locally aborted.")
-        if self._call.ended:
-            raise grpc.aio.UsageError(what)
-
     async def write(self, message: Any) -> None:
         body = self._write_now(message)
         if body is not None:
@@ -240,7 +236,7 @@ class ServicerContext(AioCode, CallInfo, grpc.aio.ServicerContext):
         message is sent; otherwise its serialized body, for _write_later.
         Lets a loop of writes (an async generator's responses) skip a
         coroutine per message."""
-        self._check_open("RPC already finished.")
+        check_open(self._call, FINISHED)
         call = self._call
         body = serialize(call.serializer, message)
         call.initial_metadata_sent = True
@@ -266,7 +262,7 @@ class ServicerContext(AioCode, CallInfo, grpc.aio.ServicerContext):
         return await requests.read()
 
     async def send_initial_metadata(self, initial_metadata: Any) -> None:
-        self._check_open("Send initial metadata failed: RPC already finished")
+        check_open(self._call, "Send initial metadata failed: RPC already finished")
         call = self._call
         if call.initial_metadata_sent:
             raise grpc.aio.UsageError("Send initial metadata failed: already sent")

@@ -35,7 +35,7 @@ import asyncio
 import enum
 import inspect
 from concurrent import futures
-from typing import Any, Dict, Optional, Sequence
+from typing import Any, Dict, NoReturn, Optional, Sequence
 
 import grpc
 import grpc.aio
@@ -46,7 +46,7 @@ from .._core import Lookup, ServerArguments, ServerCore, Stage, aio_rpc_limit, g
 from .._events import EVENT_CALL, EVENT_CANCEL, EVENT_LOOKUP
 from .._grpc_logs import AIO_LOG
 from ._context import ServicerContext, SyncHandlerContext, failure_code, send_blocking, serialize
-from ._waits import LoopWaits
+from ._waits import FINISHED, LoopWaits, check_open
 
 
 _OK = grpc.StatusCode.OK
@@ -286,7 +286,7 @@ class _AioServer(ServerCore, grpc.aio.Server):
             return stream
         if handler.request_streaming and pooled:
             return PoolRequestIterator(call, deserializer)
-        stream = call.requests = self._waits.request_stream(call.call_id, deserializer)  # type: ignore[union-attr]
+        stream = call.requests = self._waits.request_stream(call, deserializer)  # type: ignore[union-attr]
         if handler.request_streaming:
             return stream
         first = await stream.read()
@@ -392,9 +392,16 @@ class SingleRequest:
 class PoolRequestIterator(RequestIterator):
     """The request stream of a handler in the migration thread pool, as
     grpc.aio gives it: an exception of the deserializer reaches the handler
-    (which then fails as for any exception), and None is a message."""
+    (which then fails as for any exception), and None is a message. It
+    ends when the client cancels or the deadline passes; once the status
+    is sent, next() raises grpc.aio's error (check_open), as a read on the
+    loop does there."""
 
     __slots__ = ()
+
+    def _end_or_raise(self) -> NoReturn:
+        check_open(self._call, FINISHED)
+        raise StopIteration()
 
     def _deserialize(self, message: bytes) -> Any:
         return self._deserializer(message)  # type: ignore[misc]  # not None: see __next__

@@ -26,6 +26,7 @@ import grpc.aio
 from .._events import EVENT_HALF_CLOSE, EVENT_MESSAGE, EVENT_ROOM
 
 if TYPE_CHECKING:
+    from .._call_state import CallState
     from .._front import NativeGrpcFront
 
 # How far a request stream lets Go read ahead of its handler, and the
@@ -34,14 +35,34 @@ _AHEAD_BYTES = 64 << 10
 _AHEAD_MESSAGES = 64
 _GRANT = 16
 
+FINISHED = "RPC already finished."
+
+
+def check_open(call: "CallState", what: str) -> None:
+    """grpc.aio's check before a handler's read, write or metadata: once
+    abort() has run, its AbortError again; once the status is sent,
+    UsageError(what)."""
+    if call.aborted:
+        raise grpc.aio.AbortError("Locally aborted.")
+    if call.ended:
+        raise grpc.aio.UsageError(what)
+
 
 class RequestStream:
     """One call's request stream on the loop: an async iterator and the
-    source of ``context.read()``. Only the loop touches it."""
+    source of ``context.read()``. Only the loop touches it.
+
+    As on grpc.aio, a read checks the call before it starts and after it
+    waited (check_open): once the call's status is sent (the handler
+    returned, or aborted) a reader left running, a task of the handler's,
+    gets grpc.aio's error rather than waiting for good, messages Go read
+    ahead or not. Once the client has cancelled, a read that finds the
+    stream ended gives the task's cancellation a turn of the loop to
+    land, where grpc.aio's read would wait for Go."""
 
     __slots__ = (
         "_waits",
-        "_call_id",
+        "_call",
         "_deserializer",
         "_messages",
         "_bytes",
@@ -50,11 +71,12 @@ class RequestStream:
         "_ended",
         "_waiter",
         "_iterating",
+        "_cancelled",
     )
 
-    def __init__(self, waits: "LoopWaits", call_id: int, deserializer: Optional[Callable[[bytes], Any]]) -> None:
+    def __init__(self, waits: "LoopWaits", call: "CallState", deserializer: Optional[Callable[[bytes], Any]]) -> None:
         self._waits = waits
-        self._call_id = call_id
+        self._call = call
         self._deserializer = deserializer
         self._messages: Deque[bytes] = collections.deque()
         self._bytes = 0  # of the messages queued
@@ -63,6 +85,7 @@ class RequestStream:
         self._ended = False  # the client half-closed (after the messages queued)
         self._waiter: Optional[asyncio.Future] = None
         self._iterating = False  # the read waiting (_waiter) is __anext__'s
+        self._cancelled = False  # ended by the client's cancel
         self._top_up()
 
     def _top_up(self) -> None:
@@ -76,7 +99,7 @@ class RequestStream:
             return
         n = min(_GRANT, _AHEAD_MESSAGES - queued, max(1, room // max(self._last_size, 1)))
         self._granted = n
-        self._waits.credit(self._call_id, n)
+        self._waits.credit(self._call.call_id, n)
 
     def arrived(self, payload: Optional[bytes]) -> None:
         """A message (None: the end of the stream) from Go."""
@@ -89,6 +112,16 @@ class RequestStream:
             self._last_size = size
             self._granted -= 1
             self._top_up()
+        self.wake()
+
+    def cancelled(self) -> None:
+        """The client cancelled the call: the stream ends."""
+        self._cancelled = True
+        self.arrived(None)
+
+    def wake(self) -> None:
+        """Wakes the read waiting, if any: something arrived, or the call
+        ended."""
         waiter = self._waiter
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
@@ -98,10 +131,15 @@ class RequestStream:
         while another one waits gets EOF at once, as on grpc.aio (whose
         second receive fails as one operation too many); the one waiting
         gets the next request."""
+        call = self._call
+        check_open(call, FINISHED)
+        if self._cancelled and not self._messages:
+            await asyncio.sleep(0)
         while not self._messages:
             if self._ended or self._waiter is not None:
                 return grpc.aio.EOF
             await self._wait()
+            check_open(call, FINISHED)
         return self._take()
 
     async def _wait(self) -> None:
@@ -127,6 +165,10 @@ class RequestStream:
         # read(), without a coroutine of its own per message. grpc.aio's
         # iterator is an async generator: stepped while a step waits, it
         # raises.
+        call = self._call
+        check_open(call, FINISHED)
+        if self._cancelled and not self._messages:
+            await asyncio.sleep(0)
         while not self._messages:
             if self._waiter is not None and self._iterating:
                 raise RuntimeError("anext(): asynchronous generator is already running")
@@ -137,6 +179,7 @@ class RequestStream:
                 await self._wait()
             finally:
                 self._iterating = False
+            check_open(call, FINISHED)
         return self._take()
 
 
@@ -151,10 +194,10 @@ class LoopWaits:
         self._streams: Dict[int, RequestStream] = {}
         self._room: Dict[int, asyncio.Future] = {}
 
-    def request_stream(self, call_id: int, deserializer: Optional[Callable[[bytes], Any]]) -> RequestStream:
+    def request_stream(self, call: "CallState", deserializer: Optional[Callable[[bytes], Any]]) -> RequestStream:
         """Starts delivering a call's request messages to a stream."""
-        stream = RequestStream(self, call_id, deserializer)
-        self._streams[call_id] = stream
+        stream = RequestStream(self, call, deserializer)
+        self._streams[call.call_id] = stream
         return stream
 
     def credit(self, call_id: int, n: int) -> None:
@@ -194,9 +237,18 @@ class LoopWaits:
         stream = self._streams.get(call_id)
         if stream is None:
             return False
-        stream.arrived(None)
+        stream.cancelled()
         return True
 
+    def ended(self, call_id: int) -> None:
+        """The call's status is sent: a read waiting wakes to learn it."""
+        stream = self._streams.get(call_id)
+        if stream is not None:
+            stream.wake()
+
     def forget(self, call_id: int) -> None:
-        """The call is over: nothing more is routed to it."""
-        self._streams.pop(call_id, None)
+        """The call is over: nothing more is routed to it; a read still
+        waiting (a task the handler left) wakes to learn it."""
+        stream = self._streams.pop(call_id, None)
+        if stream is not None:
+            stream.wake()
