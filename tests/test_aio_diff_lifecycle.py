@@ -6,7 +6,9 @@ maximum_concurrent_rpcs) are in test_diff_limits.py."""
 
 import asyncio
 import contextlib
+import gc
 import time
+import weakref
 
 import grpc
 import grpc.aio
@@ -24,6 +26,8 @@ from diff.aio_harness import (
     setup_handlers,
     unary,
 )
+
+from diff.harness import wait_until
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -338,6 +342,40 @@ def test_del_stops_a_started_server():
             s.close()
 
     assert for_both(check) is False
+
+
+@pytest.mark.parametrize("loop", LOOPS)
+def test_a_started_server_dropped_without_stop_stops(loop):
+    # The last reference to a started server goes: grpc.aio's is collected
+    # and stops on its loop (its port refuses calls). Ours used to be kept
+    # alive by its loop's reader and served on for good.
+    def check(kind):
+        thread = LoopThread(loop)
+
+        async def start():
+            server = factory(kind)()
+            setup_handlers({"Echo": unary(lambda req, ctx: req)})(server, None)
+            port = server.add_insecure_port("127.0.0.1:0")
+            await server.start()
+            return weakref.ref(server), port
+
+        try:
+            ref, port = thread.run(start())
+
+            async def collect():
+                gc.collect()
+                await asyncio.sleep(0.1)  # the stop runs on the loop
+                return ref() is None
+
+            collected = thread.run(collect())
+            with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+                wait_until(lambda: call_unary(channel, method("Echo"), b"x", timeout=1).code != SC.OK)
+                after = call_unary(channel, method("Echo"), b"x", timeout=1).code
+            return collected, after
+        finally:
+            thread.close()
+
+    assert for_both(check) == (True, SC.UNAVAILABLE)
 
 
 def test_wait_for_termination_returns_when_stopped():

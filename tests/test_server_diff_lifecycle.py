@@ -4,10 +4,12 @@ on grpc.server() and pygrpc_native.server()."""
 
 import asyncio
 import contextlib
+import gc
 import subprocess
 import sys
 import threading
 import time
+import weakref
 from concurrent import futures
 
 import grpc
@@ -17,7 +19,7 @@ import pytest
 import pygrpc_native
 import pygrpc_native.aio
 
-from diff.harness import KINDS, WAIT, call_unary, factory, for_both, future_outcome, method, setup_handlers, unary
+from diff.harness import KINDS, WAIT, call_unary, factory, for_both, future_outcome, method, setup_handlers, unary, wait_until
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -343,9 +345,14 @@ def test_server_without_thread_pool_is_created_and_stops():
 # for that forever at interpreter exit.
 _CALL_WITHOUT_POOL = """
 import os, sys
+from concurrent import futures
 import grpc, pygrpc_native
-kind = sys.argv[1]
-server = (grpc.server if kind == "grpcio" else pygrpc_native.server)(None)
+kind, pool_given = sys.argv[1:]
+pool = None
+if pool_given == "shut down":
+    pool = futures.ThreadPoolExecutor(2)
+    pool.shutdown()
+server = (grpc.server if kind == "grpcio" else pygrpc_native.server)(pool)
 handler = grpc.unary_unary_rpc_method_handler(lambda req, ctx: req)
 server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("diff.Diff", {"Echo": handler}),))
 port = server.add_insecure_port("127.0.0.1:0")
@@ -363,17 +370,19 @@ os._exit(0)
 """
 
 
-def test_known_difference_call_to_server_without_thread_pool():
-    """README "Known differences": with thread_pool=None neither server can
-    run a handler, and the first call that needs one brings the server down
-    with AttributeError ('NoneType' object has no attribute 'submit').
-    grpcio's serving thread dies: that call and every later one wait for
-    their deadline, and stop() never completes. pygrpc_native logs the error
-    and stops: calls end at once with UNAVAILABLE, and stop() returns."""
+@pytest.mark.parametrize("pool", ["None", "shut down"])
+def test_known_difference_call_to_server_without_thread_pool(pool):
+    """README "Known differences": with thread_pool=None, or a pool shut
+    down, neither server can run a handler, and the first call that needs
+    one brings grpcio's down (AttributeError 'NoneType' object has no
+    attribute 'submit'; RuntimeError cannot schedule new futures after
+    shutdown): its serving thread dies, that call and every later one wait
+    for their deadline, and stop() never completes. pygrpc_native ends
+    calls at once with UNAVAILABLE, and stop() returns."""
     outcomes = {}
     for kind in KINDS:
         done = subprocess.run(
-            [sys.executable, "-c", _CALL_WITHOUT_POOL, kind], capture_output=True, text=True, timeout=30
+            [sys.executable, "-c", _CALL_WITHOUT_POOL, kind, pool], capture_output=True, text=True, timeout=30
         )
         outcomes[kind] = done.stdout.split()
     assert outcomes["grpcio"] == ["DEADLINE_EXCEEDED", "DEADLINE_EXCEEDED", "False"]
@@ -429,6 +438,56 @@ def test_del_stops_the_server_and_unblocks_wait_for_termination():
             s.close()
 
     assert for_both(check) == (False, False)
+
+
+def test_servers_have_grpcios_public_names():
+    # What the user holds shows grpcio's names and no others (it used to
+    # show the server's internals: front, methods, lookup...).
+    def public(obj):
+        return {name for name in dir(obj) if not name.startswith("_")}
+
+    pool = futures.ThreadPoolExecutor(1)
+    try:
+        assert public(pygrpc_native.server(pool)) == public(grpc.server(pool))
+    finally:
+        pool.shutdown(wait=False)
+
+    async def aio_names():
+        return public(pygrpc_native.aio.server()), public(grpc.aio.server())
+
+    ours, ref = asyncio.run(aio_names())
+    assert ours == ref
+
+
+def test_a_started_server_dropped_without_stop_stops():
+    # The last reference to a started server goes: grpcio's is collected
+    # and stops (its port refuses calls). Ours used to be kept alive by its
+    # own threads and served on for good.
+    def check(kind):
+        pool = futures.ThreadPoolExecutor(2)
+
+        def start():
+            server = factory(kind)(pool)
+            setup_handlers({"Echo": unary(lambda req, ctx: req)})(server, None)
+            port = server.add_insecure_port("127.0.0.1:0")
+            server.start()
+            with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+                served = call_unary(channel, method("Echo"), b"x").code
+            return weakref.ref(server), port, served
+
+        try:
+            ref, port, served = start()
+            gc.collect()
+            wait_until(lambda: ref() is None)
+            with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+                # The stop runs on a thread of its own: the port closes soon after.
+                wait_until(lambda: call_unary(channel, method("Echo"), b"x", timeout=1).code != SC.OK)
+                after = call_unary(channel, method("Echo"), b"x", timeout=1).code
+            return served, ref() is None, after
+        finally:
+            pool.shutdown(wait=False)
+
+    assert for_both(check) == (SC.OK, True, SC.UNAVAILABLE)
 
 
 # A server kept in a module's globals until the interpreter exits, in each

@@ -147,6 +147,6 @@ def test_request_streams_are_served_natively():
     """No call is relayed: the front counts a bidi call as its own."""
     with running("native", _setup) as run:
         list(run.channel.stream_stream(method("Bidi"))(iter([b"x"]), timeout=5))
-        metrics = run.server.front.metrics()
+        metrics = run.server._server.front.metrics()
         assert metrics["calls_proxied"] == 0
         assert metrics["calls_completed"] == 1

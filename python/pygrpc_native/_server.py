@@ -62,6 +62,7 @@ from ._calls import CallRunner, Method
 from ._core import ServerArguments, ServerCore, Stage, grace_of, sync_rpc_limit
 from ._calls import intercept
 from ._events import EVENT_CALL, EVENT_LOOKUP
+from ._handle import ServerHandle
 from ._wakeup import Wakeup
 
 _LOGGER = logging.getLogger("pygrpc_native")
@@ -99,7 +100,7 @@ class _DrainTask:
 _PendingCall = Tuple[Method, int, Optional[bytes]]
 
 
-class _Server(ServerCore, grpc.Server):
+class _Server(ServerCore):
     def __init__(self, arguments: ServerArguments) -> None:
         super().__init__(arguments)
         self._call_runner = CallRunner(self, CallbackRunner(self.front, self._submit))
@@ -179,13 +180,14 @@ class _Server(ServerCore, grpc.Server):
             for event in self._shutdown_events:
                 event.set()
 
-    def __del__(self) -> None:
-        """A server that is deallocated (or whose ``__del__`` is called, as
-        grpcio's tests do) stops, as grpcio's does: new calls are refused
-        and wait_for_termination() returns once it has stopped. The stop
-        runs on a thread of its own: nothing waits here, and no lock is
-        taken by a collection that may run while this thread holds it."""
-        if not hasattr(self, "_termination") or self._termination.is_set() or sys.is_finalizing():
+    def collected(self) -> None:
+        """The user's handle was deallocated (or its ``__del__`` called, as
+        grpcio's tests do): the server stops, as grpcio's does: new calls
+        are refused and wait_for_termination() returns once it has stopped.
+        The stop runs on a thread of its own: nothing waits here, and no
+        lock is taken by a collection that may run while this thread holds
+        it."""
+        if self._termination.is_set() or sys.is_finalizing():
             # At interpreter exit (a server kept in a module's globals) the
             # process takes the server with it; and no thread can start then:
             # before 3.12 Thread.start() waits for it forever.
@@ -423,4 +425,4 @@ def server(
             "xds=True is not supported: pygrpc_native has no xDS client; serve xDS with grpc.server(xds=True)"
         )
     limit = sync_rpc_limit(maximum_concurrent_rpcs)
-    return _Server(ServerArguments(thread_pool, handlers, interceptors, options, limit, compression))
+    return ServerHandle(_Server(ServerArguments(thread_pool, handlers, interceptors, options, limit, compression)))

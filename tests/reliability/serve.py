@@ -174,7 +174,7 @@ def run_sync(kind: str, workers: int, stop: threading.Event) -> None:
         import pygrpc_native
 
         server = pygrpc_native.server(futures.ThreadPoolExecutor(workers), maximum_concurrent_rpcs=max_rpcs())
-        FRONT = server.front
+        FRONT = server._server.front  # the handle's server (pygrpc_native._handle)
     server.add_generic_rpc_handlers((sync_handler(),))
     port = add_port(server, kind)
     server.start()
@@ -230,7 +230,7 @@ async def run_aio(kind: str, stop: threading.Event) -> None:
         import pygrpc_native.aio
 
         server = pygrpc_native.aio.server(maximum_concurrent_rpcs=max_rpcs())
-        FRONT = server.front
+        FRONT = server._server.front  # the handle's server (pygrpc_native._handle)
     server.add_generic_rpc_handlers(
         (
             grpc.method_handlers_generic_handler(

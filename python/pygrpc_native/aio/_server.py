@@ -45,6 +45,7 @@ from .._calls import _HandlerCallDetails, Method, RequestIterator, behavior_of
 from .._core import Lookup, ServerArguments, ServerCore, Stage, aio_rpc_limit, grace_of
 from .._events import EVENT_CALL, EVENT_CANCEL, EVENT_LOOKUP
 from .._grpc_logs import AIO_LOG
+from .._handle import AioServerHandle
 from ._context import ServicerContext, SyncHandlerContext, failure_code, send_blocking, serialize
 from ._waits import FINISHED, LoopWaits, check_open
 
@@ -78,7 +79,7 @@ def _kind_of(behavior: Any) -> _BehaviorKind:
     return _BehaviorKind.SYNC
 
 
-class _AioServer(ServerCore, grpc.aio.Server):
+class _AioServer(ServerCore):
     registered_fixed = False  # as grpc.aio (see ServerCore)
 
     def __init__(self, arguments: ServerArguments) -> None:
@@ -128,13 +129,13 @@ class _AioServer(ServerCore, grpc.aio.Server):
         # stopped.
         await self._terminated.wait()
 
-    def __del__(self) -> None:
-        """A started server that is deallocated (or whose ``__del__`` is
-        called) stops on its loop, as grpc.aio's does: new calls are refused
-        and wait_for_termination() returns once it has stopped. Nothing
-        waits here."""
-        loop = getattr(self, "_loop", None)
-        if loop is None or loop.is_closed() or getattr(self, "stage", None) is not Stage.STARTED:
+    def collected(self) -> None:
+        """The user's handle of a started server was deallocated (or its
+        ``__del__`` called): the server stops on its loop, as grpc.aio's
+        does: new calls are refused and wait_for_termination() returns once
+        it has stopped. Nothing waits here."""
+        loop = self._loop
+        if loop is None or loop.is_closed() or self.stage is not Stage.STARTED:
             return
         try:
             asyncio.run_coroutine_threadsafe(self.stop(None), loop)
@@ -424,4 +425,4 @@ def server(
         raise ValueError("Interceptor must be ServerInterceptor,the following are invalid: {invalid_interceptors}")
     # grpc.aio's checks (grpc.server() takes a limit below 1: it refuses every call).
     limit = aio_rpc_limit(maximum_concurrent_rpcs)
-    return _AioServer(ServerArguments(migration_thread_pool, handlers, interceptors, options, limit, compression))
+    return AioServerHandle(_AioServer(ServerArguments(migration_thread_pool, handlers, interceptors, options, limit, compression)))
