@@ -130,19 +130,18 @@ class ServerArguments:
         check_option_values(self.options)
 
 
-# The largest option value grpc-core takes (a C long).
-_MAX_OPTION_INT = 2**63 - 1
-
-
 def check_option_values(options: Optional[Sequence[Any]]) -> None:
     """Refuses options as grpcio's servers do when they are created, with
     its exceptions: an entry that isn't a (name, value) pair, a value that
-    is neither a number, str nor bytes, an int beyond a C long."""
+    is neither a number, str nor bytes, an int that isn't a C int (grpcio
+    reads it as a C long, then narrows it: each step has its words)."""
     for option in options or ():
         _name, value = option  # ValueError / TypeError as grpcio's unpacking
         if isinstance(value, int):
-            if abs(value) > _MAX_OPTION_INT:
+            if not -(2**63) <= value < 2**63:
                 raise OverflowError("Python int too large to convert to C long")
+            if not -(2**31) <= value < 2**31:
+                raise OverflowError("value too large to convert to int")
         elif not isinstance(value, (float, str, bytes)):
             raise TypeError(f"Expected int, bytes, or behavior, got {type(value)}")
 
