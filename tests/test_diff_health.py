@@ -5,6 +5,9 @@ Go) on ours, called by grpcio's health stub; each scenario
 (tests/diff/flavours.py). What only one kind shows is in
 test_server_diff_health.py and test_aio_diff_health.py."""
 
+import threading
+import time
+
 import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -49,6 +52,28 @@ def test_enter_graceful_shutdown(flavour):
 def test_watch_deadline(flavour):
     seen = flavour.same(h.health_setup(h.BEFORE_START), h.as_scenario(h.watch_deadline))
     assert seen == [h.SERVING, SC.DEADLINE_EXCEEDED]
+
+
+@each_flavour
+def test_watch_open_when_the_grace_passes(flavour):
+    # A stop's grace passes with a Watch open: grpcio ends it then, as every
+    # call left, UNAVAILABLE "Cancelling all calls". Ours ended it when the
+    # transport closed its connection, 250 ms later, with a GOAWAY's words.
+    grace = 0.3
+
+    def scenario(run):
+        watch = h.Watch(run.channel, "a")
+        first = watch.next()
+        begun = time.monotonic()
+        if flavour.aio:
+            threading.Thread(target=run.on_loop, args=(run.server.stop(grace),), daemon=True).start()
+        else:
+            run.server.stop(grace)
+        ended = watch.next()
+        return first, ended, time.monotonic() - begun < grace + 0.2
+
+    seen = flavour.same(h.health_setup(h.BEFORE_START), scenario)
+    assert seen == (h.SERVING, (SC.UNAVAILABLE, "Cancelling all calls"), True)
 
 
 @each_flavour

@@ -239,6 +239,7 @@ func (f *Front) BeginStop(grace time.Duration) {
 			// connections drain; what isn't written within stopFlush is
 			// cut off by the transport's stop.
 			f.calls.cancelAll()
+			f.health.cancelWatches()
 			t := time.NewTimer(stopFlush)
 			select {
 			case <-drained:

@@ -45,12 +45,20 @@ type healthTable struct {
 	statuses map[string]healthpb.HealthCheckResponse_ServingStatus
 	shutdown bool
 	watchers map[string]map[*healthWatcher]struct{}
+
+	// cancelled is closed (once, by cancelWatches) when a stop's grace
+	// has passed: the Watch streams still open end then, as the calls
+	// Python serves do (Calls.cancelAll), rather than when the transport
+	// closes their connections.
+	cancelled  chan struct{}
+	cancelOnce sync.Once
 }
 
 func newHealthTable() *healthTable {
 	return &healthTable{
-		statuses: map[string]healthpb.HealthCheckResponse_ServingStatus{"": healthpb.HealthCheckResponse_SERVING},
-		watchers: make(map[string]map[*healthWatcher]struct{}),
+		statuses:  map[string]healthpb.HealthCheckResponse_ServingStatus{"": healthpb.HealthCheckResponse_SERVING},
+		watchers:  make(map[string]map[*healthWatcher]struct{}),
+		cancelled: make(chan struct{}),
 	}
 }
 
@@ -205,6 +213,15 @@ func (hs *Health) EnterShutdown() error {
 	return nil
 }
 
+// cancelWatches ends the Watch streams open now and from now on with
+// UNAVAILABLE "Cancelling all calls", as grpcio's server ends every call
+// left when a stop's grace has passed.
+func (hs *Health) cancelWatches() {
+	if t := hs.table.Load(); t != nil {
+		t.cancelOnce.Do(func() { close(t.cancelled) })
+	}
+}
+
 // answers returns the table that answers a call to path natively, nil for
 // a path the service doesn't answer (or while it is off).
 func (hs *Health) answers(path string) *healthTable {
@@ -249,6 +266,8 @@ func (h *healthTable) serve(st ServerStream, path string) error {
 		st.Flush()
 		select {
 		case <-w.wake:
+		case <-h.cancelled:
+			return status.Error(codes.Unavailable, detailsCancellingAll)
 		case <-ctx.Done():
 			if deadlinePassed(ctx, ctx.Err()) {
 				return deadlineStatus.Err()

@@ -207,3 +207,27 @@ func TestHealthChangesOnlyWatcherKeepsTheLatest(t *testing.T) {
 		t.Fatalf("got %v, want the latest only", got)
 	}
 }
+
+// A Watch stream open when a stop's grace passes ends at once with the
+// status every call left gets, as on grpcio's server; it used to wait for
+// the transport to close its connection (stopFlush later, with a GOAWAY's
+// words).
+func TestHealthWatchEndsWhenTheGracePasses(t *testing.T) {
+	f, hc := startHealthFront(t, "")
+	stream, err := hc.Watch(context.Background(), &healthpb.HealthCheckRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stream.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	const grace = 200 * time.Millisecond
+	begun := time.Now()
+	f.BeginStop(grace)
+	_, err = stream.Recv()
+	took := time.Since(begun)
+	wantStatus(t, err, codes.Unavailable, detailsCancellingAll)
+	if took < grace || took > grace+stopFlush/2 {
+		t.Fatalf("the Watch ended %v after the stop began, want about its grace %v", took, grace)
+	}
+}
