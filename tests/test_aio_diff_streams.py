@@ -239,6 +239,39 @@ def test_a_reader_left_running_learns_the_call_is_over(flavour, how):
 
 
 @each_loop
+def test_read_in_a_unary_call_once_it_is_answered(flavour):
+    """read() in a unary call gives EOF (its request was the handler's
+    argument); from a task left running once the call is answered, grpc.aio's
+    UsageError (ours gave EOF)."""
+
+    async def handler(request, ctx, state):
+        during = await ctx.read()
+
+        async def later():
+            await asyncio.sleep(0.1)
+            try:
+                state.record("after", repr(await ctx.read()))
+            except Exception as exc:  # noqa: BLE001
+                state.record("after", describe(exc))
+
+        state.record("task", asyncio.ensure_future(later()))
+        return b"EOF" if during is grpc.aio.EOF else b"message"
+
+    def setup(server, state):
+        async def unary(request, ctx):
+            return await handler(request, ctx, state)
+
+        setup_handlers({"M": grpc.unary_unary_rpc_method_handler(unary)})(server, state)
+
+    def scenario(run):
+        answer = run.channel.unary_unary(method("M"))(b"x", timeout=5)
+        return answer, run.state.wait_for("after")
+
+    ref = same(setup, scenario, loop=flavour.name)
+    assert ref == (b"EOF", "grpc._cython.cygrpc.UsageError: RPC already finished.")
+
+
+@each_loop
 @pytest.mark.parametrize("how", ["read", "iterate"])
 def test_reads_after_an_abort_the_handler_caught(flavour, how):
     """A handler that swallows abort()'s AbortError and reads on gets that

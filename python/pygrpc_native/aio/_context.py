@@ -258,6 +258,7 @@ class ServicerContext(AioCode, CallInfo, grpc.aio.ServicerContext):
         answers EOF for the next."""
         requests = self._call.requests
         if requests is None:
+            check_open(self._call, FINISHED)
             return grpc.aio.EOF
         return await requests.read()
 
