@@ -70,6 +70,68 @@ def test_send_initial_metadata_twice_raises(flavour):
 
 
 @each_flavour
+def test_send_initial_metadata_again_after_it_raised(flavour):
+    """Initial metadata refused for its types raises and leaves nothing
+    sent: the handler may send again, as on grpcio (ours counted it as
+    sent: the second raised, the client got none)."""
+
+    async def handler(req, ctx, state):
+        try:
+            await ctx.send_initial_metadata((("a", 1),))
+        except TypeError:
+            state.record("first", "TypeError")
+        await ctx.send_initial_metadata((("good", "1"),))
+        return b""
+
+    def scenario(run):
+        return call_unary(run.channel, method("M")).initial_metadata, run.state.wait_for("first")
+
+    assert flavour.same(flavour.recording("M", handler), scenario) == ((("good", "1"),), "TypeError")
+
+
+@each_flavour
+def test_send_initial_metadata_none(flavour):
+    """None as initial metadata: grpc.server() sends none; grpc.aio raises
+    TypeError (ours sent none there too)."""
+
+    async def handler(req, ctx, state):
+        try:
+            await ctx.send_initial_metadata(None)
+            state.record("none", "sent")
+        except TypeError:
+            state.record("none", "TypeError")
+        return b""
+
+    def scenario(run):
+        return call_unary(run.channel, method("M")).code, run.state.wait_for("none")
+
+    assert flavour.same(flavour.recording("M", handler), scenario) == (SC.OK, flavour.pick(sync="sent", aio="TypeError"))
+
+
+def test_send_initial_metadata_again_after_its_content_ended_the_call():
+    """Metadata gRPC can't carry ends the call INTERNAL "Invalid metadata";
+    grpc.server()'s next send_initial_metadata() then raises ValueError
+    (ours returned)."""
+
+    async def handler(req, ctx, state):
+        await ctx.send_initial_metadata((("Upper", "v"),))
+        try:
+            await ctx.send_initial_metadata((("good", "1"),))
+            state.record("second", "returned")
+        except ValueError as exc:
+            state.record("second", str(exc))
+        return b""
+
+    def scenario(run):
+        return call_unary(run.channel, method("M")).brief(), run.state.wait_for("second")
+
+    assert SYNC.same(SYNC.recording("M", handler), scenario) == (
+        (SC.INTERNAL, "Invalid metadata"),
+        "Initial metadata no longer allowed!",
+    )
+
+
+@each_flavour
 def test_send_initial_metadata_after_first_message(flavour):
     async def handler(req, ctx, state):
         yield b"first"

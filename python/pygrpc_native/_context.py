@@ -163,8 +163,11 @@ class SyncContextBase(CallInfo, grpc.ServicerContext):
             raise ValueError("Initial metadata no longer allowed!")
         initial_metadata = initial_metadata or ()
         check_binary_values(initial_metadata)
-        call.initial_metadata_sent = True
+        # Sent once Go took it: metadata refused for its shape or types
+        # (TypeError) leaves nothing sent, and the handler may send again,
+        # as on grpcio.
         self._send_initial_metadata(initial_metadata)
+        call.initial_metadata_sent = True
 
     def _send_initial_metadata(self, initial_metadata: Any) -> None:
         """Hands the metadata to Go. Where Go refuses its content (a key
@@ -176,8 +179,11 @@ class SyncContextBase(CallInfo, grpc.ServicerContext):
 
     def _initial_metadata_after_the_answer(self) -> None:
         """send_initial_metadata() once the server has answered the call
-        (from a thread the handler left running): grpcio's sync server
-        ignores it."""
+        (from a thread the handler left running, or after metadata Go
+        refused ended the call): grpcio's sync server ignores it, but
+        refuses it at once where initial metadata went out already."""
+        if self._call.initial_metadata_sent:
+            raise ValueError("Initial metadata no longer allowed!")
 
     def trailing_metadata(self) -> Any:
         return self._call.trailing_metadata

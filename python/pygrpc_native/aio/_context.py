@@ -267,10 +267,16 @@ class ServicerContext(AioCode, CallInfo, grpc.aio.ServicerContext):
         call = self._call
         if call.initial_metadata_sent:
             raise grpc.aio.UsageError("Send initial metadata failed: already sent")
-        metadata = tuple(initial_metadata or ())
+        metadata = tuple(initial_metadata)  # None: grpc.aio's TypeError
         check_binary_values(metadata)
-        call.initial_metadata_sent = True
-        await self._post(call.front.send_initial_metadata, metadata)
+        call.initial_metadata_sent = True  # before the await: a write meanwhile comes after it
+        try:
+            await self._post(call.front.send_initial_metadata, metadata)
+        except TypeError:
+            # Refused for its shape or types: nothing was sent, and the
+            # handler may send again, as on grpc.aio.
+            call.initial_metadata_sent = False
+            raise
 
     async def abort(self, code: grpc.StatusCode, details: str = "", trailing_metadata: Any = ()) -> NoReturn:
         call = self._call
