@@ -27,3 +27,19 @@ func TestInvocationMetadataInGRPCIOsOrder(t *testing.T) {
 		t.Fatalf("plain keys moved: %q", got)
 	}
 }
+
+// TestPythonBytesRepr: the path in grpcio's status for a unary call with no
+// request is written as Python's repr() of bytes writes it.
+func TestPythonBytesRepr(t *testing.T) {
+	for in, want := range map[string]string{
+		"/s/m":         `b'/s/m'`,
+		"/s/it's":      `b"/s/it's"`,
+		`/s/'"`:        `b'/s/\'"'`,
+		"/s/\\\t\n":    `b'/s/\\\t\n'`,
+		"/s/\x00é\x7f": `b'/s/\x00\xc3\xa9\x7f'`,
+	} {
+		if got := pythonBytesRepr(in); got != want {
+			t.Errorf("pythonBytesRepr(%q) = %s, want %s", in, got, want)
+		}
+	}
+}

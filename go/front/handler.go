@@ -253,12 +253,43 @@ func (h *handler) takeRoutedSlot(c *call) error {
 // (err from RecvMsg).
 func requestMissing(st ServerStream, err error) error {
 	if errors.Is(err, io.EOF) {
-		// The client half-closed without a request; grpcio's answer.
-		return status.Errorf(codes.Unimplemented, "%q requires exactly one request message.", st.Method())
+		// The client half-closed without a request; grpcio's answer, which
+		// names the path as Python writes bytes.
+		return status.Error(codes.Unimplemented, `"`+pythonBytesRepr(st.Method())+`" requires exactly one request message.`)
 	}
 	// Otherwise the transport's status (e.g. RESOURCE_EXHAUSTED for a
 	// request over the size limit).
 	return err
+}
+
+// pythonBytesRepr is repr(s.encode()) in Python: b'...' (b"..." where s
+// has a ' and no "), with \\, the quote, \t, \n, \r and \xhh for other
+// bytes outside printable ASCII.
+func pythonBytesRepr(s string) string {
+	quote := byte('\'')
+	if strings.IndexByte(s, '\'') >= 0 && strings.IndexByte(s, '"') < 0 {
+		quote = '"'
+	}
+	const hex = "0123456789abcdef"
+	b := make([]byte, 0, len(s)+3)
+	b = append(b, 'b', quote)
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == quote || c == '\\':
+			b = append(b, '\\', c)
+		case c == '\t':
+			b = append(b, '\\', 't')
+		case c == '\n':
+			b = append(b, '\\', 'n')
+		case c == '\r':
+			b = append(b, '\\', 'r')
+		case c < 0x20 || c >= 0x7f:
+			b = append(b, '\\', 'x', hex[c>>4], hex[c&0xf])
+		default:
+			b = append(b, c)
+		}
+	}
+	return string(append(b, quote))
 }
 
 // refuse ends a call that never reaches Python.
