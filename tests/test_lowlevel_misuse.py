@@ -1,6 +1,10 @@
 """Misuse of NativeGrpcFront raises the documented exceptions, never hangs
 or crashes: bad call ids, wrong argument types, bad methods and options."""
 
+import gc
+import os
+import socket
+
 import grpc
 import pytest
 
@@ -349,3 +353,36 @@ def test_finish_code_out_of_range_raises_value_error(live_call, code):
     with pytest.raises((ValueError, OverflowError)):
         front.finish(call_id, code, "bad code")
     assert front.is_active(call_id) is True
+
+
+# ---------------------------------------------------------------- event_fd
+
+
+def test_a_closed_event_fd_is_named_and_harms_nothing_else():
+    # event_fd() is the front's own; closed by mistake, recv_batch names it
+    # (it used to poll a dead number, and Go read whatever file took the
+    # number next). A file that then takes the number is the user's: the
+    # front neither reads it nor closes it when collected.
+    with started_front() as front, grpc.insecure_channel(f"127.0.0.1:{front.port}") as ch:
+        fd = front.event_fd()
+        os.close(fd)
+        with pytest.raises(RuntimeError, match=f"event descriptor {fd} was closed"):
+            front.recv_batch(8, 0.5)
+        a, b = socket.socketpair()
+        try:
+            fut = say(ch).future(b"x", timeout=WAIT)
+            event = next_event(front)  # a blocking socket holds the old number, perhaps: no hang
+            front.respond(event[1], b"ok")
+            assert fut.result(timeout=WAIT) == b"ok"
+        except BaseException:
+            a.close()
+            b.close()
+            raise
+    del front
+    gc.collect()
+    try:
+        for sock in (a, b):
+            os.fstat(sock.fileno())  # still open: not closed as the front's
+    finally:
+        a.close()
+        b.close()

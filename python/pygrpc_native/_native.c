@@ -18,10 +18,13 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <time.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -54,6 +57,8 @@ typedef struct {
     int64_t handle; /* 0 until __init__ succeeds */
     int blocking;   /* sends wait for room in a full call buffer (default) */
     int event_fd;   /* the front's event descriptor once asked for, else -1 */
+    dev_t event_dev; /* and what it was then (fstat), so that the object */
+    ino_t event_ino; /* closes it only if the user hasn't replaced it */
     /* Held sends (_hold_writes): the ops that end a call (respond, finish)
      * made on hold_thread (an event loop's; 0: none) leave their frames in Go
      * (PGN_SEND_HELD); the first such op after a flush calls
@@ -515,6 +520,15 @@ static int Front_init(PyObject *self, PyObject *args, PyObject *kwds) {
 static void Front_dealloc(PyObject *self) {
     FrontObject *f = (FrontObject *)self;
     Py_CLEAR(f->call_soon);
+    struct stat st;
+    if (f->handle != 0 && f->event_fd >= 0 && fstat(f->event_fd, &st) == 0 && st.st_dev == f->event_dev &&
+        st.st_ino == f->event_ino) {
+        /* Ours still (without a handle, __init__ never ran or failed, and
+         * event_fd isn't one of ours; closed by the user, the number may
+         * be another file's now). */
+        close(f->event_fd);
+    }
+    f->event_fd = -1;
     int64_t h = f->handle;
     f->handle = 0;
     if (h > 0 && !forked_child) {
@@ -912,8 +926,12 @@ static PyObject *batch_result(int rc, int64_t h, pgn_recv_args *a, BatchArrays *
     return NULL;
 }
 
-/* front_event_fd is the front's event descriptor (pgn_event_fd), asked of
- * Go once and kept: -1 with an exception set if Go can't make one. */
+/* front_event_fd is the front's event descriptor: a duplicate of Go's
+ * (pgn_event_fd), made once, kept and closed with the object. Python and
+ * recv_main see only the duplicate, so that a user who closes it (the docs
+ * say not to) closes nothing of Go's: Go goes on reading its own descriptor,
+ * never a file that later took the number. -1 with an exception set if
+ * there is none. */
 static int front_event_fd(PyObject *self, int64_t h) {
     FrontObject *f = (FrontObject *)self;
     if (f->event_fd < 0) {
@@ -922,7 +940,18 @@ static int front_event_fd(PyObject *self, int64_t h) {
         if (failed(pgn_event_fd(h, &fd, &err), &err) < 0) {
             return -1;
         }
-        f->event_fd = fd;
+        int dup = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+        struct stat st;
+        if (dup < 0 || fstat(dup, &st) < 0) {
+            PyErr_SetFromErrno(PyExc_OSError);
+            if (dup >= 0) {
+                close(dup);
+            }
+            return -1;
+        }
+        f->event_fd = dup;
+        f->event_dev = st.st_dev;
+        f->event_ino = st.st_ino;
     }
     return f->event_fd;
 }
@@ -963,6 +992,12 @@ static PyObject *recv_main(PyObject *self, int64_t h, pgn_recv_args *a, BatchArr
         Py_BEGIN_ALLOW_THREADS
         poll(&pfd, 1, ms);
         Py_END_ALLOW_THREADS
+        if (pfd.revents & POLLNVAL) {
+            return PyErr_Format(PyExc_RuntimeError,
+                                "the front's event descriptor %d was closed; it is the front's own "
+                                "(event_fd()): stop watching it instead of closing it",
+                                fd);
+        }
         if (PyErr_CheckSignals() < 0) {
             return NULL;
         }
