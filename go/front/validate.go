@@ -2,7 +2,6 @@ package front
 
 import (
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -13,27 +12,29 @@ import (
 // checkMetadataSize refuses request metadata over limit, counted as HTTP/2
 // does (name + value + 32 per field), with grpcio's RESOURCE_EXHAUSTED
 // wording: one value longer than grpcio's string limit (the larger of
-// limit and 16 KiB) is named as such; otherwise the total is given with
-// the size of each field. grpcio also counts pseudo-headers that grpc-go
-// doesn't show, so its totals are larger (README: known differences).
+// limit and 16 KiB) is named as such; otherwise the fields are counted in
+// the order they came until one crosses the limit, and that total is given
+// with the size of each field counted, as grpc-core's parser stops there
+// (which also bounds the details, however many fields a client sends).
+// grpcio also counts pseudo-headers that the front doesn't show, so its
+// totals are larger (README: known differences).
 func checkMetadataSize(md Metadata, limit uint32) error {
+	hardValue := max(int(limit), 16<<10)
 	total := 0
-	for _, kv := range md {
-		if len(kv[1]) > max(int(limit), 16<<10) {
+	for i, kv := range md {
+		if len(kv[1]) > hardValue {
 			return status.Errorf(codes.ResourceExhausted, "received metadata size exceeds hard limit (value length %d vs. %d)", len(kv[1]), limit)
 		}
 		total += len(kv[0]) + len(kv[1]) + 32
+		if uint32(total) > limit {
+			var fields strings.Builder
+			for _, f := range md[:i+1] {
+				fmt.Fprintf(&fields, " %s:%dB", f[0], len(f[0])+len(f[1])+32)
+			}
+			return status.Errorf(codes.ResourceExhausted, "received metadata size exceeds hard limit (%d vs. %d); %s", total, limit, fields.String())
+		}
 	}
-	if uint32(total) <= limit {
-		return nil
-	}
-	sorted := slices.Clone(md) // by key; a key's values in their order
-	slices.SortStableFunc(sorted, func(a, b [2]string) int { return strings.Compare(a[0], b[0]) })
-	var fields strings.Builder
-	for _, kv := range sorted {
-		fmt.Fprintf(&fields, " %s:%dB", kv[0], len(kv[0])+len(kv[1])+32)
-	}
-	return status.Errorf(codes.ResourceExhausted, "received metadata size exceeds hard limit (%d vs. %d); %s", total, limit, fields.String())
+	return nil
 }
 
 // receivedTooLarge is the status of a request message over the receive
