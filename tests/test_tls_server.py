@@ -21,7 +21,7 @@ from concurrent import futures
 import grpc
 import pytest
 from cryptography import x509
-from cryptography.x509.oid import NameOID, ObjectIdentifier
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID, ObjectIdentifier
 
 import pygrpc_native
 from diff.harness import KINDS, WAIT, State, factory
@@ -201,6 +201,19 @@ def test_mutual_tls_identity(pki):
     assert got["peer_identities"] == sans
 
 
+def test_mutual_tls_client_chain(pki):
+    # A client certificate signed by an intermediate, sent with it: grpcio
+    # adds what followed the certificate as x509_pem_cert_chain, before
+    # security_level (ours had no such key).
+    intermediate = issue(pki.ca, name("pygrpc-native test intermediate"), is_ca=True)
+    client = issue(intermediate, name("chained-client"), client=True)
+    ref, ours = (observe(kind, pki, client, roots=pki.ca.cert, require=True) for kind in KINDS)
+    assert list(ours["auth_context"].items()) == list(ref["auth_context"].items())
+    assert ref["auth_context"]["x509_pem_cert_chain"] == [intermediate.cert]
+    keys = list(ref["auth_context"])
+    assert keys.index("x509_pem_cert_chain") == keys.index("security_level") - 1
+
+
 def test_mutual_tls_common_name_identity(pki):
     got = same(pki, pki.client_cn_only, roots=pki.ca.cert, require=True)
     assert got["peer_identity_key"] == "x509_common_name"
@@ -296,13 +309,25 @@ def test_mutual_tls_identity_formats(pki, case):
 
 @pytest.mark.parametrize(
     "case",
-    ["no client certificate", "another CA", "server-only extended key usage"],
+    [
+        "no client certificate",
+        "another CA",
+        "server-only extended key usage",
+        "any extended key usage",
+        "any and server extended key usage",
+    ],
 )
 def test_mutual_tls_refuses(pki, case):
+    # The extended key usage must name client authentication on grpcio's
+    # server (BoringSSL); Go's lets anyExtendedKeyUsage stand for it, and
+    # ours served those two.
+    any_usage = [ExtendedKeyUsageOID.ANY_EXTENDED_KEY_USAGE]
     client = {
         "no client certificate": None,
         "another CA": pki.other_client,
         "server-only extended key usage": issue(pki.ca, name("server-eku"), server=True),
+        "any extended key usage": issue(pki.ca, name("any-eku"), other_usages=any_usage),
+        "any and server extended key usage": issue(pki.ca, name("any-eku"), server=True, other_usages=any_usage),
     }[case]
     got = same(pki, client, roots=pki.ca.cert, require=True)
     assert got == {"code": grpc.StatusCode.UNAVAILABLE}

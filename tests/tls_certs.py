@@ -109,11 +109,12 @@ def issue(
     client: bool = False,
     key_kind: str = "ec",
     is_ca: bool = False,
+    other_usages: Sequence[x509.ObjectIdentifier] = (),
 ) -> Issued:
     ca_key = serialization.load_pem_private_key(ca.key, None)
     ca_cert = x509.load_pem_x509_certificate(ca.cert)
     key = _key(key_kind)
-    usages: List[x509.ObjectIdentifier] = []
+    usages: List[x509.ObjectIdentifier] = list(other_usages)
     if server:
         usages.append(ExtendedKeyUsageOID.SERVER_AUTH)
     if client:

@@ -63,6 +63,9 @@ func authContext(s *front.ConnSecurity) (props []authProperty, identityKey strin
 		if uris != 1 {
 			spiffeID = ""
 		}
+		if c.ChainPEM != nil {
+			a.addBytes("x509_pem_cert_chain", c.ChainPEM)
+		}
 	}
 	a.add("security_level", "TSI_PRIVACY_AND_INTEGRITY")
 	if ss := s.Session; ss != nil {
@@ -93,16 +96,17 @@ func (a *authProperties) addSession(ss *front.TLSSession) {
 	}
 }
 
-// groupName is a key exchange group as BoringSSL's SSL_get_group_name
-// writes it.
+// groupName is a key exchange group as grpc-core names it: the NIST
+// curves by their OpenSSL short names, the others as BoringSSL's
+// SSL_get_group_name writes them.
 func groupName(g tls.CurveID) string {
 	switch g {
 	case tls.CurveP256:
-		return "P-256"
+		return "prime256v1"
 	case tls.CurveP384:
-		return "P-384"
+		return "secp384r1"
 	case tls.CurveP521:
-		return "P-521"
+		return "secp521r1"
 	case tls.X25519:
 		return "X25519"
 	case tls.X25519MLKEM768:

@@ -98,7 +98,7 @@ func TestAuthContextSSLKeysAsGrpcCore(t *testing.T) {
 		{&front.TLSSession{Version: tls.VersionTLS13, Group: tls.X25519MLKEM768, ServerName: "localhost"},
 			"ssl_session_reused=false\nssl_requested_server_name=localhost\nssl_tls_version=TLSv1.3\nssl_negotiated_key_exchange_group=X25519MLKEM768"},
 		{&front.TLSSession{Resumed: true, Version: tls.VersionTLS12, Group: tls.CurveP256},
-			"ssl_session_reused=true\nssl_tls_version=TLSv1.2\nssl_negotiated_key_exchange_group=P-256"},
+			"ssl_session_reused=true\nssl_tls_version=TLSv1.2\nssl_negotiated_key_exchange_group=prime256v1"},
 		{&front.TLSSession{Version: tls.VersionTLS13, Group: tls.X25519}, "ssl_session_reused=false\nssl_tls_version=TLSv1.3\nssl_negotiated_key_exchange_group=X25519"},
 	} {
 		props, _ := authContext(&front.ConnSecurity{TLS: true, Session: tc.session})

@@ -42,6 +42,10 @@ type ClientCert struct {
 	CommonName string
 	// PEM is the certificate, PEM-encoded.
 	PEM []byte
+	// ChainPEM is the rest of what the client sent after its certificate
+	// (intermediates, a root if it sent one), PEM-encoded one after the
+	// other; nil when it sent its certificate alone.
+	ChainPEM []byte
 	// AltNames are the subject alternative names in certificate order.
 	AltNames []AltName
 }
@@ -89,10 +93,15 @@ func tlsSecurity(state *tls.ConnectionState) *ConnSecurity {
 		return &ConnSecurity{TLS: true, Session: session}
 	}
 	leaf := state.PeerCertificates[0]
+	var chain []byte
+	for _, c := range state.PeerCertificates[1:] {
+		chain = append(chain, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Raw})...)
+	}
 	return &ConnSecurity{TLS: true, Session: session, Cert: &ClientCert{
 		Subject:    formatSubject(leaf.RawSubject),
 		CommonName: firstCommonName(leaf.RawSubject),
 		PEM:        pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: leaf.Raw}),
+		ChainPEM:   chain,
 		AltNames:   subjectAltNames(leaf),
 	}}
 }

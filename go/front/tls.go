@@ -5,6 +5,8 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
+	"slices"
 	"strings"
 )
 
@@ -89,14 +91,27 @@ func ParseTLS(doc []byte) (*PortSecurity, error) {
 	return &PortSecurity{tls: src.listenerConfig(), source: src}, nil
 }
 
+// tls12CipherSuites are the TLS 1.2 suites a server offers: grpc-core's
+// default list (ECDHE with AES-GCM), so that a client or a scanner meets
+// the same suites as on grpcio's server, where Go's defaults would add
+// CBC with SHA-1 and ChaCha20. (TLS 1.3's suites aren't configurable, and
+// all of them are AEAD.)
+var tls12CipherSuites = []uint16{
+	tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
+	tls.TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
+	tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
+	tls.TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
+}
+
 // newServerTLS is the configuration of one set of key material.
 func newServerTLS(m tlsMaterial, requireClientAuth bool) (*tls.Config, error) {
 	if len(m.Pairs) == 0 {
 		return nil, configErrorf("at least one (private_key, certificate_chain) pair is required")
 	}
 	cfg := &tls.Config{
-		MinVersion: tls.VersionTLS12,
-		NextProtos: []string{"h2"},
+		MinVersion:   tls.VersionTLS12,
+		CipherSuites: tls12CipherSuites,
+		NextProtos:   []string{"h2"},
 	}
 	for i, p := range m.Pairs {
 		pair, err := keyPair(p[0], p[1])
@@ -120,8 +135,28 @@ func newServerTLS(m tlsMaterial, requireClientAuth bool) (*tls.Config, error) {
 			return nil, configErrorf("require_client_auth needs root_certificates to verify client certificates with")
 		}
 		cfg.ClientAuth = tls.RequireAndVerifyClientCert
+		cfg.VerifyConnection = clientAuthUsage
 	}
 	return cfg, nil
+}
+
+// clientAuthUsage refuses a client certificate whose extended key usages
+// don't name TLS client authentication, as BoringSSL refuses it for
+// grpcio: Go lets anyExtendedKeyUsage stand for every usage (it already
+// refuses usages that name neither). A certificate without the extension
+// may be used for anything, on both.
+func clientAuthUsage(cs tls.ConnectionState) error {
+	if len(cs.PeerCertificates) == 0 {
+		return nil
+	}
+	leaf := cs.PeerCertificates[0]
+	if len(leaf.ExtKeyUsage) == 0 && len(leaf.UnknownExtKeyUsage) == 0 {
+		return nil
+	}
+	if slices.Contains(leaf.ExtKeyUsage, x509.ExtKeyUsageClientAuth) {
+		return nil
+	}
+	return errors.New("the client certificate's extended key usage does not include TLS client authentication")
 }
 
 // keyPair checks and pairs one private key with its certificate chain.

@@ -483,3 +483,30 @@ func TestFormatIPAsInetNtop(t *testing.T) {
 		t.Errorf("a 3-byte address: %v, want a SAN of no named kind", got)
 	}
 }
+
+// TestTLS12SuitesAreGRPCCores: a TLS 1.2 client offering only suites
+// outside grpc-core's default list (CBC with SHA-1, ChaCha20) is refused,
+// as grpcio's server refuses it; one offering an AES-GCM suite is served.
+func TestTLS12SuitesAreGRPCCores(t *testing.T) {
+	p := newTestPKI(t)
+	f := startTLSFront(t, p, nil, false)
+	addr := fmt.Sprintf("127.0.0.1:%d", f.Port())
+	for suite, served := range map[uint16]bool{
+		tls.TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA:          false,
+		tls.TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA:            false,
+		tls.TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256: false,
+		tls.TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256:   false,
+		tls.TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384:       true, // the test PKI's keys are ECDSA
+		tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256:       true,
+	} {
+		cfg := clientTLS(p, nil)
+		cfg.MinVersion, cfg.MaxVersion, cfg.CipherSuites, cfg.NextProtos = tls.VersionTLS12, tls.VersionTLS12, []uint16{suite, tls.TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA256}, []string{"h2"}
+		c, err := tls.Dial("tcp", addr, cfg)
+		if err == nil {
+			c.Close()
+		}
+		if (err == nil) != served {
+			t.Errorf("%s: handshake error %v, want served=%v", tls.CipherSuiteName(suite), err, served)
+		}
+	}
+}

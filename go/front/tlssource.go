@@ -64,8 +64,9 @@ func (s *tlsSource) install(cfg *tls.Config) {
 // keys are used (sessionTickets).
 func (s *tlsSource) listenerConfig() *tls.Config {
 	return &tls.Config{
-		MinVersion: tls.VersionTLS12,
-		NextProtos: []string{"h2"},
+		MinVersion:   tls.VersionTLS12,
+		CipherSuites: tls12CipherSuites,
+		NextProtos:   []string{"h2"},
 		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
 			return s.forHandshake(), nil
 		},
