@@ -180,6 +180,26 @@ def test_several_pairs_chosen_by_server_name(pki):
     assert got["native"]["localhost"] == got["native"][None] == "CN=localhost"
 
 
+def test_several_pairs_and_a_certificate_named_by_its_common_name_only(pki):
+    # A certificate without SANs is chosen by its common name, as grpcio
+    # chooses it (Go's choice matches SANs only: ours presented the first
+    # pair, and the client's name check failed).
+    legacy = issue(pki.ca, name("cnonly.example"), server=True)
+    creds = grpc.ssl_server_credentials([(pki.server.key, pki.server.chain), (legacy.key, legacy.chain)])
+    got = {}
+    for kind in ("grpcio", "native"):
+        with serving(kind, "sync", [("127.0.0.1:0", creds)]) as served:
+            port = served.ports[0]
+            got[kind] = {sni: presented(port, sni) for sni in ("cnonly.example", "CNONLY.example", "localhost")}
+            got[kind]["call"] = call(
+                f"127.0.0.1:{port}",
+                grpc.ssl_channel_credentials(pki.ca.cert),
+                [("grpc.ssl_target_name_override", "cnonly.example")],
+            )
+    assert got["native"] == got["grpcio"]
+    assert got["native"]["cnonly.example"] == "CN=cnonly.example"
+
+
 def test_several_ports_each_with_its_own_credentials(pki):
     other = make_pki()
     got = {}

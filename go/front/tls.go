@@ -123,6 +123,9 @@ func newServerTLS(m tlsMaterial, requireClientAuth bool) (*tls.Config, error) {
 		}
 		cfg.Certificates = append(cfg.Certificates, pair)
 	}
+	if len(cfg.Certificates) > 1 {
+		cfg.GetCertificate = chooseByNameOrCommonName(cfg.Certificates)
+	}
 	if m.Roots != nil {
 		pool, err := rootPool(*m.Roots)
 		if err != nil {
@@ -138,6 +141,33 @@ func newServerTLS(m tlsMaterial, requireClientAuth bool) (*tls.Config, error) {
 		cfg.VerifyConnection = clientAuthUsage
 	}
 	return cfg, nil
+}
+
+// chooseByNameOrCommonName picks the pair a client gets, as Go's
+// crypto/tls does (the first whose certificate is valid for the name the
+// client asked for and whose key the client supports), then, as grpcio
+// also does, the first whose certificate has no DNS or IP SANs and names
+// that server in its common name; else the first pair.
+func chooseByNameOrCommonName(pairs []tls.Certificate) func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+	return func(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
+		for i := range pairs {
+			if hello.SupportsCertificate(&pairs[i]) == nil {
+				return &pairs[i], nil
+			}
+		}
+		if name := strings.TrimSuffix(hello.ServerName, "."); name != "" {
+			anyName := *hello
+			anyName.ServerName = "" // the key type alone
+			for i := range pairs {
+				leaf := pairs[i].Leaf
+				if leaf != nil && len(leaf.DNSNames) == 0 && len(leaf.IPAddresses) == 0 &&
+					strings.EqualFold(leaf.Subject.CommonName, name) && anyName.SupportsCertificate(&pairs[i]) == nil {
+					return &pairs[i], nil
+				}
+			}
+		}
+		return &pairs[0], nil
+	}
 }
 
 // clientAuthUsage refuses a client certificate whose extended key usages
