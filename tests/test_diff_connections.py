@@ -14,8 +14,9 @@ import time
 import grpc
 import pytest
 
+from diff import TRANSPORT
 from diff.flavours import each_flavour, sleep
-from diff.harness import method
+from diff.harness import KINDS, method, serving
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -76,6 +77,47 @@ def test_max_connection_age_grace_ends_longer_calls(flavour):
 
 
 @each_flavour
+def test_max_connection_age_grace_ends_the_calls_left_as_grpcio(flavour):
+    """At the grace's end, the calls left end with UNAVAILABLE "max
+    connection age", after what they sent: a client reading a stream late
+    keeps its messages. Ours closed the connection under them: the client
+    lost what it hadn't read (a transport error). grpc-go's transport still
+    does (README: known differences)."""
+    from diff.flavours import wait_event
+
+    release = threading.Event()
+
+    async def stream_then_hold(req, ctx):
+        for i in range(5):
+            yield b"%d" % i
+        await wait_event(release, 10)
+
+    def scenario(run):
+        release.clear()  # set by the other server's run
+        streaming = run.channel.unary_stream(method("Stream"))(b"", timeout=15)
+        time.sleep(2.5)  # the messages arrived; the age (0.3 s) and its grace (0.3 s) passed
+        got = []
+        try:
+            for message in streaming:
+                got.append(message)
+            end = "ok"
+        except grpc.RpcError as err:
+            end = (err.code(), err.details())
+        finally:
+            release.set()
+        return got, end
+
+    options = [("grpc.max_connection_age_ms", 300), ("grpc.max_connection_age_grace_ms", 300)]
+    setup = flavour.handlers({"Stream": flavour.stream(stream_then_hold)})
+    ref, ours = flavour.both(setup, scenario, options=options)
+    assert ref == ([b"0", b"1", b"2", b"3", b"4"], (SC.UNAVAILABLE, "max connection age"))
+    if TRANSPORT == "h2":
+        assert ours == ref
+    else:
+        assert ours[0] == [] and ours[1][0] == SC.UNAVAILABLE
+
+
+@each_flavour
 def test_max_connection_idle(flavour):
     def scenario(run):
         first = _peer(run.channel)
@@ -85,6 +127,24 @@ def test_max_connection_idle(flavour):
         return again == first, later != first
 
     assert flavour.same(_setup(flavour), scenario, options=[("grpc.max_connection_idle_ms", 300)]) == (True, True)
+
+
+def test_known_difference_zero_lifetimes_mean_no_limit():
+    """grpc.max_connection_idle_ms of 0: grpcio 1.85 closes each connection
+    at once (every call fails); ours takes it as no limit, as for
+    max_connection_age_ms (README: known differences)."""
+    from diff.flavours import SYNC
+
+    outcomes = {}
+    for kind in KINDS:
+        with serving(kind, _setup(SYNC), options=[("grpc.max_connection_idle_ms", 0)]) as served:
+            with grpc.insecure_channel(f"127.0.0.1:{served.ports[0]}") as channel:
+                try:
+                    outcomes[kind] = _peer(channel) and "ok"
+                except grpc.RpcError as err:
+                    outcomes[kind] = err.code()
+    # grpcio's call fails as the connection closes, or waits out its deadline for one.
+    assert outcomes["grpcio"] in (SC.UNAVAILABLE, SC.DEADLINE_EXCEEDED) and outcomes["native"] == "ok"
 
 
 @each_flavour

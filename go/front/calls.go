@@ -266,10 +266,18 @@ func (cs *Calls) Cancel(id uint64) Result {
 // learns of the end as of a cancel. A call whose queue is full (a client
 // that stopped reading), or that Python has not been handed yet, is left to
 // the transport's stop.
-func (cs *Calls) cancelAll() {
+func (cs *Calls) cancelAll() { cs.abortLive(nil, detailsCancellingAll) }
+
+// cancelConn ends the live calls of one connection (conn) with UNAVAILABLE
+// and details, as cancelAll ends every call: how grpcio's server ends the
+// calls left when max_connection_age's grace has passed.
+func (cs *Calls) cancelConn(conn *connState, details string) { cs.abortLive(conn, details) }
+
+// abortLive is cancelAll (conn nil) and cancelConn.
+func (cs *Calls) abortLive(conn *connState, details string) {
 	for _, c := range cs.table.live() {
-		if c.handedOver.Load() {
-			c.ops.put(op{kind: opAbort, code: codes.Unavailable, details: detailsCancellingAll}, false, writeBy{}, &c.ended)
+		if c.handedOver.Load() && (conn == nil || c.conn == conn) {
+			c.ops.put(op{kind: opAbort, code: codes.Unavailable, details: details}, false, writeBy{}, &c.ended)
 		}
 	}
 }

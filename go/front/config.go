@@ -320,7 +320,9 @@ func (l *Limits) apply(name string, n int64, softMeta, hardMeta *int64) error {
 }
 
 // lifetime maps a grpcio connection lifetime in milliseconds to grpc-go's:
-// grpcio takes zero or less (and INT_MAX) as no limit.
+// INT_MAX is no limit, as in grpcio, and so is zero or less here, where
+// grpcio 1.85 takes it as a lifetime of nothing (README: known
+// differences).
 func lifetime(ms int64) time.Duration {
 	if ms <= 0 || ms >= math.MaxInt32 {
 		return infinity

@@ -915,6 +915,7 @@ func (c *h2Conn) timers() {
 			}
 			if !graceAt.IsZero() {
 				if !now.Before(graceAt) {
+					c.endCallsLeft()
 					c.close(errors.New("max connection age grace passed"))
 					return
 				}
@@ -934,6 +935,30 @@ func (c *h2Conn) timers() {
 				}
 			}
 		}
+	}
+}
+
+// endCallsLeft ends the calls still open when max_connection_age's grace
+// has passed as grpcio's server ends them: UNAVAILABLE "max connection
+// age", after the messages sent before, so that a client keeps what it
+// received (closed under them, a grpcio client drops its unread messages
+// with the transport error). It waits, up to stopFlush, for the streams
+// to end before the connection closes; calls not handed to Python yet
+// are left to the close.
+func (c *h2Conn) endCallsLeft() {
+	if c.cs == nil {
+		return // not a connection of our listeners: its calls aren't told apart
+	}
+	c.srv.h.calls.cancelConn(c.cs, detailsMaxConnectionAge)
+	deadline := time.Now().Add(stopFlush)
+	for time.Now().Before(deadline) {
+		c.mu.Lock()
+		open := len(c.streams) - len(c.peerRST)
+		c.mu.Unlock()
+		if open <= 0 {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 

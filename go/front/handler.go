@@ -20,6 +20,7 @@ const (
 	detailsUnauthenticated  = "Missing or invalid bearer token"
 	detailsServerStopping   = "Server is shutting down"
 	detailsCancellingAll    = "Cancelling all calls"
+	detailsMaxConnectionAge = "max connection age"
 	detailsSecondMessage    = "A unary call answers with exactly one message"
 )
 
