@@ -58,6 +58,12 @@ type requestStream struct {
 	inbox      []mem.BufferSlice
 	inboxBytes int
 	eof        bool
+	// refused: the transport refused a message (size limit, bad
+	// compression) that came after the inbox's: the call ends with its
+	// status once the handler has read those, as grpcio's ends it only
+	// when its handler asks for the refused message (ended at once, the
+	// messages read ahead were lost).
+	refused error
 	// reading: a pull credit is out (the transport is reading the next
 	// message for the inbox).
 	reading bool
@@ -120,10 +126,18 @@ func (r *requestStream) Message(b mem.BufferSlice) {
 // End is the transport reporting the end of the request stream.
 func (r *requestStream) End(err error) {
 	if err != nil {
-		if st, ok := status.FromError(err); ok && r.c.ctx.Err() == nil {
+		if _, ok := status.FromError(err); ok && r.c.ctx.Err() == nil {
 			// A message the transport refused (size limit, bad
-			// compression): the call ends with its status.
-			r.c.ops.put(op{kind: opAbort, code: st.Code(), details: st.Message()}, true, writeBy{}, &r.c.ended)
+			// compression): the call ends with its status, once a pulling
+			// handler has read what came before it.
+			r.mu.Lock()
+			if r.mode == deliveryPull && !r.closed && len(r.inbox) > 0 {
+				r.refused, r.eof, r.reading = err, true, false
+				r.mu.Unlock()
+				return
+			}
+			r.mu.Unlock()
+			r.abort(err)
 		}
 		return // otherwise the call ended on the wire, and its owner saw it
 	}
@@ -142,6 +156,12 @@ func (r *requestStream) End(err error) {
 	c := r.c
 	r.events.push(Event{Kind: EventHalfClose, CallID: c.id, MethodID: c.methodID, ClientKey: c.clientKey, call: c})
 	r.mu.Unlock()
+}
+
+// abort ends the call with err's status (a refused message's).
+func (r *requestStream) abort(err error) {
+	st, _ := status.FromError(err)
+	r.c.ops.put(op{kind: opAbort, code: st.Code(), details: st.Message()}, true, writeBy{}, &r.c.ended)
 }
 
 // close drops what was not taken; called when the call ends.
@@ -223,10 +243,14 @@ func (cs *Calls) Read(id uint64, wake func()) (msg mem.BufferSlice, eof bool, r 
 		return nil, false, ResultOK, errNotRequestStream(id)
 	}
 	previous := func() {}
+	var refused error
 	rs.mu.Lock()
 	defer func() {
 		rs.mu.Unlock()
 		previous()
+		if refused != nil {
+			rs.abort(refused)
+		}
 	}()
 	if !rs.setMode(deliveryPull) {
 		return nil, false, ResultOK, errMixedDelivery(id, deliveryEvents)
@@ -241,6 +265,9 @@ func (cs *Calls) Read(id uint64, wake func()) (msg mem.BufferSlice, eof bool, r 
 		rs.inboxBytes -= msg.Len()
 		rs.readAhead()
 		return msg, false, ResultOK, nil
+	case rs.refused != nil:
+		refused, rs.refused = rs.refused, nil
+		return nil, false, ResultEnded, nil
 	case rs.eof:
 		return nil, true, ResultOK, nil
 	}
