@@ -45,6 +45,17 @@ def _slow(channel, seconds, out):
         out.append(err.code())
 
 
+def _read_to_the_end(call):
+    """(the messages a response stream gave, "ok" or its (code, details))."""
+    got = []
+    try:
+        for message in call:
+            got.append(message)
+        return got, "ok"
+    except grpc.RpcError as err:
+        return got, (err.code(), err.details())
+
+
 def _age_scenario(call_seconds):
     """A call that outlives the connection's age; then new calls."""
 
@@ -96,16 +107,10 @@ def test_max_connection_age_grace_ends_the_calls_left_as_grpcio(flavour):
         release.clear()  # set by the other server's run
         streaming = run.channel.unary_stream(method("Stream"))(b"", timeout=15)
         time.sleep(2.5)  # the messages arrived; the age (0.3 s) and its grace (0.3 s) passed
-        got = []
         try:
-            for message in streaming:
-                got.append(message)
-            end = "ok"
-        except grpc.RpcError as err:
-            end = (err.code(), err.details())
+            return _read_to_the_end(streaming)
         finally:
             release.set()
-        return got, end
 
     options = [("grpc.max_connection_age_ms", 300), ("grpc.max_connection_age_grace_ms", 300)]
     setup = flavour.handlers({"Stream": flavour.stream(stream_then_hold)})
@@ -197,14 +202,7 @@ def test_stop_ends_the_calls_left_as_grpcio(flavour, grace):
             unary_end = "ok"
         except grpc.RpcError as err:
             unary_end = (err.code(), err.details())
-        got = []
-        try:
-            for message in streaming:
-                got.append(message)
-            stream_end = "ok"
-        except grpc.RpcError as err:
-            stream_end = (err.code(), err.details())
-        return unary_end, got, stream_end
+        return (unary_end, *_read_to_the_end(streaming))
 
     cancelled = (SC.UNAVAILABLE, "Cancelling all calls")
     assert flavour.same(setup, scenario) == (cancelled, [b"one", b"two"], cancelled)
