@@ -12,6 +12,7 @@ import pytest
 from diff import TRANSPORT
 from diff.compression import BODY, calls, on_wire
 from diff.harness import both, method, same, setup_handlers, unary
+from h2_raw import RawH2, grpc_message, request_headers
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -65,3 +66,23 @@ def test_disable_next_message_compression_in_a_bidi_handler():
     setup = setup_handlers({"Chat": grpc.stream_stream_rpc_method_handler(chat)})
     scenario = on_wire(lambda channel: list(channel.stream_stream(method("Chat"))(iter([BODY, BODY]), timeout=5)))
     assert same(setup, scenario, compression=grpc.Compression.Gzip) == ([BODY, BODY], [[1, 0]])
+
+
+@pytest.mark.parametrize("name", ["zstd", "snappy", "GZIP"])
+def test_request_encoding_grpc_core_does_not_know(name):
+    """A request compressed with an encoding grpc-core doesn't know (a
+    grpc-go or grpc-java client set up with zstd or snappy): grpcio answers
+    INTERNAL "Error parsing 'grpc-encoding' metadata" (ours answered
+    grpc-go's UNIMPLEMENTED, which its transport still answers)."""
+
+    def scenario(run):
+        with RawH2(run.port) as conn:
+            conn.headers(1, request_headers(method("Echo"), extra=[("grpc-encoding", name)]))
+            conn.data(1, grpc_message(b"x", compressed=True))
+            frames = conn.collect(lambda fs: bool(fs) and fs[-1].stream_id == 1 and (fs[-1].end_stream or fs[-1].kind == "rst"))
+        end = frames[-1]
+        return end.headers.get("grpc-status"), end.headers.get("grpc-message")
+
+    ref, ours = both(setup_handlers({"Echo": unary(lambda req, ctx: req)}), scenario)
+    assert ref == (str(SC.INTERNAL.value[0]), "Error parsing 'grpc-encoding' metadata")
+    assert ours == ref if TRANSPORT == "h2" else ours[0] == str(SC.UNIMPLEMENTED.value[0])

@@ -124,7 +124,10 @@ func parseRequest(r *h2Request, fields []hpack.HeaderField) *h2Reject {
 		return &h2Reject{httpStatus: http.StatusBadRequest, st: headerErr}
 	}
 	if e := r.encoding; e != "" && e != identity && encoding.GetCompressor(e) == nil {
-		return &h2Reject{httpStatus: http.StatusOK, st: status.Newf(codes.Unimplemented, "grpc: Decompressor is not installed for grpc-encoding %q", e)}
+		// grpc-core knows identity, deflate and gzip; any other name
+		// doesn't parse, and grpcio answers that (the spec would have
+		// UNIMPLEMENTED, which grpc-go's transport answers).
+		return &h2Reject{httpStatus: http.StatusOK, st: status.New(codes.Internal, "Error parsing 'grpc-encoding' metadata")}
 	}
 	if authorities == 0 {
 		if hosts == 0 {
