@@ -430,6 +430,31 @@ def test_done_callback_reads_the_context_after_the_end(end):
     assert same(setup, scenario) == (SC.OK if end == "answer" else SC.NOT_FOUND, ("ipv4", ["x-who"], True))
 
 
+def test_handler_reads_the_context_after_its_abort():
+    """A coroutine that reads its context in a finally block after abort()
+    (a log line, say) gets the call's metadata and time left, as on
+    grpc.aio, first asked then; ours answered () and 0 once Go had ended
+    the call."""
+
+    def setup(server, state):
+        async def handler(req, ctx):
+            try:
+                await ctx.abort(SC.NOT_FOUND, "nf")
+            finally:
+                await asyncio.sleep(0.05)
+                state.record(
+                    "read", ([k for k, _ in ctx.invocation_metadata() if k == "x-who"], 4 < ctx.time_remaining() < 6)
+                )
+
+        setup_handlers({"M": unary(handler)})(server, state)
+
+    def scenario(run):
+        outcome = outcome_of(run.channel.unary_unary(method("M")).future(b"", timeout=5, metadata=(("x-who", "me"),)))
+        return outcome.code, run.state.wait_for("read")
+
+    assert same(setup, scenario) == (SC.NOT_FOUND, (["x-who"], True))
+
+
 def test_known_difference_sync_handler_abort_returns():
     """README, known differences: the spec says abort() in a non-coroutine
     handler returns instead of raising, and ours does; grpc.aio 1.85's sync

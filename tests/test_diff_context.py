@@ -181,3 +181,48 @@ def test_initial_metadata_sent_after_the_answer(flavour):
 
     late = flavour.pick(sync="no error", aio="grpc._cython.cygrpc.UsageError: RPC already finished.")
     assert flavour.same(setup, scenario) == (grpc.StatusCode.OK, (), late)
+
+
+# -- after the call ended -----------------------------------------------------------
+
+
+@each_flavour
+@pytest.mark.parametrize("end", ["cancel", "deadline"])
+def test_context_of_a_call_that_ended_unanswered(flavour, end):
+    """A handler still running after its client cancelled, or its deadline
+    passed, reads the call's metadata, peer and time left from its context
+    as grpcio's does, first asked then (grpcio gives no peer once the
+    deadline ended the call). Ours answered no metadata, no peer and 0
+    once the front had let go of the call. A plain function, so that the
+    aio servers run it in their thread pool rather than cancel it."""
+
+    def setup(server, state):
+        def handler(req, ctx):
+            state.event("started").set()
+            state.event("ended").wait(5)
+            time.sleep(0.1)  # the servers learn it too
+            md = [tuple(m) for m in ctx.invocation_metadata() if m[0] == "x-who"]
+            # grpc.aio 1.85 crashes the process here (a segfault in peer()).
+            peer = None if flavour.aio else ctx.peer()
+            left = ctx.time_remaining()
+            state.record("seen", (md, peer and peer_shape(peer), type(left).__name__, left and round(left)))
+            return b""
+
+        flavour.handlers({"M": flavour.unary(handler)})(server, state)
+
+    def scenario(run):
+        timeout = 0.3 if end == "deadline" else 20
+        future = run.channel.unary_unary(method("M")).future(b"", timeout=timeout, metadata=[("x-who", "me")])
+        assert run.state.event("started").wait(5)
+        if end == "cancel":
+            future.cancel()
+        else:
+            time.sleep(0.4)
+        run.state.event("ended").set()
+        return run.state.wait_for("seen")
+
+    ref = flavour.same(setup, scenario)
+    if end == "cancel":
+        assert ref == ([("x-who", "me")], flavour.pick(sync="ipv4:127.0.0.1:<port>", aio=None), "float", 20)
+    else:
+        assert ref == ([("x-who", "me")], flavour.pick(sync="", aio=None), "int", 0)

@@ -322,9 +322,10 @@ def test_messages_before_one_over_the_limit_reach_the_handler(flavour):
     """The messages a client sent before one over the receive limit reach a
     handler that reads them, as on grpcio (the call ends when the handler
     asks for the refused one). Ours ended the call at once: what Go had
-    read ahead was lost, the handler read 0-2 messages by timing.
-    aio.server() and grpc-go's transport still do (README: known
-    differences): there only the status is the same."""
+    read ahead was lost, the handler read 0-2 messages by timing (on
+    aio.server() until the front held refusals for it: the task was
+    cancelled before it read). grpc-go's transport still does (README:
+    known differences): there only the status is the same."""
 
     async def body(requests, ctx, state):
         await sleep(0.1)  # the client's messages all arrive first
@@ -343,10 +344,47 @@ def test_messages_before_one_over_the_limit_reach_the_handler(flavour):
     setup = streams.serving(flavour, "stream_stream", {"M": body})
     ref, ours = flavour.both(setup, scenario, options=[("grpc.max_receive_message_length", 1000)])
     assert ref == [((b"echo10", b"echo1000"), SC.RESOURCE_EXHAUSTED, [10, 1000])] * 3
-    if TRANSPORT == "h2" and not flavour.aio:
+    if TRANSPORT == "h2":
         assert ours == ref
     else:
         assert [code for _, code, _ in ours] == [SC.RESOURCE_EXHAUSTED] * 3
+
+
+@each_flavour
+def test_a_handler_that_never_reads_the_refused_message_answers(flavour):
+    """A handler that stops reading before a message over the receive limit
+    answers as it likes, as on grpcio, whose server refuses a message only
+    when its handler reads it. Ours ended such a call with
+    RESOURCE_EXHAUSTED as soon as the message arrived (aio.server(), and
+    server() when the handler had read everything Go read ahead)."""
+
+    async def body(requests, ctx, state):
+        await sleep(0.1)  # the client's messages all arrive first
+        n = 0
+        async for r in requests:
+            state.append("read", len(r))
+            yield b"echo%d" % len(r)
+            n += 1
+            if n == 2:
+                break
+        await sleep(0.1)
+        yield b"done"
+
+    def scenario(run):
+        rounds = []
+        for _ in range(2):
+            run.state.records.pop("read", None)
+            out = streams.call(run.channel, "stream_stream", method("M"), [b"a" * 10, b"b" * 1000, b"c" * 1001, b"d" * 10])
+            rounds.append((out.responses, out.code, run.state.records.get("read", [])))
+        return rounds
+
+    setup = streams.serving(flavour, "stream_stream", {"M": body})
+    ref, ours = flavour.both(setup, scenario, options=[("grpc.max_receive_message_length", 1000)])
+    assert ref == [((b"echo10", b"echo1000", b"done"), SC.OK, [10, 1000])] * 2
+    if TRANSPORT == "h2":
+        assert ours == ref
+    else:  # grpc-go's transport ends the call when it meets the message
+        assert [code for _, code, _ in ours] == [SC.RESOURCE_EXHAUSTED] * 2
 
 
 # -- compression -----------------------------------------------------------------------------

@@ -378,6 +378,29 @@ def test_invocation_metadata_and_call_details():
     assert 20 < seen["remaining"] <= 30.5
 
 
+def test_call_details_after_the_call_ended():
+    """An answered call's details are gone (LookupError); one that ended
+    before it was answered (here the client cancelled) keeps them for a
+    handler still running, as grpcio's contexts still answer then."""
+    with started_front() as front, grpc.insecure_channel(f"127.0.0.1:{front.port}") as ch:
+        answered = say(ch).future(b"", timeout=20)
+        _, answered_id, _, _, _ = next_event(front)
+        front.respond(answered_id, b"ok")
+        assert answered.result(timeout=WAIT) == b"ok"
+        with pytest.raises(LookupError, match="has ended"):
+            front.call_details(answered_id)
+        cancelled = say(ch).future(b"", timeout=20, metadata=(("x-who", "me"),))
+        _, call_id, _, _, _ = next_event(front)
+        cancelled.cancel()
+        wait_until(lambda: not front.is_active(call_id), what="call to end")
+        details = front.call_details(call_id)
+        assert metadata_values(details["invocation_metadata"], "x-who") == ["me"]
+        assert details["peer"].startswith("ipv4:127.0.0.1:")
+        assert 15 < details["time_remaining"] <= 20.5
+        assert front.time_remaining(call_id) == 0.0  # the call itself is over
+        assert front.respond(call_id, b"late") is False
+
+
 def test_no_deadline_means_time_remaining_none():
     seen = {}
 

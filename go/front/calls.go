@@ -35,7 +35,10 @@ type Calls struct {
 	// held lists the connections holding an event loop's frames
 	// (SendHeld) until FlushHeld.
 	held heldWrites
-	m    *metrics
+	// endedDetails: the details of the last calls that ended before
+	// Python answered them.
+	endedDetails endedDetails
+	m            *metrics
 }
 
 // SetLoopSenders says whether Python's sends come from an event loop. A
@@ -123,6 +126,9 @@ func (cs *Calls) end(c *call, o outcome) (watched, seen bool) {
 	seen = true
 	if o != outcomeCompleted || c.requests != nil {
 		seen = cs.events.main.endUnseen(c)
+	}
+	if seen && o != outcomeCompleted {
+		cs.endedDetails.keep(c, o)
 	}
 	watched, slotFree := cs.table.remove(c, cs.holdSlots && seen)
 	if c.requests != nil {

@@ -46,7 +46,15 @@ type Config struct {
 	// until Python reports its handler done (Calls.HandlerDone), as grpcio
 	// counts calls, instead of only until the call ends on the wire.
 	HoldSlots bool
-	Limits    Limits
+	// HoldRefusals: a request message the transport refuses (over the
+	// size limit, undecodable) on a stream Python takes as events ends
+	// the call only when Python asks for a message past it; it reaches
+	// Python as the stream's end (EventHalfClose) meanwhile, after the
+	// messages before it. grpcio's servers end such a call only when
+	// their handler reads the refused message, and a handler that
+	// answers before that answers as usual.
+	HoldRefusals bool
+	Limits       Limits
 	// TLS secures the port with these credentials (ParseTLS); nil:
 	// plaintext.
 	TLS *PortSecurity
@@ -147,6 +155,7 @@ type configJSON struct {
 	Fallback          string            `json:"fallback"`
 	MaxConcurrentRPCs int               `json:"maximum_concurrent_rpcs"`
 	HoldSlots         bool              `json:"hold_slots"`
+	HoldRefusals      bool              `json:"hold_refusals"`
 	TLS               json.RawMessage   `json:"tls"`
 }
 
@@ -155,7 +164,8 @@ type configJSON struct {
 //	{"address": "[::]:0", "methods": [["/pkg.Svc/M", false], ...],
 //	 "options": [["grpc.max_receive_message_length", 1024], ...],
 //	 "bearer_tokens": {"token": "client key"}, "ordered": false,
-//	 "maximum_concurrent_rpcs": 0, "hold_slots": false, "tls": null}
+//	 "maximum_concurrent_rpcs": 0, "hold_slots": false,
+//	 "hold_refusals": false, "tls": null}
 //
 // A method is [path, server_streaming] or [path, server_streaming,
 // client_streaming].
@@ -182,6 +192,7 @@ func ParseConfig(doc []byte) (*Config, error) {
 		Fallback:          raw.Fallback,
 		MaxConcurrentRPCs: raw.MaxConcurrentRPCs,
 		HoldSlots:         raw.HoldSlots,
+		HoldRefusals:      raw.HoldRefusals,
 		Limits:            defaultLimits(),
 	}
 	if len(raw.TLS) > 0 {

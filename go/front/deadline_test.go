@@ -2,12 +2,14 @@ package front
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"strconv"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 )
 
@@ -77,5 +79,46 @@ func TestNoAnswerAfterIsActiveSaysEnded(t *testing.T) {
 	}
 	if status.Code(err) != codes.DeadlineExceeded {
 		t.Fatalf("a call answered after IsActive said it ended: %v, want DEADLINE_EXCEEDED", err)
+	}
+}
+
+// A call that ended before Python answered it keeps its details for a
+// handler still running, as grpcio's context still answers: the metadata,
+// the peer (none once a deadline ended it, as grpcio's) and the time left.
+func TestDetailsOfACallThatEndedUnanswered(t *testing.T) {
+	for _, byDeadline := range []bool{false, true} {
+		t.Run(fmt.Sprintf("byDeadline=%v", byDeadline), func(t *testing.T) {
+			ended := make(chan uint64, 1)
+			f, cc := startFront(t, "", func(f *Front, e Event) {
+				if e.Kind == EventCancel {
+					ended <- e.CallID
+				}
+				e.Release()
+			})
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			if byDeadline {
+				ctx, cancel = context.WithTimeout(context.Background(), 200*time.Millisecond)
+			} else {
+				time.AfterFunc(100*time.Millisecond, cancel)
+			}
+			defer cancel()
+			_, _ = say(metadata.AppendToOutgoingContext(ctx, "x-who", "me"), cc, "hi")
+			var id uint64
+			select {
+			case id = <-ended:
+			case <-time.After(5 * time.Second):
+				t.Fatal("no EventCancel")
+			}
+			d, r := f.Calls().Details(id)
+			if r != ResultOK {
+				t.Fatalf("Details of an ended call: %v", r)
+			}
+			if fmt.Sprint(d.Metadata) != "[[user-agent "+d.Metadata[0][1]+"] [x-who me]]" || !d.HasDeadline {
+				t.Fatalf("details %+v", d)
+			}
+			if byDeadline != (d.Peer == "") || (byDeadline && d.TimeRemaining != 0) || (!byDeadline && d.TimeRemaining < time.Second) {
+				t.Fatalf("peer %q, time left %v", d.Peer, d.TimeRemaining)
+			}
+		})
 	}
 }

@@ -2,6 +2,7 @@ package front
 
 import (
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -19,12 +20,29 @@ type CallDetails struct {
 	Security *ConnSecurity
 }
 
-// Details describes a live call.
+// Details describes a live call, or one that ended before Python answered
+// it (while its handler may still run) if it is among the last ones kept
+// (endedDetails).
 func (cs *Calls) Details(id uint64) (CallDetails, Result) {
 	c, r := cs.table.lookup(id)
+	if r == ResultEnded {
+		if d, ok := cs.endedDetails.get(id); ok {
+			return d, ResultOK
+		}
+	}
 	if r != ResultOK {
 		return CallDetails{}, r
 	}
+	d, deadline := detailsOf(c)
+	if !deadline.IsZero() {
+		d.HasDeadline, d.TimeRemaining = true, max(time.Until(deadline), 0)
+	}
+	return d, ResultOK
+}
+
+// detailsOf is c's details but the time left, and its deadline (zero:
+// none). c is live, or ending on the goroutine that calls this.
+func detailsOf(c *call) (CallDetails, time.Time) {
 	d := CallDetails{Method: c.path, ClientKey: c.clientKey}
 	if c.conn != nil {
 		d.Peer = c.conn.peer
@@ -38,10 +56,62 @@ func (cs *Calls) Details(id uint64) (CallDetails, Result) {
 		}
 	}
 	d.Metadata = invocationMetadata(header)
-	if dl, ok := c.ctx.Deadline(); ok {
-		d.HasDeadline, d.TimeRemaining = true, max(time.Until(dl), 0)
+	deadline, _ := c.ctx.Deadline()
+	return d, deadline
+}
+
+// endedDetails keeps the details of the last calls that ended before
+// Python answered them (client cancel, deadline, reset, abort): their
+// handlers may still run, and grpcio's contexts still answer
+// invocation_metadata(), peer(), auth_context() and time_remaining() then.
+// Only such calls pay for it (a call Python answers is forgotten at once),
+// and a fixed ring bounds what is kept: a handler that asks after
+// endedKept more such calls have ended gets nothing (Python then reports
+// no metadata and no peer).
+type endedDetails struct {
+	mu   sync.Mutex
+	ring [endedKept]endedCall
+}
+
+const endedKept = 256
+
+type endedCall struct {
+	id       uint64
+	d        CallDetails
+	deadline time.Time
+}
+
+// keep records the details of c, which is ending with outcome o; on the
+// goroutine that ends it, before its stream is released. The header's
+// strings are copied: a transport may reuse their storage.
+func (e *endedDetails) keep(c *call, o outcome) {
+	d, deadline := detailsOf(c)
+	if o == outcomeDeadline {
+		d.Peer = "" // grpcio's context has no peer once the deadline ended the call
 	}
-	return d, ResultOK
+	d.Authority = strings.Clone(d.Authority)
+	for i, kv := range d.Metadata {
+		d.Metadata[i] = [2]string{strings.Clone(kv[0]), strings.Clone(kv[1])}
+	}
+	e.mu.Lock()
+	e.ring[c.id%endedKept] = endedCall{id: c.id, d: d, deadline: deadline}
+	e.mu.Unlock()
+}
+
+// get returns the kept details of call id, with the time its deadline has
+// left now.
+func (e *endedDetails) get(id uint64) (CallDetails, bool) {
+	e.mu.Lock()
+	k := e.ring[id%endedKept]
+	e.mu.Unlock()
+	if k.id != id {
+		return CallDetails{}, false
+	}
+	d := k.d
+	if !k.deadline.IsZero() {
+		d.HasDeadline, d.TimeRemaining = true, max(time.Until(k.deadline), 0)
+	}
+	return d, true
 }
 
 // perHopKey reports a metadata key that HTTP/2 or gRPC set for one hop

@@ -47,6 +47,8 @@ type requestStream struct {
 	c      *call
 	events *Events
 	st     ServerStream
+	// holdRefusal: Config.HoldRefusals, for a stream taken as events.
+	holdRefusal bool
 
 	mu   sync.Mutex
 	mode delivery
@@ -59,10 +61,11 @@ type requestStream struct {
 	inboxBytes int
 	eof        bool
 	// refused: the transport refused a message (size limit, bad
-	// compression) that came after the inbox's: the call ends with its
-	// status once the handler has read those, as grpcio's ends it only
-	// when its handler asks for the refused message (ended at once, the
-	// messages read ahead were lost).
+	// compression) that came after the inbox's (pulled), or after the
+	// events already pushed (holdRefusal): the call ends with its status
+	// once the handler has read those and asks for the next, as grpcio's
+	// ends it only when its handler asks for the refused message (ended
+	// at once, the messages read ahead were lost).
 	refused error
 	// reading: a pull credit is out (the transport is reading the next
 	// message for the inbox).
@@ -75,8 +78,8 @@ type requestStream struct {
 	wake func()
 }
 
-func newRequestStream(c *call, events *Events, st ServerStream) *requestStream {
-	return &requestStream{c: c, events: events, st: st}
+func newRequestStream(c *call, events *Events, st ServerStream, holdRefusal bool) *requestStream {
+	return &requestStream{c: c, events: events, st: st, holdRefusal: holdRefusal}
 }
 
 // readAhead gives the transport one more pull credit if the inbox has room
@@ -131,8 +134,18 @@ func (r *requestStream) End(err error) {
 			// compression): the call ends with its status, once a pulling
 			// handler has read what came before it.
 			r.mu.Lock()
-			if r.mode == deliveryPull && !r.closed && len(r.inbox) > 0 {
+			switch {
+			case r.closed:
+			case r.mode == deliveryPull && len(r.inbox) > 0:
 				r.refused, r.eof, r.reading = err, true, false
+				r.mu.Unlock()
+				return
+			case r.mode == deliveryEvents && r.holdRefusal:
+				// Python learns it as the stream's end, after the
+				// messages before it; RequestMessages past it ends the
+				// call.
+				r.refused = err
+				r.pushHalfClose()
 				r.mu.Unlock()
 				return
 			}
@@ -153,9 +166,14 @@ func (r *requestStream) End(err error) {
 		wake()
 		return
 	}
+	r.pushHalfClose()
+	r.mu.Unlock()
+}
+
+// pushHalfClose queues the stream's EventHalfClose. Called with mu held.
+func (r *requestStream) pushHalfClose() {
 	c := r.c
 	r.events.push(Event{Kind: EventHalfClose, CallID: c.id, MethodID: c.methodID, ClientKey: c.clientKey, call: c})
-	r.mu.Unlock()
 }
 
 // abort ends the call with err's status (a refused message's).
@@ -204,7 +222,9 @@ func errMixedDelivery(id uint64, m delivery) error {
 
 // RequestMessages lets Go read n more request messages of a
 // client-streaming call, each delivered as an EventMessage, and after the
-// last one an EventHalfClose (which takes a credit too).
+// last one an EventHalfClose (which takes a credit too). Past an
+// EventHalfClose that stood for a refused message (Config.HoldRefusals)
+// it ends the call with the refusal's status and reports ResultEnded.
 func (cs *Calls) RequestMessages(id uint64, n int) (Result, error) {
 	if n < 1 {
 		return ResultOK, configErrorf("request_messages needs a count of at least 1, got %d", n)
@@ -219,9 +239,15 @@ func (cs *Calls) RequestMessages(id uint64, n int) (Result, error) {
 	}
 	rs.mu.Lock()
 	ok := rs.setMode(deliveryEvents)
+	refused := rs.refused
+	rs.refused = nil
 	rs.mu.Unlock()
 	if !ok {
 		return ResultOK, errMixedDelivery(id, deliveryPull)
+	}
+	if refused != nil {
+		rs.abort(refused)
+		return ResultEnded, nil
 	}
 	rs.st.Credit(n)
 	return ResultOK, nil

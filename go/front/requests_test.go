@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -215,6 +216,71 @@ func TestOversizedRequestMessageEndsTheCall(t *testing.T) {
 	case <-cancels:
 	case <-time.After(5 * time.Second):
 		t.Fatal("Python was not told that the call ended")
+	}
+}
+
+// With hold_refusals, a refused message reaches Python as the stream's end
+// after the messages before it, and the call ends with its status only
+// when Python asks past it (a handler reading it, as on grpcio); a handler
+// that answers first answers as usual.
+func TestHeldRefusalEndsTheCallWhenAskedPastIt(t *testing.T) {
+	if os.Getenv(transportEnv) == TransportGRPCGo {
+		t.Skip("grpc-go's transport ends the call itself when it meets the message (README: known differences)")
+	}
+	for _, askPast := range []bool{true, false} {
+		t.Run(fmt.Sprintf("askPast=%v", askPast), func(t *testing.T) {
+			asked := make(chan Result, 1)
+			_, cc := streamingFront(t, `, "hold_refusals": true, "options": [["grpc.max_receive_message_length", 1024]]`, func(f *Front, e Event) {
+				switch e.Kind {
+				case EventCall:
+					r, err := f.Calls().RequestMessages(e.CallID, 8)
+					mustGrant(t, r, err)
+				case EventMessage:
+					f.Calls().Send(e.CallID, msg("echo "+string(e.Bytes())), SendWait)
+					e.Release()
+				case EventHalfClose:
+					if !askPast {
+						f.Calls().Finish(e.CallID, Ending{Code: codes.OK}, SendWait)
+						return
+					}
+					r, err := f.Calls().RequestMessages(e.CallID, 1)
+					if err != nil {
+						t.Error(err)
+					}
+					asked <- r
+				}
+			})
+			cs, err := cc.NewStream(context.Background(), chatDesc, chatPath)
+			if err != nil {
+				t.Fatal(err)
+			}
+			send(t, cs, "a")
+			send(t, cs, "b")
+			big := make([]byte, 2048)
+			_ = cs.SendMsg(&big)
+			var got []string
+			var end error
+			for {
+				var out []byte
+				if end = cs.RecvMsg(&out); end != nil {
+					break
+				}
+				got = append(got, string(out))
+			}
+			if fmt.Sprint(got) != "[echo a echo b]" {
+				t.Fatalf("replies %q", got)
+			}
+			if !askPast {
+				if end != io.EOF {
+					t.Fatalf("answered before reading the refused message: %v, want OK", end)
+				}
+				return
+			}
+			wantStatus(t, end, codes.ResourceExhausted, "")
+			if r := <-asked; r != ResultEnded {
+				t.Fatalf("RequestMessages past the refusal: %v, want ResultEnded", r)
+			}
+		})
 	}
 }
 

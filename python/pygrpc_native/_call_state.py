@@ -96,9 +96,11 @@ class CallState:
         return error
 
     def call_details(self) -> Dict[str, Any]:
-        """The Go core's call_details(), asked once. First asked once the
-        call has ended (or the server stopped), Go has forgotten them:
-        then no metadata and no peer (see keep_details)."""
+        """The Go core's call_details(), asked once. Go keeps the details of
+        a call that ended before it was answered (cancelled, deadline,
+        aborted) for a while after its end; first asked once a call it has
+        forgotten ended (or the server stopped), they are no metadata and
+        no peer (see keep_details)."""
         details = self.call_details_cache
         if details is None:
             try:
@@ -113,8 +115,9 @@ class CallState:
         """Asks for the call's details now, while the call is live, so that
         a callback run after its end reads them from the context (the peer,
         the metadata, the auth context, the time left), as grpcio's
-        contexts still answer then. Called when a handler adds a callback:
-        other calls don't pay for it."""
+        contexts still answer then. Called when a handler adds a callback,
+        and by aio's abort() (the handler's code may go on): other calls
+        don't pay for it."""
         self.call_details()
 
     def time_remaining_kept(self, left: Optional[float]) -> Optional[float]:
@@ -123,8 +126,10 @@ class CallState:
         the time its deadline still has (None: no deadline), as grpcio's
         contexts keep counting after the end. A deadline that has passed
         reads as the int 0, as grpcio's max(deadline - now, 0) does."""
-        details = self.call_details_cache
-        if left == 0.0 and details is not None and details is not _ENDED_CALL_DETAILS:
+        if left != 0.0:
+            return left
+        details = self.call_details()  # the ended call's, if Go still has them
+        if details is not _ENDED_CALL_DETAILS:
             kept = details["time_remaining"]
             if kept is None:
                 return None

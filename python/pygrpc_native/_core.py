@@ -221,7 +221,10 @@ class ServerCore:
         maximum_concurrent_rpcs = arguments.maximum_concurrent_rpcs
         # Created now, so that options this server refuses fail here; it is
         # bound by add_insecure_port. With a limit, a call counts until its
-        # handler returns, as in grpcio (the servers say so: handler_done).
+        # handler returns, as in grpcio (the servers say so: handler_done);
+        # a refused request message ends its call when the handler reads up
+        # to it, as in grpcio (aio's request streams, which take messages
+        # as events, ask past the end: RequestStream).
         # Imported here, not with the module: loading the compiled core starts
         # the Go runtime, which must not happen before a process forks
         # (README: fork).
@@ -234,6 +237,7 @@ class ServerCore:
             resolve_unknown=True,
             maximum_concurrent_rpcs=maximum_concurrent_rpcs,
             hold_slots=maximum_concurrent_rpcs is not None,
+            hold_refusals=True,
         )
         self.holds_slots = maximum_concurrent_rpcs is not None
         self.metrics = ServerMetrics(self.front, arguments.options)

@@ -53,6 +53,7 @@ def _config_json(
     fallback: Optional[str],
     credentials: Any = None,
     hold_slots: bool = False,
+    hold_refusals: bool = False,
 ) -> str:
     if not isinstance(address, str):
         raise TypeError(f"address must be a str, not {type(address).__name__}")
@@ -107,6 +108,7 @@ def _config_json(
             "resolve_unknown": bool(resolve_unknown),
             "maximum_concurrent_rpcs": limit,
             "hold_slots": bool(hold_slots),
+            "hold_refusals": bool(hold_refusals),
             "fallback": fallback or "",
             "tls": tls,
         }
@@ -127,7 +129,12 @@ class NativeGrpcFront(_native.Front):
     ``maximum_concurrent_rpcs`` refuses native calls over that many active
     ones with RESOURCE_EXHAUSTED (0 or less: every call, as grpc.server());
     with ``hold_slots=True`` a call Python took counts until
-    ``handler_done(call_id)`` as well as until it ends. ``fallback`` is the gRPC target (e.g.
+    ``handler_done(call_id)`` as well as until it ends. With
+    ``hold_refusals=True`` a request message Go refuses (over the size
+    limit, undecodable) on a stream taken as events comes as its
+    EVENT_HALF_CLOSE, and the call ends with the refusal's status at the
+    next ``request_messages`` (which returns False), as grpcio ends it
+    when its handler reads that message. ``fallback`` is the gRPC target (e.g.
     ``"unix:///path/to/sock"``) of a server that gets, relayed by Go, the
     calls Python routes to ``FALLBACK``, the methods added with
     ``add_fallback_method``, and (without ``resolve_unknown``) every unknown
@@ -155,6 +162,7 @@ class NativeGrpcFront(_native.Front):
         hold_slots: bool = False,
         metrics_address: Optional[str] = None,
         metrics_all_methods: bool = False,
+        hold_refusals: bool = False,
     ) -> None:
         super().__init__(
             _config_json(
@@ -168,6 +176,7 @@ class NativeGrpcFront(_native.Front):
                 fallback,
                 credentials,
                 hold_slots,
+                hold_refusals,
             )
         )
         self.address = address

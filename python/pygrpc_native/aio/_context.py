@@ -284,6 +284,7 @@ class ServicerContext(AioCode, CallInfo, grpc.aio.ServicerContext):
             check_details(details)
             raise grpc.aio.UsageError("Abort already called!")
         code, details = record_abort(call, code, details, trailing_metadata)
+        call.keep_details()  # the handler's finally blocks may read them, as on grpc.aio
         await self._finish(code, details)
         call.aborted = True
         raise grpc.aio.AbortError("Locally aborted.")
@@ -380,6 +381,7 @@ class SyncHandlerContext(AioCode, SyncContextBase):
     ) -> None:
         call = self._call
         code, details = record_abort(call, code, details, trailing_metadata)
+        call.keep_details()  # the handler goes on, and may read them
         call.aborted = call.ended = True
         send_blocking(call, call.front.finish, _CODE_VALUES[code], details, call.trailing_metadata)
 

@@ -72,6 +72,7 @@ class RequestStream:
         "_waiter",
         "_iterating",
         "_cancelled",
+        "_asked_past_end",
     )
 
     def __init__(self, waits: "LoopWaits", call: "CallState", deserializer: Optional[Callable[[bytes], Any]]) -> None:
@@ -86,6 +87,7 @@ class RequestStream:
         self._waiter: Optional[asyncio.Future] = None
         self._iterating = False  # the read waiting (_waiter) is __anext__'s
         self._cancelled = False  # ended by the client's cancel
+        self._asked_past_end = False  # see _past_end
         self._top_up()
 
     def _top_up(self) -> None:
@@ -136,11 +138,25 @@ class RequestStream:
         if self._cancelled and not self._messages:
             await asyncio.sleep(0)
         while not self._messages:
-            if self._ended or self._waiter is not None:
+            if self._ended:
+                self._past_end()
+                return grpc.aio.EOF
+            if self._waiter is not None:
                 return grpc.aio.EOF
             await self._wait()
             check_open(call, FINISHED)
         return self._take()
+
+    def _past_end(self) -> None:
+        """The handler read past the stream's end: Go is asked for one
+        message more, once. If the end stood for a message Go refused (over
+        the size limit, undecodable: the front holds refusals), the call
+        ends now with its status, and the task is cancelled at its next
+        await, as grpc.aio's read gives EOF there and its call then ends;
+        after a true half-close the credit changes nothing."""
+        if not self._asked_past_end and not self._cancelled:
+            self._asked_past_end = True
+            self._waits.credit(self._call.call_id, 1)
 
     async def _wait(self) -> None:
         """Until a message or the end arrives."""
@@ -172,7 +188,10 @@ class RequestStream:
         while not self._messages:
             if self._waiter is not None and self._iterating:
                 raise RuntimeError("anext(): asynchronous generator is already running")
-            if self._ended or self._waiter is not None:
+            if self._ended:
+                self._past_end()
+                raise StopAsyncIteration()
+            if self._waiter is not None:
                 raise StopAsyncIteration()
             self._iterating = True
             try:
