@@ -455,6 +455,67 @@ def test_handler_reads_the_context_after_its_abort():
     assert same(setup, scenario) == (SC.NOT_FOUND, (["x-who"], True))
 
 
+def test_context_calls_after_the_call_was_answered():
+    """A task the handler left running calls its context once the call is
+    answered: set_compression() raises grpc.aio's RuntimeError (the answer
+    sent the initial metadata) and abort() its ExecuteBatchError (a second
+    status); ours took the first and said "Abort already called!"."""
+
+    def setup(server, state):
+        async def handler(req, ctx):
+            async def later():
+                await asyncio.sleep(0.2)
+                seen = []
+                try:
+                    ctx.set_compression(grpc.Compression.Gzip)
+                    seen.append("compression set")
+                except Exception as exc:  # noqa: BLE001
+                    seen.append(describe(exc))
+                try:
+                    await ctx.abort(SC.INTERNAL, "late")
+                except Exception as exc:  # noqa: BLE001
+                    seen.append(describe(exc))
+                state.record("seen", seen)
+
+            asyncio.ensure_future(later())
+            return b"x"
+
+        setup_handlers({"M": unary(handler)})(server, state)
+
+    def scenario(run):
+        return call_unary(run.channel, method("M")).code, run.state.wait_for("seen")
+
+    assert same(setup, scenario) == (
+        SC.OK,
+        [
+            "builtins.RuntimeError: Compression setting must be specified before sending initial metadata",
+            "grpc._cython.cygrpc.ExecuteBatchError: Failed grpc_call_start_batch: 1 with grpc_call_error value: 'GRPC_CALL_ERROR'",
+        ],
+    )
+
+
+def test_done_callback_that_is_not_callable():
+    """add_done_callback(None) raises grpc.aio's TypeError at once; ours took
+    it, then failed calling it at the call's end, and the callbacks added
+    after it never ran."""
+
+    def setup(server, state):
+        async def handler(req, ctx):
+            try:
+                ctx.add_done_callback(None)
+            except TypeError as exc:
+                state.record("raised", str(exc))
+            ctx.add_done_callback(lambda c: state.record("ran", True))
+            return b"x"
+
+        setup_handlers({"M": unary(handler)})(server, state)
+
+    def scenario(run):
+        return call_unary(run.channel, method("M")).code, run.state.wait_for("raised"), run.state.wait_for("ran")
+
+    assert same(setup, scenario) == (SC.OK, "the first argument must be callable", True)
+
+
 def test_known_difference_sync_handler_abort_returns():
     """README, known differences: the spec says abort() in a non-coroutine
     handler returns instead of raising, and ours does; grpc.aio 1.85's sync

@@ -8,6 +8,7 @@ grpc.aio's outcomes are part of the contract, so the tests pin them too.
 The representative cases also run on uvloop.
 """
 
+import enum
 import logging
 import time
 
@@ -215,11 +216,17 @@ def test_abort_without_details_sends_set_details(where, details):
     assert ref.brief() == (SC.NOT_FOUND, "pre-set" if details == "" else "")
 
 
-@pytest.mark.parametrize("given", [b"bytes", 5])
+class _Message(str, enum.Enum):
+    GONE = "user not found"
+
+
+@pytest.mark.parametrize("given", [b"bytes", 5, _Message.GONE], ids=["bytes", "int", "str-enum"])
 def test_details_that_are_not_str_are_refused_where_given(given):
     """set_details() and abort() take a str: anything else raises
     TypeError in the handler (then UNKNOWN, and a stream sends nothing
-    more); ours took it and failed only when sending the status."""
+    more); ours took it and failed only when sending the status. A str
+    subclass (a str Enum's member) is refused too: grpc.aio's argument is
+    typed str (ours sent it)."""
 
     def setup(server, state):
         async def set_then_stream(req, ctx):
@@ -372,11 +379,20 @@ def test_str_response_without_serializer():
     assert ref[0].responses == ("text ü".encode(),) and ref[1].responses == ("streamed ü".encode(),)
 
 
-@pytest.mark.parametrize("value", [5, bytearray(b"ba"), memoryview(b"mv")], ids=["int", "bytearray", "memoryview"])
+class _Bytes(bytes):
+    pass
+
+
+@pytest.mark.parametrize(
+    "value",
+    [5, bytearray(b"ba"), memoryview(b"mv"), _Bytes(b"sub")],
+    ids=["int", "bytearray", "memoryview", "bytes-subclass"],
+)
 def test_response_that_is_not_bytes(value):
-    # grpc.aio sends bytes only: anything else ends the call UNKNOWN with its
-    # TypeError, from a coroutine, an async generator, write() or a plain
-    # function in the migration thread pool alike.
+    # grpc.aio sends bytes only (exactly bytes: ours sent a subclass of
+    # it): anything else ends the call UNKNOWN with its TypeError, from a
+    # coroutine, an async generator, write() or a plain function in the
+    # migration thread pool alike.
     async def coroutine(req, ctx):
         return value
 

@@ -7,7 +7,10 @@ bidi methods — each scenario run on both kinds of server
 in test_server_diff_handlers.py and test_aio_diff_handlers.py.
 """
 
+import contextvars
+import logging
 import threading
+import time
 
 import grpc
 import pytest
@@ -896,3 +899,175 @@ def test_generated_diffsuite_all_four_kinds(flavour, style):
     assert ref[0] == ("cba", b"\x00\x01") and ref[1] == [("s", 0), ("s", 1), ("s", 2), ("s", 3)]
     assert ref[2] == ("a+b+c", 3, (("x-cs-init", "3"),), (("x-cs-trail", "a+b+c"),))
     assert ref[3] == [("X", 0), ("Y", 1)]
+
+
+# -- contextvars ---------------------------------------------------------------------
+
+_USER = contextvars.ContextVar("user", default="anonymous")
+
+
+class _SettingHandler(grpc.GenericRpcHandler):
+    """A hand-written generic handler (asked on every call) whose service()
+    sets _USER from the call's metadata, then serves every path with
+    handler."""
+
+    def __init__(self, handler):
+        self._handler = handler
+
+    def service(self, details):
+        who = dict(details.invocation_metadata).get("x-svc")
+        if who:
+            _USER.set("svc:" + who)
+        return self._handler
+
+
+@each_flavour
+def test_a_call_starts_with_grpcios_contextvars(flavour):
+    """Each call's service(), interceptors and handler run in one
+    contextvars.Context of the call's own, as grpcio says of its
+    interceptors: a value a handler sets never reaches the next call, and
+    one an interceptor or a hand-written generic handler sets reaches the
+    handler, first call of a path included. Ours ran a sync handler in its
+    pool thread's Context (the next call on the thread saw the last one's
+    value), and, for a looked-up path, the interceptors in a Context of the
+    lookup's (the handler of a path's first call didn't see theirs)."""
+
+    async def who(req, ctx):
+        seen = _USER.get()
+        _USER.set(req.decode())  # set and never reset: must not leak
+        return seen.encode()
+
+    async def interceptor(continuation, details):
+        who = dict(details.invocation_metadata).get("x-icpt")
+        if who:
+            _USER.set("icpt:" + who)
+        return await continuation(details)
+
+    def setup(server, state):
+        flavour.handlers({"Who": flavour.unary(who)})(server, state)
+        server.add_generic_rpc_handlers((_SettingHandler(flavour.unary(who)),))
+
+    def scenario(run):
+        def ask(path, n, metadata=()):
+            return [run.channel.unary_unary(method(path))(b"leak%d" % i, timeout=5, metadata=metadata) for i in range(n)]
+
+        return (
+            ask("Who", 6),
+            ask("Looked", 3, metadata=[("x-icpt", "ann")]),
+            ask("Looked2", 3, metadata=[("x-svc", "bob")]),
+            ask("Who", 3, metadata=[("x-icpt", "cy")]),
+        )
+
+    ref = flavour.same(setup, scenario, interceptors=[flavour.interceptor(interceptor)])
+    assert ref == ([b"anonymous"] * 6, [b"icpt:ann"] * 3, [b"svc:bob"] * 3, [b"icpt:cy"] * 3)
+
+
+def test_service_is_asked_one_call_at_a_time():
+    """grpc.server() asks its generic handlers on one thread, one call at a
+    time: a service() that isn't thread-safe stays safe. Ours asked them
+    on the pool's threads at once."""
+    from diff.flavours import SYNC as flavour
+
+    class Slow(grpc.GenericRpcHandler):
+        def __init__(self, state):
+            self._state = state
+            self._lock = threading.Lock()
+            self._in = 0
+
+        def service(self, details):
+            with self._lock:
+                self._in += 1
+                self._state.record("most", max(self._state.records.get("most", 0), self._in))
+            time.sleep(0.05)
+            with self._lock:
+                self._in -= 1
+            return flavour.unary(_echo)
+
+    def setup(server, state):
+        server.add_generic_rpc_handlers((Slow(state),))
+
+    def scenario(run):
+        calls = [run.channel.unary_unary(method("M%d" % i)).future(b"x", timeout=10) for i in range(6)]
+        return [c.result() for c in calls], run.state.records.get("most")
+
+    assert flavour.same(setup, scenario) == ([b"echo:x"] * 6, 1)
+
+
+# -- lookups that fail ---------------------------------------------------------------
+
+
+class _Answers(grpc.GenericRpcHandler):
+    """Serves every path: Bad with a non-handler (a function), Boom by
+    raising, any other with echo (a catch-all, as proxies have)."""
+
+    def __init__(self, echo):
+        self._echo = echo
+
+    def service(self, details):
+        if details.method.endswith("/Bad"):
+            return lambda req, ctx: req
+        if details.method.endswith("/Boom"):
+            raise RuntimeError("service() failed")
+        return self._echo
+
+
+def test_a_lookup_that_fails_loses_no_other_call_aio(caplog):
+    """On grpc.aio a generic handler that gives something that isn't a
+    handler, or raises, fails that call (UNKNOWN, logged under grpc.aio's
+    logger in its words) and no other. Ours let the exception out of the
+    event batch: the other calls taken with it waited for their deadline.
+    A path with a tab is served too (Go refused to add it, as the same)."""
+    flavour = ASYNCIO
+
+    def setup(server, state):
+        server.add_generic_rpc_handlers((_Answers(flavour.unary(_echo)),))
+
+    def scenario(run):
+        caplog.clear()
+        paths = [method(m) for m in ("Bad", "Boom", "Ok", "T\tab")] * 5
+        with caplog.at_level(logging.ERROR, logger="grpc._cython.cygrpc"):
+            calls = [run.channel.unary_unary(p).future(b"x", timeout=5) for p in paths]
+            outcomes = []
+            for c in calls:
+                try:
+                    outcomes.append(c.result())
+                except grpc.RpcError as err:
+                    outcomes.append((err.code(), err.details()))
+        logs = sorted({(r.name, r.getMessage()) for r in caplog.records if r.name.startswith("grpc.")})
+        return outcomes, logs
+
+    ref = flavour.same(setup, scenario)
+    bad = (SC.UNKNOWN, "Unexpected <class 'AttributeError'>: 'function' object has no attribute 'request_streaming'")
+    boom = (SC.UNKNOWN, "Unexpected <class 'RuntimeError'>: service() failed")
+    assert ref[0] == [bad, boom, b"echo:x", b"echo:x"] * 5
+    assert ref[1] == [
+        ("grpc._cython.cygrpc", "Unexpected [AttributeError] raised by servicer method [/diff.Diff/Bad]"),
+        ("grpc._cython.cygrpc", "Unexpected [RuntimeError] raised by servicer method [/diff.Diff/Boom]"),
+    ]
+
+
+def test_known_difference_a_generic_handler_that_gives_a_non_handler_sync(caplog):
+    """grpc.server()'s serving thread dies when a generic handler gives
+    something that isn't a handler: that call and every later one wait for
+    their deadline. Ours answers that call as grpcio answers a service()
+    that raises (UNKNOWN "Error in service handler!", logged under
+    grpcio's logger in its words) and serves on (README: known
+    differences). A path with a tab is served as grpcio serves it."""
+    from diff.harness import running
+
+    def setup(server, state):
+        server.add_generic_rpc_handlers((_Answers(SYNC.unary(_echo)),))
+
+    with caplog.at_level(logging.ERROR, logger="grpc._server"), running("native", setup) as run:
+        outcomes = []
+        for m in ("Bad", "Boom", "Ok", "T\tab"):
+            try:
+                outcomes.append(run.channel.unary_unary(method(m))(b"x", timeout=5))
+            except grpc.RpcError as err:
+                outcomes.append((err.code(), err.details()))
+    assert outcomes == [(SC.UNKNOWN, "Error in service handler!")] * 2 + [b"echo:x"] * 2
+    logs = sorted({(r.name, r.getMessage()) for r in caplog.records if r.name.startswith("grpc.")})
+    assert logs == [
+        ("grpc._server", "Exception servicing handler: 'function' object has no attribute 'request_streaming'"),
+        ("grpc._server", "Exception servicing handler: service() failed"),
+    ]

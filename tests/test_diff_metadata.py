@@ -220,6 +220,21 @@ def test_set_trailing_metadata_ok(flavour):
 
 
 @each_flavour
+def test_a_key_that_is_only_the_binary_suffix(flavour):
+    """"-bin" alone is a text key for grpc-core (a binary one needs a name
+    before its suffix): bytes under it end the call INTERNAL "Invalid
+    metadata". Ours took it as binary: the bytes went out,
+    base64-encoded."""
+
+    async def handler(req, ctx):
+        ctx.set_trailing_metadata((("-bin", b"\x00"),))
+        return b"resp"
+
+    ref = flavour.unary_case(handler)
+    assert (ref.code, ref.details) == (SC.INTERNAL, "Invalid metadata")
+
+
+@each_flavour
 def test_set_trailing_metadata_with_abort_and_exception(flavour):
     async def aborting(req, ctx):
         ctx.set_trailing_metadata(_TRAILERS)

@@ -218,7 +218,7 @@ func ParseConfig(doc []byte) (*Config, error) {
 			return nil, configErrorf("methods[%d] must be a (str, bool[, bool]) tuple", i)
 		}
 		if !validMethodPath(path) {
-			return nil, configErrorf("methods[%d]: %q is not a method path (a non-empty :path without control characters)", i, path)
+			return nil, configErrorf("methods[%d]: %q is not a method path (a non-empty :path without control characters but tab)", i, path)
 		}
 		if seen[path] {
 			return nil, configErrorf("methods[%d]: %q is listed twice", i, path)
@@ -375,7 +375,8 @@ func headerListLimit(soft, hard int64) uint32 {
 }
 
 // validMethodPath reports a path the front can serve: any non-empty
-// :path value without control characters. Paths are usually
+// :path value without control characters but tab (which HTTP/2 lets a
+// client send, and grpcio serves). Paths are usually
 // "/package.Service/Method", but grpcio serves any path a client sends
 // ("Echo" included), and so does the front's own transport; grpc-go's
 // answers paths without a leading "/" UNIMPLEMENTED itself.
@@ -384,7 +385,7 @@ func validMethodPath(path string) bool {
 		return false
 	}
 	for i := 0; i < len(path); i++ {
-		if c := path[i]; c < 0x20 || c == 0x7f {
+		if c := path[i]; (c < 0x20 && c != '\t') || c == 0x7f {
 			return false
 		}
 	}

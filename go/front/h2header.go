@@ -102,7 +102,7 @@ func parseRequest(r *h2Request, fields []hpack.HeaderField) *h2Reject {
 				continue
 			}
 			v := f.Value
-			if strings.HasSuffix(f.Name, "-bin") {
+			if binaryKey(f.Name) {
 				b, err := decodeBinaryValue(v)
 				if err != nil {
 					headerErr = status.Newf(codes.Internal, "malformed binary metadata %q in header %q: %v", f.Value, f.Name, err)

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"io"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -276,7 +275,7 @@ func appendMetadata(fields []headerField, md Metadata) []headerField {
 		if leftOutOfResponse(k) {
 			continue
 		}
-		if strings.HasSuffix(k, "-bin") {
+		if binaryKey(k) {
 			v = base64.RawStdEncoding.EncodeToString([]byte(v))
 		}
 		fields = append(fields, headerField{k, v})

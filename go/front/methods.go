@@ -49,7 +49,7 @@ func (t *methodTable) get(id int32) (Method, bool) {
 // with the same kind returns its id; with another kind it is an error.
 func (t *methodTable) add(m Method) (int32, error) {
 	if !validMethodPath(m.Path) {
-		return 0, configErrorf("%q is not a method path (a non-empty :path without control characters)", m.Path)
+		return 0, configErrorf("%q is not a method path (a non-empty :path without control characters but tab)", m.Path)
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()

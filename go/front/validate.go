@@ -113,10 +113,15 @@ func trimASCIISpace(s string) string {
 // lowercase HTTP/2 header names and values of keys without -bin printable
 // ASCII, as grpcio requires (grpc-go would drop such initial metadata
 // silently).
+// binaryKey reports a metadata key whose values are bytes, base64 on the
+// wire: one ending in "-bin" after at least one character of its own, as
+// grpc-core tells them ("-bin" alone is a text key there).
+func binaryKey(k string) bool { return len(k) > 4 && strings.HasSuffix(k, "-bin") }
+
 func validateMetadata(md Metadata) error {
 	for _, kv := range md {
 		k, v := kv[0], kv[1]
-		if !strings.HasSuffix(k, "-bin") {
+		if !binaryKey(k) {
 			for i := 0; i < len(v); i++ {
 				if v[i] < 0x20 || v[i] > 0x7e {
 					return fmt.Errorf("metadata value of %q must be printable ASCII; use a -bin key for other data", k)

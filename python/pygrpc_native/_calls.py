@@ -9,9 +9,10 @@ which of the handler's own code and details win. One rule covers them all
 from __future__ import annotations
 
 import collections
+import contextvars
 import logging
 from concurrent import futures
-from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, NoReturn, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, NoReturn, Optional, Sequence, Tuple
 
 import grpc
 
@@ -69,8 +70,9 @@ class HandlerSource(Protocol):
 
     front: NativeGrpcFront
     interceptors: Sequence[Any]
-    # Looked-up calls the interceptors already answered: call id -> handler.
-    pre_intercepted: Dict[int, grpc.RpcMethodHandler]
+    # Looked-up calls the interceptors already answered: call id -> their
+    # handler and the call's contextvars.Context.
+    pre_intercepted: Dict[int, Tuple[grpc.RpcMethodHandler, contextvars.Context]]
     def continuation(
         self, path: str, base: Optional[grpc.RpcMethodHandler]
     ) -> Callable[[grpc.HandlerCallDetails], Optional[grpc.RpcMethodHandler]]: ...
@@ -148,10 +150,12 @@ class CallRunner:
         handler = method.handler
         pool = method.pool
         if self._interceptors or handler is None:
-            handler = self._source.pre_intercepted.pop(call_id, None)
-            if handler is None:
+            pre = self._source.pre_intercepted.pop(call_id, None)
+            if pre is None:
+                context = contextvars.Context()  # the call's (ServerCore.new_call_context)
                 try:
-                    handler = intercept(
+                    handler = context.run(
+                        intercept,
                         self._interceptors,
                         self._source.continuation(method.path, method.handler),
                         _HandlerCallDetails(method.path, ctx.invocation_metadata()),
@@ -160,15 +164,21 @@ class CallRunner:
                     SERVER_LOG.exception("Exception servicing handler: %s", exc)
                     self.reject(call_id, _UNKNOWN, "Error in service handler!")
                     return
+            else:
+                handler, context = pre
             if handler is None:
                 self.reject(call_id, _UNIMPLEMENTED, DETAILS_METHOD_NOT_FOUND)
                 return
             pool = own_pool(handler)
+        else:
+            context = contextvars.Context()
+        # The handler runs in the call's Context, out of it only once it has
+        # returned (one Context can't be entered on two threads at once).
         if pool is None:
-            self._serve_and_release(call, ctx, handler, payload)  # type: ignore[arg-type]  # set above
+            context.run(self._serve_and_release, call, ctx, handler, payload)
             return
         try:
-            pool.submit(self._serve_in_own_pool, call, ctx, handler, payload)
+            pool.submit(context.run, self._serve_in_own_pool, call, ctx, handler, payload)
         except RuntimeError:
             _LOGGER.error(
                 "pygrpc_native: the experimental_thread_pool of %s refused work (was it shut down?)", method.path

@@ -95,7 +95,7 @@ def check_binary_values(metadata: Any) -> None:
     for entry in metadata:
         if type(entry) is tuple and len(entry) == 2 and isinstance(entry[1], str):
             key = entry[0]
-            if isinstance(key, str) and key.endswith("-bin"):
+            if isinstance(key, str) and len(key) > 4 and key.endswith("-bin"):
                 raise TypeError(f'Binary metadata key="{key}" expected bytes, got {type(entry[1])}')
 
 

@@ -21,9 +21,9 @@ through the Go front. The routing rules live here, once:
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import enum
-import logging
 import math
 import numbers
 import threading
@@ -35,12 +35,12 @@ import grpc
 from ._calls import DETAILS_METHOD_NOT_FOUND, _HandlerCallDetails, Method
 from ._context import Metadatum
 from ._credentials import set_front_tls, tls_config
+from ._grpc_logs import SERVER_LOG
 from ._metrics import ServerMetrics
 
 if TYPE_CHECKING:
     from ._front import NativeGrpcFront
 
-_LOGGER = logging.getLogger("pygrpc_native")
 
 _UNKNOWN = grpc.StatusCode.UNKNOWN.value[0]
 _UNIMPLEMENTED = grpc.StatusCode.UNIMPLEMENTED.value[0]
@@ -200,10 +200,18 @@ def aio_rpc_limit(value: Any) -> Optional[int]:
 class Lookup:
     """A looked-up call whose handler is found for this call alone: by the
     interceptors (for a path no handler knows, or any path that generic
-    handlers answer call by call), or by those generic handlers."""
+    handlers answer call by call), or by those generic handlers.
+    ``context`` is the call's contextvars.Context (see
+    ServerCore.new_call_context): what the generic handlers' service() and
+    the interceptors set in it, the handler sees."""
 
     call_id: int
     details: _HandlerCallDetails
+    context: contextvars.Context
+
+
+PreIntercepted = Tuple[grpc.RpcMethodHandler, contextvars.Context]
+"""A looked-up call's handler and the Context its handler runs in."""
 
 
 class ServerCore:
@@ -215,6 +223,15 @@ class ServerCore:
     # method are answered by the generic handlers alone. grpc.aio.server():
     # registered handlers are asked as generic ones are.
     registered_fixed = True
+
+    # The contextvars.Context a call's Python code starts in: its generic
+    # handlers' service() (when they are asked per call), its interceptors
+    # and its handler run in this one Context, as grpcio says of its
+    # interceptors. grpc.server(): an empty one per call, so that what a
+    # handler sets never leaks to the next call on its thread (grpcio's
+    # _RPCState makes one). grpc.aio.server() overrides it: a copy of the
+    # loop's, as a task starts with.
+    new_call_context: Callable[[], contextvars.Context] = contextvars.Context
 
     def __init__(self, arguments: ServerArguments) -> None:
         """Creates the front and registers the handlers."""
@@ -245,8 +262,12 @@ class ServerCore:
         self.thread_pool = arguments.thread_pool
         self.methods: Dict[int, Method] = {}  # method id -> natively served method
         # Calls routed by a lookup that only an interceptor answered: call
-        # id -> the handler it gave, taken by the call's runner.
-        self.pre_intercepted: Dict[int, grpc.RpcMethodHandler] = {}
+        # id -> the handler it gave and the call's Context, taken by the
+        # call's runner.
+        self.pre_intercepted: Dict[int, PreIntercepted] = {}
+        # grpcio asks its generic handlers on one thread, one call at a time:
+        # a service() that isn't thread-safe (a cache it fills) stays safe.
+        self._service_lock = threading.Lock()
         self._generic: List[grpc.GenericRpcHandler] = []
         # path -> handler; None (grpc.server() only): answered UNIMPLEMENTED
         self._registered: Dict[str, Optional[grpc.RpcMethodHandler]] = {}
@@ -273,7 +294,7 @@ class ServerCore:
     ) -> None:
         with self.lock:
             if self.stage is not Stage.NEW:
-                _LOGGER.warning("Cannot register method handlers once server has started")
+                self.handler_log.warning("Cannot register method handlers once server has started")
                 return
             for name, handler in method_handlers.items():
                 # A None handler: grpc.server() answers the method's calls
@@ -292,10 +313,11 @@ class ServerCore:
     def _find_generic(self, path: str, metadata: Any) -> Optional[grpc.RpcMethodHandler]:
         """The first generic handler's answer for a path (None: none)."""
         details = _HandlerCallDetails(path, metadata)
-        for generic in list(self._generic):
-            handler = generic.service(details)
-            if handler is not None:
-                return handler
+        with self._service_lock:
+            for generic in list(self._generic):
+                handler = generic.service(details)
+                if handler is not None:
+                    return handler
         return None
 
     def _asked_per_call(self, path: str) -> bool:
@@ -332,6 +354,9 @@ class ServerCore:
         """Serves a method natively; returns its method id. ``known``: the
         handler is the method's own (not one an interceptor answered with
         for one call)."""
+        # Its kinds first: what isn't a handler fails on the attribute
+        # grpc.aio reads first (the details name it).
+        request_streaming, response_streaming = handler.request_streaming, handler.response_streaming
         behavior = handler.unary_unary or handler.unary_stream
         serve_health_natively: Optional[NativeHealthHook] = getattr(behavior, NATIVE_HEALTH_HOOK, None)
         if serve_health_natively is not None:
@@ -339,7 +364,7 @@ class ServerCore:
             # table is consulted; the method stays registered below only for
             # a call already routed here by a lookup.
             serve_health_natively(behavior, self.front)
-        method_id = self.front.add_method(path, bool(handler.response_streaming), bool(handler.request_streaming))
+        method_id = self.front.add_method(path, bool(response_streaming), bool(request_streaming))
         if known or method_id not in self.methods:
             self.methods[method_id] = Method(path, handler if known else None)
         return method_id
@@ -351,10 +376,18 @@ class ServerCore:
                 self._add_method(path, handler)
                 self.metrics.register(path)
 
-    def lookup_failure_details(self, exc: Exception) -> str:
-        """The status details of a call whose generic handler's service()
-        raised exc: grpcio's sync server says this; grpc.aio's differs."""
-        return "Error in service handler!"
+    # Where the server's handler troubles are logged: grpcio's logger
+    # (_grpc_logs); grpc.aio.server()'s is another.
+    handler_log = SERVER_LOG
+
+    def lookup_failed(self, call_id: int, path: str, exc: Exception) -> None:
+        """Ends a call whose handler could not be found or served: a
+        generic handler's service() or an interceptor raised exc, or gave
+        something that isn't a handler (or a path or kinds the front
+        refuses). Logged and answered as grpc.server() does (the aio server
+        says it grpc.aio's way)."""
+        SERVER_LOG.error("Exception servicing handler: %s", exc, exc_info=exc)
+        self.reject(call_id, _UNKNOWN, "Error in service handler!")
 
     def lookup(self, call_id: int, path: str) -> Optional["Lookup"]:
         """Finds the handler of a path Go doesn't know yet (EVENT_LOOKUP)
@@ -368,26 +401,26 @@ class ServerCore:
             self.release_slot(call_id)
             return None  # the call ended while it waited
         metadata = tuple(Metadatum(k, v) for k, v in details["invocation_metadata"])
+        lookup = Lookup(call_id, _HandlerCallDetails(path, metadata), self.new_call_context())
         per_call = self._asked_per_call(path)
         if per_call and self.interceptors:
             # The interceptors' continuation asks the handlers, once.
-            return Lookup(call_id, _HandlerCallDetails(path, metadata))
+            return lookup
         try:
-            handler = self.find_handler(path, metadata)
+            handler = lookup.context.run(self.find_handler, path, metadata)
+            if handler is not None and not per_call:
+                self._route(call_id, self._add_method(path, handler))
+                return None
         except Exception as exc:  # noqa: BLE001
-            _LOGGER.exception("Exception servicing handler")
-            self.reject(call_id, _UNKNOWN, self.lookup_failure_details(exc))
+            self.lookup_failed(call_id, path, exc)
             return None
         if handler is not None:
-            if per_call:
-                self.intercepted(Lookup(call_id, _HandlerCallDetails(path, metadata)), handler)
-            else:
-                self._route(call_id, self._add_method(path, handler))
+            self.intercepted(lookup, handler)
             return None
         if not self.interceptors:
             self.reject(call_id, _UNIMPLEMENTED, DETAILS_METHOD_NOT_FOUND)
             return None
-        return Lookup(call_id, _HandlerCallDetails(path, metadata))
+        return lookup
 
     def intercepted(self, lookup: "Lookup", handler: Optional[grpc.RpcMethodHandler]) -> None:
         """Routes a looked-up call with the handler found for it alone (None:
@@ -397,8 +430,12 @@ class ServerCore:
         if handler is None:
             self.reject(lookup.call_id, _UNIMPLEMENTED, DETAILS_METHOD_NOT_FOUND)
             return
-        method_id = self._add_method(lookup.details.method, handler, known=False)
-        self.pre_intercepted[lookup.call_id] = handler
+        try:
+            method_id = self._add_method(lookup.details.method, handler, known=False)
+        except Exception as exc:  # noqa: BLE001 - not a handler, or one the front can't serve
+            self.lookup_failed(lookup.call_id, lookup.details.method, exc)
+            return
+        self.pre_intercepted[lookup.call_id] = (handler, lookup.context)
         if not self._route(lookup.call_id, method_id):
             self.pre_intercepted.pop(lookup.call_id, None)
             self.release_slot(lookup.call_id)

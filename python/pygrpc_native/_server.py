@@ -68,7 +68,6 @@ from ._wakeup import Wakeup
 _LOGGER = logging.getLogger("pygrpc_native")
 
 _UNAVAILABLE = grpc.StatusCode.UNAVAILABLE.value[0]
-_UNKNOWN = grpc.StatusCode.UNKNOWN.value[0]
 
 # Events taken from Go at once (Go also caps a batch at 1 MiB of payload).
 _BATCH = 256
@@ -367,10 +366,11 @@ class _Server(ServerCore):
         if lookup is None:
             return
         try:
-            handler = intercept(self.interceptors, self.continuation(lookup.details.method, None), lookup.details)
-        except Exception:  # noqa: BLE001 - grpcio's answer to a failing interceptor
-            _LOGGER.exception("Exception servicing handler")
-            self._call_runner.reject(call_id, _UNKNOWN, "Error in service handler!")
+            handler = lookup.context.run(
+                intercept, self.interceptors, self.continuation(lookup.details.method, None), lookup.details
+            )
+        except Exception as exc:  # noqa: BLE001 - grpcio's answer to a failing interceptor
+            self.lookup_failed(call_id, path, exc)
             return
         self.intercepted(lookup, handler)
 

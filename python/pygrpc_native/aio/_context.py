@@ -83,10 +83,18 @@ def failure_code(call: CallState) -> grpc.StatusCode:
     return _UNKNOWN if code is _OK else code
 
 
+def _cygrpc() -> Any:
+    """grpcio's core module, whose ExecuteBatchError grpc.aio raises."""
+    from grpc._cython import cygrpc
+
+    return cygrpc
+
+
 def check_details(details: Any) -> None:
     """grpc.aio's contexts take details as a str (or None), refusing
-    anything else where it is given, with this TypeError."""
-    if details is not None and not isinstance(details, str):
+    anything else where it is given (a str subclass, such as a str Enum's
+    member, too: its argument is typed str), with this TypeError."""
+    if details is not None and type(details) is not str:
         raise TypeError(f"Argument 'details' has incorrect type (expected str, got {type(details).__name__})")
 
 
@@ -117,14 +125,15 @@ def serialize(serializer: Optional[Callable[[Any], Any]], message: Any) -> bytes
     """A response as grpc.aio sends it: None as an empty message (also when
     a serializer returns None), str as UTF-8, the latter even before a
     serializer sees it. Anything else that isn't bytes (bytearray and
-    memoryview too) raises grpc.aio's TypeError, which ends the call."""
+    memoryview too, and bytes subclasses: grpc.aio takes exact bytes only)
+    raises grpc.aio's TypeError, which ends the call."""
     if isinstance(message, str):
         message = message.encode()
     if serializer is not None:
         message = serializer(message)
     if message is None:
         return b""
-    if not isinstance(message, bytes):
+    if type(message) is not bytes:
         raise TypeError(f"Expected bytes, got {type(message).__name__}")
     return message
 
@@ -282,7 +291,10 @@ class ServicerContext(AioCode, CallInfo, grpc.aio.ServicerContext):
         call = self._call
         if call.ended:
             check_details(details)
-            raise grpc.aio.UsageError("Abort already called!")
+            if call.aborted:
+                raise grpc.aio.UsageError("Abort already called!")
+            # Answered already: grpc.aio's core refuses a second status.
+            raise _cygrpc().ExecuteBatchError("Failed grpc_call_start_batch: 1 with grpc_call_error value: 'GRPC_CALL_ERROR'")
         code, details = record_abort(call, code, details, trailing_metadata)
         call.keep_details()  # the handler's finally blocks may read them, as on grpc.aio
         await self._finish(code, details)
@@ -314,7 +326,7 @@ class ServicerContext(AioCode, CallInfo, grpc.aio.ServicerContext):
         blocks the loop: a full call buffer defers it to the next op."""
         name = aio_compression_name(compression)
         call = self._call
-        if call.initial_metadata_sent:
+        if call.initial_metadata_sent or call.ended:  # an answer sends it
             raise RuntimeError("Compression setting must be specified before sending initial metadata")
         if not name:
             return
@@ -355,6 +367,8 @@ class ServicerContext(AioCode, CallInfo, grpc.aio.ServicerContext):
         return self._call.ended
 
     def add_done_callback(self, callback: Callable[[Any], None]) -> None:
+        if not callable(callback):
+            raise TypeError("the first argument must be callable")  # asyncio's words, as grpc.aio's
         add_callback(self._call, callback)
 
 
@@ -401,7 +415,7 @@ class SyncHandlerContext(AioCode, SyncContextBase):
         # sent, NoCompression changes nothing.
         name = aio_compression_name(compression)
         call = self._call
-        if call.initial_metadata_sent:
+        if call.initial_metadata_sent or call.ended:  # an answer sends it
             raise RuntimeError("Compression setting must be specified before sending initial metadata")
         if name:
             send_blocking(call, call.front.set_compression, name)

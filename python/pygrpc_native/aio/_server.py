@@ -32,6 +32,8 @@ once and raises AbortError.
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import dataclasses
 import enum
 import inspect
 from concurrent import futures
@@ -81,6 +83,7 @@ def _kind_of(behavior: Any) -> _BehaviorKind:
 
 class _AioServer(ServerCore):
     registered_fixed = False  # as grpc.aio (see ServerCore)
+    new_call_context = staticmethod(contextvars.copy_context)  # as a task's (see ServerCore)
 
     def __init__(self, arguments: ServerArguments) -> None:
         super().__init__(arguments)
@@ -152,9 +155,12 @@ class _AioServer(ServerCore):
 
     # -- events --------------------------------------------------------------
 
-    def lookup_failure_details(self, exc: Exception) -> str:
+    handler_log = AIO_LOG
+
+    def lookup_failed(self, call_id: int, path: str, exc: Exception) -> None:
         # grpc.aio reports the exception, as for one raised by a handler.
-        return f"Unexpected {type(exc)}: {exc}"
+        AIO_LOG.error("Unexpected [%s] raised by servicer method [%s]", type(exc).__name__, path, exc_info=exc)
+        self.reject(call_id, _UNKNOWN.value[0], f"Unexpected {type(exc)}: {exc}")
 
     def _on_events(self) -> None:
         """The event descriptor is readable: take one batch (the loop calls
@@ -176,11 +182,20 @@ class _AioServer(ServerCore):
         methods = self.methods
         call_tasks = self._call_tasks
         waits = self._waits
+        pre_intercepted = self.pre_intercepted
         for kind, call_id, method_id, payload, _client in events:
             if kind == EVENT_CALL:
                 method = methods[method_id]
                 call = CallState(front, call_id, method.path)
-                task = call_tasks[call_id] = loop.create_task(self._serve(method, call, payload))  # type: ignore[union-attr]
+                serve = self._serve(method, call, payload)
+                pre = pre_intercepted.get(call_id) if pre_intercepted else None
+                if pre is None:
+                    task = loop.create_task(serve)  # type: ignore[union-attr]
+                else:
+                    # In (a copy of) the Context its lookup ran in: what its
+                    # service() and interceptors set there, its handler sees.
+                    task = pre[1].run(loop.create_task, serve)  # type: ignore[union-attr]
+                call_tasks[call_id] = task
                 if self.holds_slots:
                     # Once the task is done, even if it was cancelled before
                     # it ever ran, the call's place is free.
@@ -197,7 +212,7 @@ class _AioServer(ServerCore):
             elif kind == EVENT_LOOKUP:
                 lookup = self.lookup(call_id, payload.decode("utf-8", "replace"))
                 if lookup is not None:
-                    loop.create_task(self._intercept_lookup(lookup))  # type: ignore[union-attr]
+                    lookup.context.run(loop.create_task, self._intercept_lookup(lookup))  # type: ignore[union-attr]
             else:
                 waits.on_event(kind, call_id, payload)  # type: ignore[union-attr]
 
@@ -219,7 +234,8 @@ class _AioServer(ServerCore):
         try:
             handler = method.handler
             if self.interceptors or handler is None:
-                handler = self.pre_intercepted.pop(call.call_id, None) or await self._intercept(method, ctx)
+                pre = self.pre_intercepted.pop(call.call_id, None)
+                handler = pre[0] if pre is not None else await self._intercept(method, ctx)
                 if handler is None:
                     await ctx._finish(_UNIMPLEMENTED, "Method not found!")
                     return
@@ -360,12 +376,11 @@ class _AioServer(ServerCore):
         try:
             handler = await self._run_interceptors(lookup.details.method, None, lookup.details)
         except Exception as exc:  # noqa: BLE001 - grpc.aio's outcome for any exception
-            AIO_LOG.error(
-                "Unexpected [%s] raised by servicer method [%s]", type(exc).__name__, lookup.details.method, exc_info=exc
-            )
-            self.reject(lookup.call_id, _UNKNOWN.value[0], f"Unexpected {type(exc)}: {exc}")
+            self.lookup_failed(lookup.call_id, lookup.details.method, exc)
             return
-        self.intercepted(lookup, handler)
+        # The call's task starts in this task's Context, with what the
+        # interceptors set in it.
+        self.intercepted(dataclasses.replace(lookup, context=contextvars.copy_context()), handler)
 
 
 class SingleRequest:
