@@ -317,6 +317,24 @@ def test_request_over_max_receive_message_length_in_stream(flavour, kind):
     assert "1025" in ref[2] or "larger than max" in ref[2], ref[2]
 
 
+def _rounds_with_a_refused_message(flavour, body, rounds):
+    """(grpcio's, ours): bidi calls to body, a handler served with a receive
+    limit of 1000, each sending 10 and 1000 bytes, then 1001 (refused) and
+    10; per call what the client received, its code and the sizes the
+    handler read."""
+
+    def scenario(run):
+        out = []
+        for _ in range(rounds):
+            run.state.records.pop("read", None)
+            call = streams.call(run.channel, "stream_stream", method("M"), [b"a" * 10, b"b" * 1000, b"c" * 1001, b"d" * 10])
+            out.append((call.responses, call.code, run.state.records.get("read", [])))
+        return out
+
+    setup = streams.serving(flavour, "stream_stream", {"M": body})
+    return flavour.both(setup, scenario, options=[("grpc.max_receive_message_length", 1000)])
+
+
 @each_flavour
 def test_messages_before_one_over_the_limit_reach_the_handler(flavour):
     """The messages a client sent before one over the receive limit reach a
@@ -333,16 +351,7 @@ def test_messages_before_one_over_the_limit_reach_the_handler(flavour):
             state.append("read", len(r))
             yield b"echo%d" % len(r)
 
-    def scenario(run):
-        rounds = []
-        for _ in range(3):
-            run.state.records.pop("read", None)
-            out = streams.call(run.channel, "stream_stream", method("M"), [b"a" * 10, b"b" * 1000, b"c" * 1001, b"d" * 10])
-            rounds.append((out.responses, out.code, run.state.records.get("read", [])))
-        return rounds
-
-    setup = streams.serving(flavour, "stream_stream", {"M": body})
-    ref, ours = flavour.both(setup, scenario, options=[("grpc.max_receive_message_length", 1000)])
+    ref, ours = _rounds_with_a_refused_message(flavour, body, 3)
     assert ref == [((b"echo10", b"echo1000"), SC.RESOURCE_EXHAUSTED, [10, 1000])] * 3
     if TRANSPORT == "h2":
         assert ours == ref
@@ -370,16 +379,7 @@ def test_a_handler_that_never_reads_the_refused_message_answers(flavour):
         await sleep(0.1)
         yield b"done"
 
-    def scenario(run):
-        rounds = []
-        for _ in range(2):
-            run.state.records.pop("read", None)
-            out = streams.call(run.channel, "stream_stream", method("M"), [b"a" * 10, b"b" * 1000, b"c" * 1001, b"d" * 10])
-            rounds.append((out.responses, out.code, run.state.records.get("read", [])))
-        return rounds
-
-    setup = streams.serving(flavour, "stream_stream", {"M": body})
-    ref, ours = flavour.both(setup, scenario, options=[("grpc.max_receive_message_length", 1000)])
+    ref, ours = _rounds_with_a_refused_message(flavour, body, 2)
     assert ref == [((b"echo10", b"echo1000", b"done"), SC.OK, [10, 1000])] * 2
     if TRANSPORT == "h2":
         assert ours == ref
