@@ -128,7 +128,7 @@ func (cs *Calls) end(c *call, o outcome) (watched, seen bool) {
 		seen = cs.events.main.endUnseen(c)
 	}
 	if seen && o != outcomeCompleted {
-		cs.endedDetails.keep(c, o)
+		cs.endedDetails.keep(c)
 	}
 	watched, slotFree := cs.table.remove(c, cs.holdSlots && seen)
 	if c.requests != nil {

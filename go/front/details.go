@@ -81,14 +81,11 @@ type endedCall struct {
 	deadline time.Time
 }
 
-// keep records the details of c, which is ending with outcome o; on the
-// goroutine that ends it, before its stream is released. The header's
-// strings are copied: a transport may reuse their storage.
-func (e *endedDetails) keep(c *call, o outcome) {
+// keep records the details of c, which is ending; on the goroutine that
+// ends it, before its stream is released. The header's strings are
+// copied: a transport may reuse their storage.
+func (e *endedDetails) keep(c *call) {
 	d, deadline := detailsOf(c)
-	if o == outcomeDeadline {
-		d.Peer = "" // grpcio's context has no peer once the deadline ended the call
-	}
 	d.Authority = strings.Clone(d.Authority)
 	for i, kv := range d.Metadata {
 		d.Metadata[i] = [2]string{strings.Clone(kv[0]), strings.Clone(kv[1])}
