@@ -67,6 +67,7 @@ class Received:
     headers: Dict[str, str] = field(default_factory=dict)
     data: bytes = b""
     error_code: int = 0
+    settings: Dict[int, int] = field(default_factory=dict)  # of a SETTINGS frame
 
 
 class Closed(Exception):
@@ -167,7 +168,7 @@ class RawH2:
         if isinstance(frame, SettingsFrame):
             if "ACK" not in frame.flags and self.auto_ack:
                 self.send(SettingsFrame(0, flags=["ACK"]))
-            return Received("settings", 0)
+            return Received("settings", 0, settings=dict(frame.settings))
         if isinstance(frame, PingFrame):
             if "ACK" not in frame.flags and self.auto_ack:
                 self.send(PingFrame(0, frame.opaque_data, flags=["ACK"]))

@@ -13,6 +13,7 @@ import pytest
 
 import pygrpc_native
 from diff import TRANSPORT
+from h2_raw import RawH2
 from diff.harness import WAIT, both, call_stream, call_unary, method, same, setup_handlers, stream, unary, wait_until
 
 pytestmark = pytest.mark.timeout(60)
@@ -258,6 +259,29 @@ def test_request_metadata_over_the_limit_names_fields_up_to_the_crossing_one():
     assert ref == (SC.RESOURCE_EXHAUSTED, True, SC.RESOURCE_EXHAUSTED, True)
     # grpc-go's transport gives the front its metadata without its order.
     assert ours == (ref if TRANSPORT == "h2" else (SC.RESOURCE_EXHAUSTED, ours[1], SC.RESOURCE_EXHAUSTED, True))
+
+
+@pytest.mark.parametrize(
+    "options,advertised",
+    [([], 16384), ([("grpc.absolute_max_metadata_size", 2048)], 2048), ([("grpc.max_metadata_size", 20000)], 25000)],
+    ids=["default", "absolute", "soft"],
+)
+def test_metadata_limit_advertised_in_settings(options, advertised):
+    """The request metadata limit goes to clients as HTTP/2's
+    SETTINGS_MAX_HEADER_LIST_SIZE, as grpcio's server sends it, so that a
+    client honouring it refuses such a call itself, as against grpcio (a
+    grpc-go client with INTERNAL). Ours advertised 1 MiB whatever the
+    options; grpc-go's transport advertises 16 MiB (README: known
+    differences)."""
+
+    def scenario(run):
+        with RawH2(run.port) as conn:
+            frames = conn.collect(lambda fs: any(f.kind == "settings" and f.settings for f in fs))
+        return [f.settings.get(0x6) for f in frames if f.kind == "settings" and f.settings]
+
+    ref, ours = both(_echo_setup, scenario, options=options)
+    assert ref == [advertised]
+    assert ours == (ref if TRANSPORT == "h2" else [16 << 20])
 
 
 def test_request_metadata_over_default_limit():

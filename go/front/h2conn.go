@@ -202,7 +202,13 @@ func (c *h2Conn) handshake() error {
 		b = appendSettings(b,
 			http2.Setting{ID: http2.SettingMaxConcurrentStreams, Val: limits.MaxConcurrentStreams},
 			http2.Setting{ID: http2.SettingInitialWindowSize, Val: h2StreamWindow},
-			http2.Setting{ID: http2.SettingMaxHeaderListSize, Val: h2HeaderListLimit(limits)},
+			// grpcio's value, the per-call metadata limit: clients that
+			// honour it refuse a call over it themselves, as they do
+			// against grpcio (a grpcio client with grpcio's words, a
+			// grpc-go one with INTERNAL); the reader decodes more
+			// (h2HeaderListLimit) for those that don't, which admission
+			// refuses.
+			http2.Setting{ID: http2.SettingMaxHeaderListSize, Val: limits.MaxHeaderListSize},
 		)
 		return appendWindowUpdate(b, 0, h2ConnWindow-65535)
 	})
