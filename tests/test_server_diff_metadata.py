@@ -9,7 +9,8 @@ import pytest
 
 from diff import TRANSPORT
 from diff.flavours import SYNC
-from diff.harness import SERVICE, both, call_unary, method, same, unary
+from diff.harness import SERVICE, both, call_unary, method, same, setup_handlers, unary
+from h2_raw import RawH2, grpc_message, request_headers
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -95,3 +96,62 @@ def test_trailing_metadata_keys_given_as_bytes():
 
     ref = SYNC.unary_case(handler)
     assert sorted(ref.trailing_metadata) == [("x-str", "s"), ("x-trail", "t")]
+
+
+# -- requests no grpcio client sends (raw HTTP/2) ---------------------------------------
+
+
+_echo_setup = setup_handlers({"Echo": unary(lambda req, ctx: req)})
+
+
+def _raw_unary(port, headers, payload=b"x"):
+    """A unary call sent as raw HTTP/2 with these request headers: the
+    :status, grpc-status, grpc-message and message the server answers."""
+    with RawH2(port) as conn:
+        conn.headers(1, headers)
+        conn.data(1, grpc_message(payload))
+        frames = conn.collect(lambda fs: bool(fs) and fs[-1].stream_id == 1 and (fs[-1].end_stream or fs[-1].kind == "rst"))
+    answer = [f for f in frames if f.stream_id == 1]
+    status = next((f.headers.get(":status") for f in answer if f.kind == "headers" and ":status" in f.headers), None)
+    end = answer[-1]
+    data = b"".join(f.data[5:] for f in answer if f.kind == "data")
+    return status, end.headers.get("grpc-status"), end.headers.get("grpc-message"), data
+
+
+@pytest.mark.parametrize(
+    "content_type", ["application/json", "application/grpc-web", "text/plain", None], ids=["json", "grpc-web", "text", "none"]
+)
+def test_a_request_of_any_content_type_is_served(content_type):
+    """grpcio's server serves a request whatever its content-type (a proxy
+    forwarding grpc-web unchanged, a hand-made call); ours answered 415 and
+    INVALID_ARGUMENT, as grpc-go does (its transport still does: README,
+    known differences)."""
+    headers = [h for h in request_headers(method("Echo")) if h[0] != "content-type"]
+    if content_type is not None:
+        headers.append(("content-type", content_type))
+    ref, ours = both(_echo_setup, lambda run: _raw_unary(run.port, headers))
+    assert ref[:2] == ("200", "0") and ref[3] == b"x"
+    if TRANSPORT == "h2":
+        assert ours[:2] == ref[:2] and ours[3] == ref[3]
+    else:
+        assert ours[:2] == ("415", "3")
+
+
+@pytest.mark.parametrize(
+    "extra,details",
+    [
+        ([("grpc-timeout", "soon")], "Error parsing 'grpc-timeout' metadata"),
+        ([("x-b-bin", "!!!notbase64")], "Error parsing 'x-b-bin' metadata: illegal base64 encoding"),
+    ],
+    ids=["grpc-timeout", "binary-value"],
+)
+def test_request_metadata_that_does_not_parse(extra, details):
+    """An unparsable grpc-timeout or -bin value: grpcio's answer, :status
+    200 and INTERNAL in its words; ours answered :status 400 in grpc-go's."""
+    headers = request_headers(method("Echo"), extra=extra)
+    ref, ours = both(_echo_setup, lambda run: _raw_unary(run.port, headers))
+    assert ref == ("200", "13", details, b"")
+    if TRANSPORT == "h2":
+        assert ours == ref
+    else:
+        assert ours[1] == "13"

@@ -52,11 +52,10 @@ func parseRequest(r *h2Request, fields []hpack.HeaderField) *h2Reject {
 		r.header = make(Metadata, 0, len(fields))
 	}
 	var (
-		httpMethod, contentType string
-		isGRPC                  bool
-		authorities, hosts      int
-		host                    string
-		headerErr               *status.Status
+		httpMethod         string
+		authorities, hosts int
+		host               string
+		headerErr          *status.Status
 	)
 	for _, f := range fields {
 		switch f.Name {
@@ -72,11 +71,10 @@ func parseRequest(r *h2Request, fields []hpack.HeaderField) *h2Reject {
 			host = f.Value
 			r.add(f.Name, f.Value)
 		case "content-type":
-			contentType = f.Value
-			if grpcContentType(f.Value) {
-				isGRPC = true
-				r.add(f.Name, f.Value)
-			}
+			// grpcio's server serves any content type (a proxy that
+			// forwards application/grpc-web, a hand-made curl call);
+			// grpc-go's answers 415 to what isn't application/grpc.
+			r.add(f.Name, f.Value)
 		case "grpc-encoding":
 			r.encoding = f.Value
 		case "grpc-accept-encoding":
@@ -89,7 +87,7 @@ func parseRequest(r *h2Request, fields []hpack.HeaderField) *h2Reject {
 		case "grpc-timeout":
 			d, err := parseTimeout(f.Value)
 			if err != nil {
-				headerErr = status.Newf(codes.Internal, "malformed grpc-timeout: %v", err)
+				headerErr = status.New(codes.Internal, "Error parsing 'grpc-timeout' metadata") // grpcio's words
 			}
 			r.timeout, r.hasTimeout = d, true
 		case "connection":
@@ -105,7 +103,7 @@ func parseRequest(r *h2Request, fields []hpack.HeaderField) *h2Reject {
 			if binaryKey(f.Name) {
 				b, err := decodeBinaryValue(v)
 				if err != nil {
-					headerErr = status.Newf(codes.Internal, "malformed binary metadata %q in header %q: %v", f.Value, f.Name, err)
+					headerErr = status.Newf(codes.Internal, "Error parsing '%s' metadata: illegal base64 encoding", f.Name) // grpcio's words
 					continue
 				}
 				v = b
@@ -117,11 +115,8 @@ func parseRequest(r *h2Request, fields []hpack.HeaderField) *h2Reject {
 		return &h2Reject{httpStatus: http.StatusBadRequest, st: status.New(codes.Internal,
 			fmt.Sprintf("num values of :authority: %d, num values of host: %d, both must only have 1 value as per HTTP/2 spec", authorities, hosts))}
 	}
-	if !isGRPC {
-		return &h2Reject{httpStatus: http.StatusUnsupportedMediaType, st: status.Newf(codes.InvalidArgument, "invalid gRPC request content-type %q", contentType)}
-	}
 	if headerErr != nil {
-		return &h2Reject{httpStatus: http.StatusBadRequest, st: headerErr}
+		return &h2Reject{httpStatus: http.StatusOK, st: headerErr} // as grpcio answers it
 	}
 	if e := r.encoding; e != "" && e != identity && encoding.GetCompressor(e) == nil {
 		// grpc-core knows identity, deflate and gzip; any other name
@@ -143,16 +138,6 @@ func parseRequest(r *h2Request, fields []hpack.HeaderField) *h2Reject {
 
 func (r *h2Request) add(k, v string) {
 	r.header = append(r.header, [2]string{k, v})
-}
-
-// grpcContentType reports application/grpc, with or without a subtype.
-func grpcContentType(ct string) bool {
-	const base = "application/grpc"
-	if !strings.HasPrefix(ct, base) {
-		return false
-	}
-	rest := ct[len(base):]
-	return rest == "" || rest[0] == '+' || rest[0] == ';'
 }
 
 // reservedGRPCKey: keys gRPC uses for itself, never request metadata.
