@@ -217,3 +217,31 @@ def test_a_task_that_blocks_the_loop_delays_the_answers_of_its_turn():
     ref, ours = both(setup, scenario)
     assert ref == (b"a", True, b"b")
     assert ours == (b"a", PGN_TRANSPORT == "grpcgo", b"b")
+
+
+def test_a_generic_handler_without_service_fails_its_calls_only():
+    """grpc.aio takes a generic handler without service() (it raised at
+    registration on ours, and registered none of the others): each call it
+    is asked for fails UNKNOWN with the AttributeError; a handler before it
+    still serves."""
+
+    class Good(grpc.GenericRpcHandler):
+        def service(self, details):
+            return unary(_say) if details.method.endswith("/Good") else None
+
+    class NoService:
+        pass
+
+    async def _say(req, ctx):
+        return b"good"
+
+    def setup(server, state):
+        server.add_generic_rpc_handlers((Good(), NoService()))
+
+    def scenario(run):
+        return call_unary(run.channel, method("Good")).responses, call_unary(run.channel, method("Other")).brief()
+
+    assert same(setup, scenario) == (
+        (b"good",),
+        (grpc.StatusCode.UNKNOWN, "Unexpected <class 'AttributeError'>: 'NoService' object has no attribute 'service'"),
+    )

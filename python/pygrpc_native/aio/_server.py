@@ -83,6 +83,7 @@ def _kind_of(behavior: Any) -> _BehaviorKind:
 
 class _AioServer(ServerCore):
     registered_fixed = False  # as grpc.aio (see ServerCore)
+    checks_generic_handlers = False  # as grpc.aio (see ServerCore)
     new_call_context = staticmethod(contextvars.copy_context)  # as a task's (see ServerCore)
 
     def __init__(self, arguments: ServerArguments) -> None:
