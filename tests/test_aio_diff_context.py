@@ -458,8 +458,9 @@ def test_handler_reads_the_context_after_its_abort():
 def test_context_calls_after_the_call_was_answered():
     """A task the handler left running calls its context once the call is
     answered: set_compression() raises grpc.aio's RuntimeError (the answer
-    sent the initial metadata) and abort() its ExecuteBatchError (a second
-    status); ours took the first and said "Abort already called!"."""
+    sent the initial metadata), send_initial_metadata() its UsageError and
+    abort() its ExecuteBatchError (a second status); ours took the first,
+    worded the second otherwise and said "Abort already called!"."""
 
     def setup(server, state):
         async def handler(req, ctx):
@@ -469,6 +470,10 @@ def test_context_calls_after_the_call_was_answered():
                 try:
                     ctx.set_compression(grpc.Compression.Gzip)
                     seen.append("compression set")
+                except Exception as exc:  # noqa: BLE001
+                    seen.append(describe(exc))
+                try:
+                    await ctx.send_initial_metadata((("k", "v"),))
                 except Exception as exc:  # noqa: BLE001
                     seen.append(describe(exc))
                 try:
@@ -489,6 +494,7 @@ def test_context_calls_after_the_call_was_answered():
         SC.OK,
         [
             "builtins.RuntimeError: Compression setting must be specified before sending initial metadata",
+            "grpc._cython.cygrpc.UsageError: RPC already finished.",
             "grpc._cython.cygrpc.ExecuteBatchError: Failed grpc_call_start_batch: 1 with grpc_call_error value: 'GRPC_CALL_ERROR'",
         ],
     )

@@ -272,7 +272,7 @@ class ServicerContext(AioCode, CallInfo, grpc.aio.ServicerContext):
         return await requests.read()
 
     async def send_initial_metadata(self, initial_metadata: Any) -> None:
-        check_open(self._call, "Send initial metadata failed: RPC already finished")
+        check_open(self._call, FINISHED)
         call = self._call
         if call.initial_metadata_sent:
             raise grpc.aio.UsageError("Send initial metadata failed: already sent")
