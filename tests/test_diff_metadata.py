@@ -111,24 +111,25 @@ def test_send_initial_metadata_none(flavour):
 def test_send_initial_metadata_again_after_its_content_ended_the_call():
     """Metadata gRPC can't carry ends the call INTERNAL "Invalid metadata";
     grpc.server()'s next send_initial_metadata() then raises ValueError
-    (ours returned)."""
+    (ours returned), or, about one time in six, grpc.RpcError, where its
+    core has already let go of the call."""
 
     async def handler(req, ctx, state):
         await ctx.send_initial_metadata((("Upper", "v"),))
         try:
             await ctx.send_initial_metadata((("good", "1"),))
             state.record("second", "returned")
-        except ValueError as exc:
-            state.record("second", str(exc))
+        except Exception as exc:  # noqa: BLE001 - what it raised is the outcome
+            state.record("second", f"{type(exc).__name__}: {exc}")
         return b""
 
     def scenario(run):
         return call_unary(run.channel, method("M")).brief(), run.state.wait_for("second")
 
-    assert SYNC.same(SYNC.recording("M", handler), scenario) == (
-        (SC.INTERNAL, "Invalid metadata"),
-        "Initial metadata no longer allowed!",
-    )
+    ref, ours = SYNC.both(SYNC.recording("M", handler), scenario)
+    refused = ((SC.INTERNAL, "Invalid metadata"), "ValueError: Initial metadata no longer allowed!")
+    assert ref in (refused, (refused[0], "RpcError: "))
+    assert ours == refused
 
 
 @each_flavour
