@@ -73,6 +73,10 @@ class HandlerSource(Protocol):
     # Looked-up calls the interceptors already answered: call id -> their
     # handler and the call's contextvars.Context.
     pre_intercepted: Dict[int, Tuple[grpc.RpcMethodHandler, contextvars.Context]]
+
+    # The Context each call's interceptors and handler run in.
+    def new_call_context(self) -> contextvars.Context: ...
+
     def continuation(
         self, path: str, base: Optional[grpc.RpcMethodHandler]
     ) -> Callable[[grpc.HandlerCallDetails], Optional[grpc.RpcMethodHandler]]: ...
@@ -131,13 +135,14 @@ class CallRunner:
     what every call needs of its server: the front, the interceptors, how
     handlers are found, and the runner of add_callback() callbacks."""
 
-    __slots__ = ("_front", "_interceptors", "_source", "_callbacks")
+    __slots__ = ("_front", "_interceptors", "_source", "_callbacks", "_new_call_context")
 
     def __init__(self, source: HandlerSource, callbacks: CallbackRunner) -> None:
         self._front = source.front
         self._interceptors = tuple(source.interceptors)
         self._source = source
         self._callbacks = callbacks
+        self._new_call_context = source.new_call_context
 
     def run(self, method: Method, call_id: int, payload: Optional[bytes]) -> None:
         """Runs one native call: find its handler, then serve it here, or in
@@ -152,7 +157,7 @@ class CallRunner:
         if self._interceptors or handler is None:
             pre = self._source.pre_intercepted.pop(call_id, None)
             if pre is None:
-                context = contextvars.Context()  # the call's (ServerCore.new_call_context)
+                context = self._new_call_context()
                 try:
                     handler = context.run(
                         intercept,
@@ -171,7 +176,7 @@ class CallRunner:
                 return
             pool = own_pool(handler)
         else:
-            context = contextvars.Context()
+            context = self._new_call_context()
         # The handler runs in the call's Context, out of it only once it has
         # returned (one Context can't be entered on two threads at once).
         if pool is None:
