@@ -628,6 +628,51 @@ def test_sync_handler_context():
     assert ref[1] == (None, 20, [("x-a", "1")], "ipv4:127.0.0.1:<port>") and ref[2] is True
 
 
+def test_sync_handler_sends_initial_metadata_again():
+    """grpc.aio's sync context runs its coroutine's check: a second
+    send_initial_metadata() raises UsageError, in a unary handler and after
+    a response stream's first message (ours raised grpc.server()'s
+    ValueError). In a stream grpc.aio raises ExecuteBatchError instead
+    when its core is still sending the first message (1 run in 3 here)."""
+
+    def setup(server, state):
+        def again(what):
+            try:
+                ctx_of[what].send_initial_metadata((("x-again", "2"),))
+            except Exception as exc:  # noqa: BLE001 - what it raised is the outcome
+                state.record(what, describe(exc))
+
+        ctx_of = {}
+
+        def unary_handler(req, ctx):
+            ctx_of["unary"] = ctx
+            ctx.send_initial_metadata((("x-init", "1"),))
+            again("unary")
+            return b"ok"
+
+        def stream_handler(req, ctx):
+            ctx_of["stream"] = ctx
+            yield b"first"
+            again("stream")
+            yield b"second"
+
+        setup_handlers({"M": unary(unary_handler), "S": stream(stream_handler)})(server, state)
+
+    def scenario(run):
+        return (
+            call_unary(run.channel, method("M")).initial_metadata,
+            call_stream(run.channel, method("S")).responses,
+            run.state.wait_for("unary"),
+            run.state.wait_for("stream"),
+        )
+
+    already = "grpc._cython.cygrpc.UsageError: Send initial metadata failed: already sent"
+    busy = "grpc._cython.cygrpc.ExecuteBatchError: Failed grpc_call_start_batch: 8 with grpc_call_error value: 'GRPC_CALL_ERROR_TOO_MANY_OPERATIONS'"
+    ref, ours = both(setup, scenario)
+    assert ref[:3] == ours[:3] == ((("x-init", "1"),), (b"first", b"second"), already)
+    assert ref[3] in (already, busy) and ours[3] == already
+
+
 def test_known_difference_sync_handler_callbacks_on_a_response_stream():
     # grpc.aio runs a sync handler's add_callback callbacks only where its
     # response is unary; ours runs them for response streams too, as for

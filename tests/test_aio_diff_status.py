@@ -505,6 +505,32 @@ def test_code_reads_back_what_was_set():
     assert same(setup, scenario) == ((SC.UNKNOWN, ""), [None, None, 5, SC.NOT_FOUND, None])
 
 
+@pytest.mark.parametrize("end", ["return", "abort"])
+def test_details_read_back_what_was_set(end):
+    """details() reads '' until set, then what was set; after
+    set_details(None), None (ours read ''), and the status has no
+    details."""
+
+    def setup(server, state):
+        async def handler(req, ctx):
+            seen = [ctx.details()]
+            for value in ("first", None):
+                ctx.set_details(value)
+                seen.append(ctx.details())
+            state.record("seen", seen)
+            ctx.set_code(SC.NOT_FOUND)
+            if end == "abort":
+                await ctx.abort(SC.NOT_FOUND)
+            return b"resp"
+
+        setup_handlers({"M": unary(handler)})(server, state)
+
+    def scenario(run):
+        return call_unary(run.channel, method("M"), timeout=2).brief(), run.state.wait_for("seen")
+
+    assert same(setup, scenario) == ((SC.NOT_FOUND, ""), ["", "first", None])
+
+
 def test_known_difference_abort_with_code_zero():
     # As abort(OK) (test_diff_status::test_abort_ok): grpc.aio leaves the call
     # unanswered until its deadline; ours answers UNKNOWN at once.

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import collections
 import time
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, NoReturn, Optional, Sequence, Tuple
 
 import grpc
 
@@ -160,7 +160,7 @@ class SyncContextBase(CallInfo, grpc.ServicerContext):
             call.gone_errors += (error,)
             raise error
         if call.initial_metadata_sent:
-            raise ValueError("Initial metadata no longer allowed!")
+            self._initial_metadata_again()
         initial_metadata = initial_metadata or ()
         check_binary_values(initial_metadata)
         # Sent once Go took it: metadata refused for its shape or types
@@ -177,13 +177,17 @@ class SyncContextBase(CallInfo, grpc.ServicerContext):
         call = self._call
         call.front.send_initial_metadata(call.call_id, initial_metadata)
 
+    def _initial_metadata_again(self) -> NoReturn:
+        """send_initial_metadata() once the initial metadata went out."""
+        raise ValueError("Initial metadata no longer allowed!")
+
     def _initial_metadata_after_the_answer(self) -> None:
         """send_initial_metadata() once the server has answered the call
         (from a thread the handler left running, or after metadata Go
         refused ended the call): grpcio's sync server ignores it, but
         refuses it at once where initial metadata went out already."""
         if self._call.initial_metadata_sent:
-            raise ValueError("Initial metadata no longer allowed!")
+            self._initial_metadata_again()
 
     def trailing_metadata(self) -> Any:
         return self._call.trailing_metadata

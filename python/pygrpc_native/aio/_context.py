@@ -33,6 +33,9 @@ _CANCELLED = grpc.StatusCode.CANCELLED
 # (sent as UNKNOWN), not "no code" as on the sync server, while code() still
 # reads None.
 _NONE_GIVEN = object()
+# The details set_details(None) leaves: empty details to send (a str equal
+# to ''), that details() reads as None.
+_DETAILS_NONE = type("_DetailsNone", (str,), {})()
 _METADATA_SHAPE = "Tuple[Tuple[str, Union[str, bytes]]...]"
 
 
@@ -148,9 +151,11 @@ def send_blocking(call: CallState, send: Callable[..., Optional[bool]], *args: A
     return ok
 
 
-class AioCode:
-    """set_code() and code() as grpc.aio's contexts keep them: any value is
-    taken (status_code() says what is sent for it), set_code(None) too."""
+class AioStatus:
+    """set_code(), code(), set_details() and details() as grpc.aio's
+    contexts keep them: any code is taken (status_code() says what is sent
+    for it), set_code(None) too; details() reads '' until set, and None
+    after set_details(None), which sends empty details."""
 
     __slots__ = ()
     _call: CallState
@@ -162,8 +167,18 @@ class AioCode:
         code = self._call.code
         return None if code is _NONE_GIVEN else code
 
+    def set_details(self, details: str) -> None:
+        check_details(details)
+        self._call.details = _DETAILS_NONE if details is None else details
 
-class ServicerContext(AioCode, CallInfo, grpc.aio.ServicerContext):
+    def details(self) -> Optional[str]:
+        details = self._call.details
+        if details is None:
+            return ""
+        return None if details is _DETAILS_NONE else details  # type: ignore[return-value]  # str on aio
+
+
+class ServicerContext(AioStatus, CallInfo, grpc.aio.ServicerContext):
     """The context coroutine handlers of pygrpc_native.aio.server() get."""
 
     __slots__ = ("_call", "_waits")
@@ -275,7 +290,7 @@ class ServicerContext(AioCode, CallInfo, grpc.aio.ServicerContext):
         check_open(self._call, FINISHED)
         call = self._call
         if call.initial_metadata_sent:
-            raise grpc.aio.UsageError("Send initial metadata failed: already sent")
+            _initial_metadata_again()
         metadata = tuple(initial_metadata)  # None: grpc.aio's TypeError
         check_binary_values(metadata)
         call.initial_metadata_sent = True  # before the await: a write meanwhile comes after it
@@ -311,14 +326,6 @@ class ServicerContext(AioCode, CallInfo, grpc.aio.ServicerContext):
     def trailing_metadata(self) -> Any:
         metadata = self._call.trailing_metadata
         return () if metadata is None else metadata
-
-    def set_details(self, details: str) -> None:
-        check_details(details)
-        self._call.details = details
-
-    def details(self) -> str:
-        details = self._call.details
-        return "" if details is None else details  # type: ignore[return-value]  # str once the handler ran
 
     def set_compression(self, compression: grpc.Compression) -> None:
         """As grpc.aio: compresses the responses (NoCompression changes
@@ -372,6 +379,10 @@ class ServicerContext(AioCode, CallInfo, grpc.aio.ServicerContext):
         add_callback(self._call, callback)
 
 
+def _initial_metadata_again() -> NoReturn:
+    raise grpc.aio.UsageError("Send initial metadata failed: already sent")
+
+
 def add_callback(call: CallState, callback: Callable[..., None]) -> None:
     """Adds a callback that the aio server calls with the call's context
     once the call is over."""
@@ -383,7 +394,7 @@ def add_callback(call: CallState, callback: Callable[..., None]) -> None:
         call.callbacks = [callback]
 
 
-class SyncHandlerContext(AioCode, SyncContextBase):
+class SyncHandlerContext(AioStatus, SyncContextBase):
     """The context of a non-coroutine handler, run in the migration thread
     pool: grpcio's sync context, except that abort() sends the status and
     returns instead of raising, as grpc.aio's does."""
@@ -399,16 +410,11 @@ class SyncHandlerContext(AioCode, SyncContextBase):
         call.aborted = call.ended = True
         send_blocking(call, call.front.finish, _CODE_VALUES[code], details, call.trailing_metadata)
 
+    def _initial_metadata_again(self) -> NoReturn:
+        _initial_metadata_again()  # grpc.aio runs the coroutine's check for its sync context
+
     def _initial_metadata_after_the_answer(self) -> None:
         raise grpc.aio.UsageError("RPC already finished.")  # as grpc.aio's
-
-    def set_details(self, details: str) -> None:
-        check_details(details)
-        self._call.details = details
-
-    def details(self) -> Any:  # type: ignore[override]
-        details = self._call.details
-        return "" if details is None else details
 
     def set_compression(self, compression: grpc.Compression) -> None:
         # As grpc.aio's context: RuntimeError once the initial metadata is
