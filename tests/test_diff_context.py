@@ -6,15 +6,18 @@ against CancelledError and add_done_callback): they are in
 test_server_diff_context.py and test_aio_diff_context.py.
 """
 
+import socket
 import threading
 import time
 
 import grpc
 import pytest
 
+from diff import TRANSPORT
 from diff.aio_harness import describe
 from diff.flavours import each_flavour, sleep
 from diff.harness import call_stream, call_unary, method, peer_shape
+from h2_raw import RawH2, grpc_message, request_headers
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -112,6 +115,41 @@ def test_time_remaining_decreases_in_unary_and_stream(flavour):
 
     ref = flavour.same(setup, scenario)
     assert ref[2:] == (True, True)
+
+
+@each_flavour
+def test_a_call_ends_at_its_deadline_not_before(flavour):
+    """A call whose handler hasn't answered ends DEADLINE_EXCEEDED at the
+    client's deadline (grpc-timeout 300m: the least of 3 calls takes 300 ms
+    or more), as on grpcio. Ours ended it 20 ms early, and
+    time_remaining() said so (a handler answering 15 ms before a 300 ms
+    deadline failed DEADLINE_EXCEEDED). grpc-go's transport keeps that
+    margin: it resets a call at its deadline, which reaches a client whose
+    own timer hasn't fired yet as CANCELLED."""
+
+    async def handler(req, ctx):
+        await sleep(0.6)
+        return b""
+
+    def scenario(run):
+        took, codes = [], set()
+        for _ in range(3):
+            with RawH2(run.port) as conn:
+                # As gRPC clients: else Nagle may hold the request back
+                # until the server's delayed ACK (up to 40 ms).
+                conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                conn.receive()  # the server's SETTINGS: the connection is up
+                start = time.monotonic()
+                conn.headers(1, request_headers(method("M"), timeout="300m"))
+                conn.data(1, grpc_message(b""))
+                codes |= set(conn.statuses([1]).values())
+                took.append(time.monotonic() - start)
+        return codes, min(took) >= 0.298
+
+    ref, ours = flavour.both(flavour.handlers({"M": flavour.unary(handler)}), scenario)
+    deadline_exceeded = {str(SC.DEADLINE_EXCEEDED.value[0])}
+    assert ref == (deadline_exceeded, True)
+    assert ours == (deadline_exceeded, TRANSPORT != "grpcgo")
 
 
 @each_flavour

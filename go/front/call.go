@@ -22,7 +22,7 @@ type call struct {
 	// requests is the request stream of a client-streaming method, set
 	// before the call's EventCall is queued; nil for unary requests.
 	requests *requestStream
-	// ctx ends at the call's deadline (less deadlineMargin) or when the
+	// ctx ends at the call's own deadline (callDeadline) or when the
 	// client goes away. With a deadline it is own, when the transport's
 	// context is a streamContext and the call is driven (newCall), else a
 	// context.WithDeadline whose stop releases its timer. Either way
@@ -83,10 +83,11 @@ type call struct {
 // ownsDeadline reports that ctx is c's own context (see ctx).
 func (c *call) ownsDeadline() bool { return c.ctx == context.Context(&c.own) }
 
-// watchEnd makes the end of a driven call's own deadline (deadlineMargin
-// before the client's) abandon the call (opQueue.abandon): no transport
-// tells that end. An own context is ended by a timer, which then abandons
-// the call; a context.WithDeadline is watched with context.AfterFunc. Set
+// watchEnd makes the end of a driven call's own deadline (callDeadline)
+// abandon the call (opQueue.abandon): grpc-go's transport tells no end
+// before the deadline, and h2's expire may come second. An own context is
+// ended by a timer, which then abandons the call; a context.WithDeadline
+// is watched with context.AfterFunc. Set
 // under ops.mu, as the timer or watch may run (and the call end) before
 // watchEnd has stored it.
 func (c *call) watchEnd() {

@@ -198,6 +198,10 @@ type grpcgoStream struct {
 
 func (s *grpcgoStream) Context() context.Context { return s.ctx }
 
+// resetsAtDeadline: grpc-go's transport resets a call (RST_STREAM CANCEL)
+// at its deadline; the front ends it first (deadlineMargin).
+func (s *grpcgoStream) resetsAtDeadline() {}
+
 func (s *grpcgoStream) Method() string {
 	m, _ := grpc.MethodFromServerStream(s.ss)
 	return m

@@ -24,11 +24,16 @@ const (
 	detailsSecondMessage    = "A unary call answers with exactly one message"
 )
 
-// deadlineMargin is how much earlier than the client's deadline the server
-// ends an unanswered call. grpc-go resets a stream (RST_STREAM CANCEL) the
-// moment the deadline passes, and a reset that beats the client's own timer
-// reaches the client as CANCELLED; ending the call a little earlier, with
-// status DEADLINE_EXCEEDED, gives the client what grpcio's server gives.
+// deadlineMargin is how much earlier than the client's deadline the front
+// ends an unanswered call on a transport that resets a call the moment its
+// deadline passes (grpc-go's: RST_STREAM CANCEL, which reaches a client
+// whose own timer hasn't fired yet as CANCELLED); ending the call a little
+// earlier, with status DEADLINE_EXCEEDED, gives the client what grpcio's
+// server gives. A transport that itself ends such a call with
+// DEADLINE_EXCEEDED (h2, as grpcio's server) gets no margin: a handler has
+// all of the client's time there, and time_remaining() reads it, as on
+// grpcio (with the margin, a handler answering 15 ms before a 300 ms
+// deadline failed DEADLINE_EXCEEDED).
 var deadlineMargin = 20 * time.Millisecond // a variable only for TestLateFrontEndIsStillADeadline
 
 // deadlineStatus is how the front ends a call whose deadline passed, in
@@ -337,12 +342,12 @@ func (h *handler) newCall(st ServerStream, path string, methodID int32, driven b
 	if dl, ok := ctx.Deadline(); ok {
 		if b, own := st.(baseContexter); own && driven {
 			// No allocation, and no goroutine at its end (streamContext).
-			c.own.deadline = callDeadline(dl)
+			c.own.deadline = callDeadline(st, dl)
 			c.own.values = ctx
 			c.ctx = &c.own
 			b.baseContext().link(&c.own)
 		} else {
-			c.ctx, c.stop = context.WithDeadline(ctx, callDeadline(dl))
+			c.ctx, c.stop = context.WithDeadline(ctx, callDeadline(st, dl))
 		}
 	}
 	c.conn = st.Conn()
@@ -382,20 +387,29 @@ func abandonedOutcome(ctx context.Context, err error) outcome {
 	return outcomeCancelled
 }
 
-// beforeDeadline is ctx ending at callDeadline of its deadline, if it has
-// one.
-func beforeDeadline(ctx context.Context) (context.Context, context.CancelFunc) {
+// beforeDeadline is st's context ending at the call's own deadline
+// (callDeadline), if it has one.
+func beforeDeadline(st ServerStream) (context.Context, context.CancelFunc) {
+	ctx := st.Context()
 	dl, ok := ctx.Deadline()
 	if !ok {
 		return context.WithCancel(ctx)
 	}
-	return context.WithDeadline(ctx, callDeadline(dl))
+	return context.WithDeadline(ctx, callDeadline(st, dl))
 }
 
-// callDeadline is the call's own deadline for a client's deadline dl:
-// deadlineMargin (or a tenth of the time left, if less) before it; see
-// deadlineMargin.
-func callDeadline(dl time.Time) time.Time {
+// resetsAtDeadline marks a ServerStream whose transport resets a call the
+// moment its deadline passes instead of ending it with status
+// DEADLINE_EXCEEDED (grpc-go's); see deadlineMargin.
+type resetsAtDeadline interface{ resetsAtDeadline() }
+
+// callDeadline is the call's own deadline for a client's deadline dl: dl,
+// or on a transport that resets at the deadline, deadlineMargin (or a
+// tenth of the time left, if less) before it.
+func callDeadline(st ServerStream, dl time.Time) time.Time {
+	if _, resets := st.(resetsAtDeadline); !resets {
+		return dl
+	}
 	return dl.Add(-min(deadlineMargin, time.Until(dl)/10))
 }
 

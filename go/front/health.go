@@ -253,9 +253,10 @@ func (h *healthTable) serve(st ServerStream, path string) error {
 	}
 	w := h.watch(req.GetService())
 	defer h.unwatch(req.GetService(), w)
-	// Ended a little before the deadline, as calls Python serves are, so
-	// that the client gets DEADLINE_EXCEEDED rather than grpc-go's reset.
-	ctx, stop := beforeDeadline(st.Context())
+	// Ended at the call's own deadline, as calls Python serves are (a
+	// little early on grpc-go's transport, so that the client gets
+	// DEADLINE_EXCEEDED rather than its reset).
+	ctx, stop := beforeDeadline(st)
 	defer stop()
 	for {
 		for _, s := range w.take() {

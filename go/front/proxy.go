@@ -66,10 +66,10 @@ func dialFallback(target string) (*grpc.ClientConn, error) {
 // call's context, which also carries cancellation from the client); the
 // backend's headers, messages, trailers and status come back as they are.
 func (r *fallbackRelay) relay(st ServerStream, path string) error {
-	// The backend call ends a little before the client's deadline, so the
-	// client gets DEADLINE_EXCEEDED from us rather than the transport's
-	// reset.
-	ctx, cancel := beforeDeadline(st.Context())
+	// The backend call ends at the call's own deadline (a little before
+	// the client's on grpc-go's transport, so that the client gets
+	// DEADLINE_EXCEEDED from us rather than the transport's reset).
+	ctx, cancel := beforeDeadline(st)
 	defer cancel()
 	r.m.callsProxied.Add(1)
 	backendCtx, relayed := withRelayedEncoding(metadata.NewOutgoingContext(ctx, forwardedMetadata(st.Header())))

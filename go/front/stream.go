@@ -220,8 +220,9 @@ var errDriven = errors.New("front: the call is driven by its ops")
 // driven makes c's ops drive the call from now on; called before its first
 // event is queued. The call's end on the wire reaches the queue
 // (opQueue.wireEnded) through the transport's end hook; a call with a
-// deadline of its own (c.stop set: it ends deadlineMargin before the
-// client's) also needs its context watched, for that earlier end.
+// deadline of its own (c.stop set, or an own context) also needs its
+// context watched: no transport tells that end (on grpc-go's it comes
+// deadlineMargin before the client's).
 func (s *stream) driven() {
 	s.c.ops.driver = s
 	if s.c.stop != nil || s.c.ownsDeadline() {
