@@ -24,25 +24,37 @@ import (
 type h2Socket struct {
 	net.Conn
 	raw syscall.RawConn // nil: the socket can't be written without waiting
+	// inner is the socket under the listener's counting conn (nil: Conn
+	// is the socket): drain writes pending to it in one writev, and counts.
+	inner net.Conn
 
 	mu sync.Mutex
-	// pending is what the kernel didn't take, in order; draining: the
-	// goroutine writing it runs; err is the first write error, returned by
-	// every later write; room is signalled when pending shrinks (writers
-	// over maxPending wait for it). spare is the buffer drain last wrote
-	// out, kept for pending's next use.
-	pending  []byte
-	spare    []byte
-	draining bool
-	err      error
-	room     *sync.Cond
-	try      rawTry
+	// pending is what the kernel didn't take, in order, as the buffers it
+	// came in when the writer gave them up (writeTaking), or copies (Write);
+	// the socket owns them, and hands them to writeBufs once written.
+	// pendingLen is their length in all. draining: the goroutine writing
+	// them runs; err is the first write error, returned by every later
+	// write; room is signalled when pending shrinks (writers over
+	// maxPending wait for it). spare is the list drain last wrote out,
+	// kept for pending's next use.
+	pending    [][]byte
+	pendingLen int
+	spare      [][]byte
+	iov        net.Buffers // drain's own (writeWaiting)
+	draining   bool
+	err        error
+	room       *sync.Cond
+	try        rawTry
 	// rd is Read's state, like try's (the reader's goroutine only).
 	rd rawRead
 }
 
 // maxPending bounds what waits for a slow peer before writers wait too.
 const maxPending = 16 << 20
+
+// takeAtLeast is the smallest remainder writeTaking keeps as it is: a
+// smaller one is copied, so that pending stays a few large buffers.
+const takeAtLeast = 32 << 10
 
 func newH2Socket(c net.Conn) *h2Socket {
 	s := &h2Socket{Conn: c}
@@ -52,6 +64,7 @@ func newH2Socket(c net.Conn) *h2Socket {
 	inner := c
 	if lc, ok := c.(*conn); ok {
 		inner = lc.Conn
+		s.inner = inner
 	}
 	if sc, ok := inner.(syscall.Conn); ok {
 		if raw, err := sc.SyscallConn(); err == nil {
@@ -62,36 +75,65 @@ func newH2Socket(c net.Conn) *h2Socket {
 }
 
 // Write takes all of b (or fails with the connection's error): the part
-// the kernel doesn't take at once is written later, in order.
+// the kernel doesn't take at once is copied and written later, in order.
+// Callers that can give b up use writeTaking.
 func (s *h2Socket) Write(b []byte) (int, error) {
+	_, err := s.write(b, false)
+	if err != nil {
+		return 0, err
+	}
+	return len(b), nil
+}
+
+// writeTaking is Write for a buffer its caller gives up if the kernel
+// can't take all of it at once: then the socket keeps b itself as what
+// waits, no copy, and reports taken; the caller must not touch b again. A
+// large answer the kernel can't take at once (a message of megabytes, a
+// client reading slowly) is then not copied a second time, nor into
+// freshly faulted memory: 1 MiB messages cost a third of the CPU.
+func (s *h2Socket) writeTaking(b []byte) (taken bool, err error) {
+	return s.write(b, true)
+}
+
+func (s *h2Socket) write(b []byte, give bool) (taken bool, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for len(s.pending) > maxPending && s.err == nil {
+	for s.pendingLen > maxPending && s.err == nil {
 		s.room.Wait()
 	}
 	if s.err != nil {
-		return 0, s.err
+		return false, s.err
 	}
-	n := len(b)
 	if !s.draining { // nothing waits: the kernel may take b now, in order
 		k, err := s.tryWrite(b)
 		if err != nil {
 			s.err = err
-			return 0, err
+			return false, err
 		}
 		b = b[k:]
 		if k > 0 {
 			s.countOut(k)
 		}
 	}
-	if len(b) > 0 {
-		s.pending = append(s.pending, b...)
-		if !s.draining {
-			s.draining = true
-			go s.drain()
-		}
+	if len(b) == 0 {
+		return false, nil
 	}
-	return n, nil
+	s.pendingLen += len(b)
+	if last := len(s.pending) - 1; last >= 0 && len(b) < takeAtLeast && len(s.pending[last])+len(b) <= cap(s.pending[last]) {
+		// A small remainder joins the last buffer waiting (the socket's).
+		s.pending[last] = append(s.pending[last], b...)
+		return false, nil
+	}
+	if !give || len(b) < takeAtLeast {
+		b = append(getWriteBuf(), b...)
+		give = false
+	}
+	s.pending = append(s.pending, b)
+	if !s.draining {
+		s.draining = true
+		go s.drain()
+	}
+	return give, nil
 }
 
 // tryWrite writes what the kernel takes now, without waiting. Called with
@@ -220,25 +262,55 @@ func (s *h2Socket) drain() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for len(s.pending) > 0 && s.err == nil {
-		b := s.pending
+		bufs, n := s.pending, s.pendingLen
 		s.pending, s.spare = s.spare[:0], nil
 		s.mu.Unlock()
-		_, err := s.Conn.Write(b) // the net.Conn's own, waiting write
+		err := s.writeWaiting(bufs)
+		for i, b := range bufs {
+			if cap(b) <= maxKeptWriteBuf { // not one a slow peer grew: left to the GC
+				putWriteBuf(b)
+			}
+			bufs[i] = nil
+		}
 		s.mu.Lock()
+		s.pendingLen -= n
+		s.spare = bufs[:0]
 		if err != nil {
 			s.err = err
 			break
 		}
-		if cap(b) <= 4<<20 { // keep a modest buffer, not one a slow peer grew
-			s.spare = b[:0]
-		}
 		s.room.Broadcast()
 	}
 	if s.err != nil {
-		s.pending, s.spare = nil, nil
+		for _, b := range s.pending {
+			if cap(b) <= maxKeptWriteBuf {
+				putWriteBuf(b)
+			}
+		}
+		s.pending, s.spare, s.pendingLen = nil, nil, 0
 	}
 	s.draining = false
 	s.room.Broadcast()
+}
+
+// writeWaiting writes bufs in order, waiting for the peer: in one writev
+// where the socket is a TCP or Unix one. Called by drain without mu.
+func (s *h2Socket) writeWaiting(bufs [][]byte) error {
+	if s.inner == nil {
+		for _, b := range bufs {
+			if _, err := s.Conn.Write(b); err != nil { // the net.Conn's own, waiting write
+				return err
+			}
+		}
+		return nil
+	}
+	s.iov = append(s.iov[:0], bufs...)
+	iov := s.iov // WriteTo consumes the list it is given
+	n, err := iov.WriteTo(s.inner)
+	if lc, ok := s.Conn.(*conn); ok {
+		lc.m.bytesOut.Add(uint64(n))
+	}
+	return err
 }
 
 // countOut adds bytes written by tryWrite to the front's counters (the

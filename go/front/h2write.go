@@ -120,9 +120,16 @@ func (w *h2Writer) flushLocked() {
 			w.buf = getWriteBuf()
 		}
 		w.mu.Unlock()
-		_, err := w.nc.Write(b)
+		var err error
+		taken := false
+		if t, ok := w.nc.(*h2Socket); ok {
+			taken, err = t.writeTaking(b)
+		} else {
+			_, err = w.nc.Write(b)
+		}
 		w.mu.Lock()
 		switch {
+		case taken: // the socket writes b later, and recycles it
 		case cap(b) > maxKeptWriteBuf: // not one a burst grew: left to the GC
 		case w.spare == nil:
 			w.spare = b[:0]
