@@ -52,9 +52,23 @@ class _Unprintable(Exception):
         raise RuntimeError("no str for you")
 
 
-def test_unary_handler_unprintable_exception():
-    ref = SYNC.unary_case(_raise(_Unprintable()))
-    assert ref.code == SC.UNKNOWN
+def test_unary_handler_unprintable_exception(caplog, capsys):
+    """Logged as grpcio logs it: the traceback (a list of lines), then the
+    details, both under grpc._server; the traceback of the failed str() is
+    printed to stderr too (ours logged the details only)."""
+
+    def scenario(run):
+        caplog.clear()
+        capsys.readouterr()
+        with caplog.at_level(logging.ERROR, logger="grpc._server"):
+            brief = call_unary(run.channel, method("M")).brief()
+            time.sleep(0.1)
+        records = [(type(r.msg).__name__, str(r.msg)[-40:]) for r in caplog.records if r.name == "grpc._server"]
+        return brief, records, "no str for you" in capsys.readouterr().err
+
+    ref = same(setup_handlers({"M": unary(_raise(_Unprintable()))}), scenario)
+    assert ref[0] == (SC.UNKNOWN, "Calling application raised unprintable Exception!")
+    assert [kind for kind, _ in ref[1]] == ["list", "str"] and ref[2] is True
 
 
 def test_stream_handler_exception_before_iterator():

@@ -11,6 +11,7 @@ from __future__ import annotations
 import collections
 import contextvars
 import logging
+import traceback
 from concurrent import futures
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, NoReturn, Optional, Sequence, Tuple
 
@@ -387,6 +388,10 @@ class CallRunner:
             details = template.format(exc)
         except Exception:  # noqa: BLE001 - str(exc) itself may raise
             details = "Calling application raised unprintable Exception!"
+            # As grpcio: the traceback as a list of lines, logged and
+            # printed with the error str() raised.
+            SERVER_LOG.exception(traceback.format_exception(type(exc), exc, exc.__traceback__))
+            traceback.print_exc()
         SERVER_LOG.error(details, exc_info=exc)
         self._end(call, _UNKNOWN, details)
 
