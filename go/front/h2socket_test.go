@@ -14,24 +14,9 @@ import (
 // every byte once it reads; the listener's counter counts them all (drain's
 // writev included).
 func TestH2SocketKeepsOrderForASlowPeer(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	accepted := make(chan net.Conn, 1)
-	go func() {
-		c, _ := ln.Accept()
-		accepted <- c
-	}()
-	peer, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer peer.Close()
+	peer, server := tcpPair(t)
 	// Small socket buffers, so that most of it waits in the socket's own.
 	_ = peer.(*net.TCPConn).SetReadBuffer(64 << 10)
-	server := <-accepted
 	_ = server.(*net.TCPConn).SetWriteBuffer(64 << 10)
 	m := new(metrics)
 	s := newH2Socket(&conn{Conn: server, m: m})
@@ -76,21 +61,8 @@ func TestH2SocketKeepsOrderForASlowPeer(t *testing.T) {
 // peer closed while data waited), later writes report the error at once
 // and nothing waits.
 func TestH2SocketFailsWritesAfterThePeerIsGone(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	accepted := make(chan net.Conn, 1)
-	go func() {
-		c, _ := ln.Accept()
-		accepted <- c
-	}()
-	peer, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := newH2Socket(&conn{Conn: <-accepted, m: new(metrics)})
+	peer, server := tcpPair(t)
+	s := newH2Socket(&conn{Conn: server, m: new(metrics)})
 	defer s.Close()
 	if _, err := s.writeTaking(make([]byte, 8<<20)); err != nil {
 		t.Fatal(err)
@@ -112,4 +84,30 @@ func TestH2SocketFailsWritesAfterThePeerIsGone(t *testing.T) {
 	if s.pendingLen != 0 || len(s.pending) != 0 {
 		t.Fatalf("%d bytes in %d buffers still wait after the error", s.pendingLen, len(s.pending))
 	}
+}
+
+// tcpPair is a connected pair of loopback TCP sockets: the client's end and
+// the server's, both closed when the test ends.
+func tcpPair(t *testing.T) (client, server net.Conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, _ := ln.Accept()
+		accepted <- c
+	}()
+	client, err = net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	server = <-accepted
+	if server == nil {
+		t.Fatal("accept failed")
+	}
+	t.Cleanup(func() { client.Close(); server.Close() })
+	return client, server
 }
