@@ -384,7 +384,13 @@ func (s *h2Stream) WriteBy(by writeBy) { s.writeBy = by }
 
 // Finish writes the status and trailers (trailers-only when no headers
 // went out) and ends the stream.
-func (s *h2Stream) Finish(st *status.Status, trailer Metadata) {
+func (s *h2Stream) Finish(st *status.Status, trailer Metadata) { s.finish(st, trailer, false) }
+
+// finish is Finish; with reset, RST_STREAM NO_ERROR follows the trailers
+// even where the client has sent all of its request, as grpcio's server
+// ends a call whose deadline passed (a grpcio client then reads "Stream
+// removed (Deadline Exceeded)", as against grpcio).
+func (s *h2Stream) finish(st *status.Status, trailer Metadata, reset bool) {
 	if s.finished {
 		return
 	}
@@ -414,7 +420,7 @@ func (s *h2Stream) Finish(st *status.Status, trailer Metadata) {
 	// A client still sending is told to stop (RST_STREAM NO_ERROR after
 	// the trailers), as HTTP/2 allows a server that has answered.
 	var after func([]byte) []byte
-	if !s.requestEnded() {
+	if reset || !s.requestEnded() {
 		after = func(b []byte) []byte { return appendRSTStream(b, s.id, http2.ErrCodeNo) }
 	}
 	// The status is queued, then the stream leaves the connection's
@@ -431,17 +437,24 @@ func (s *h2Stream) Finish(st *status.Status, trailer Metadata) {
 // finishWith ends a stream whose handler returned without Finish: with
 // err's status; with DEADLINE_EXCEEDED once the call's deadline has passed
 // (whatever the handler said: grpcio's server ends such a call with that
-// status, and a CANCEL reset reaching the client before its own timer
-// fires reads there as CANCELLED); or with RST_STREAM CANCEL when the call
+// status, then RST_STREAM NO_ERROR, and a CANCEL reset reaching the client
+// before its own timer fires reads there as CANCELLED); or with RST_STREAM
+// CANCEL when the call
 // already ended on the wire otherwise (the peer's reset, the connection's
 // close).
 func (s *h2Stream) finishWith(err error) {
 	if s.finished {
 		return
 	}
-	if cause := s.ctx.Err(); cause != nil {
+	cause := s.ctx.Err()
+	if dl := s.base.deadline; cause == nil && !dl.IsZero() && !time.Now().Before(dl) {
+		// The front's own end at the deadline, which came before the
+		// stream's (their timers run at the same moment).
+		cause = context.DeadlineExceeded
+	}
+	if cause != nil {
 		if errors.Is(cause, context.DeadlineExceeded) && !s.c.peerReset(s) {
-			s.Finish(deadlineStatus, nil)
+			s.finish(deadlineStatus, nil, true)
 			return
 		}
 		s.reset(http2.ErrCodeCancel)
