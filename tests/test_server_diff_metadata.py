@@ -118,6 +118,56 @@ def _raw_unary(port, headers, payload=b"x"):
     return status, end.headers.get("grpc-status"), end.headers.get("grpc-message"), data
 
 
+def _fields_on_the_wire(port, headers, payload):
+    """The HEADERS frames the server sends for one unary call: each a list
+    of (name, value), in order."""
+    with RawH2(port) as conn:
+        conn.headers(1, headers)
+        conn.data(1, grpc_message(payload))
+        frames = conn.collect(lambda fs: bool(fs) and fs[-1].stream_id == 1 and (fs[-1].end_stream or fs[-1].kind == "rst"))
+    return [list(f.headers.items()) for f in frames if f.stream_id == 1 and f.kind == "headers"]
+
+
+@pytest.mark.parametrize(
+    "case,server_kwargs",
+    [
+        ("ok", {}),
+        ("error", {}),
+        ("gzip", {"compression": grpc.Compression.Gzip}),
+        ("gzip and identity only", {"options": [("grpc.compression_enabled_algorithms_bitset", 5)]}),
+    ],
+)
+def test_the_fields_the_server_writes_itself(case, server_kwargs):
+    """Response headers and trailers as grpcio writes them: the encodings
+    it takes (grpc-accept-encoding, in its order, after grpc-encoding) in
+    the headers, grpc-message in the trailers even when empty, a
+    trailers-only answer without grpc-accept-encoding. Ours sent neither
+    (grpc-go's transport sends the empty grpc-message only)."""
+
+    def handler(req, ctx):
+        if req == b"error":
+            ctx.abort(grpc.StatusCode.NOT_FOUND, "")
+        ctx.send_initial_metadata((("x-i", "1"),))
+        return req
+
+    extra = [("grpc-accept-encoding", "gzip")] if case == "gzip" else []
+    payload = b"error" if case == "error" else b"x"
+    ref, ours = both(
+        setup_handlers({"Echo": unary(handler)}),
+        lambda run: _fields_on_the_wire(run.port, request_headers(method("Echo"), extra=extra), payload),
+        **server_kwargs,
+    )
+    if TRANSPORT == "h2":
+        assert ours == ref
+    accepted = "identity, gzip" if case == "gzip and identity only" else "identity, deflate, gzip"
+    if case == "error":
+        assert ref == [[(":status", "200"), ("content-type", "application/grpc"), ("grpc-status", "5"), ("grpc-message", "")]]
+    else:
+        encoding = [("grpc-encoding", "gzip")] if case == "gzip" else []
+        head = [(":status", "200"), ("content-type", "application/grpc"), *encoding, ("grpc-accept-encoding", accepted), ("x-i", "1")]
+        assert ref == [head, [("grpc-status", "0"), ("grpc-message", "")]]
+
+
 @pytest.mark.parametrize(
     "content_type", ["application/json", "application/grpc-web", "text/plain", None], ids=["json", "grpc-web", "text", "none"]
 )

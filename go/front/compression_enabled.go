@@ -38,6 +38,19 @@ func (c *Compression) dropDisabled(d DisabledCompression) {
 	}
 }
 
+// acceptEncoding is the grpc-accept-encoding a server sends in its
+// response headers, as grpc-core sends it: the encodings it takes, in
+// grpc-core's order.
+func (d DisabledCompression) acceptEncoding() string {
+	accepted := "identity"
+	for _, name := range []string{compressDeflate, compressGzip} {
+		if !d[name] {
+			accepted += ", " + name
+		}
+	}
+	return accepted
+}
+
 // check refuses a call whose request encoding (grpc-encoding) is
 // disabled.
 func (d DisabledCompression) check(encoding string) error {

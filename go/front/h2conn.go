@@ -555,9 +555,7 @@ func (c *h2Conn) earlyAbort(id uint32, httpStatus int, st *status.Status, rst bo
 		{":status", fmt.Sprint(httpStatus)},
 		{"content-type", "application/grpc"},
 		{"grpc-status", fmt.Sprint(int(st.Code()))},
-	}
-	if st.Message() != "" {
-		fields = append(fields, headerField{"grpc-message", encodeGRPCMessage(st.Message())})
+		{"grpc-message", encodeGRPCMessage(st.Message())},
 	}
 	c.w.mu.Lock()
 	if c.w.err == nil {

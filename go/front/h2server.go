@@ -32,6 +32,9 @@ type h2Server struct {
 	limits *Limits
 	h      *handler
 	stats  CallStats // nil: not measured
+	// acceptEncoding is the grpc-accept-encoding of every response's
+	// headers (as grpcio's server sends it).
+	acceptEncoding string
 
 	mu        sync.Mutex
 	listeners map[net.Listener]bool
@@ -51,9 +54,10 @@ type h2Server struct {
 
 func newH2Server(l *Limits, h *handler, cs CallStats) *h2Server {
 	return &h2Server{
-		limits:    l,
-		h:         h,
-		stats:     cs,
+		limits:         l,
+		h:              h,
+		stats:          cs,
+		acceptEncoding: l.DisabledCompression.acceptEncoding(),
 		listeners: make(map[net.Listener]bool),
 		conns:     make(map[*h2Conn]bool),
 		connsDone: make(chan struct{}),

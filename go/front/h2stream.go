@@ -257,12 +257,14 @@ func (s *h2Stream) SendHeader(md Metadata) error {
 // metadata than that moves them to the heap.
 const headerFieldsOnStack = 8
 
-// responseHeader appends the response headers to fields.
+// responseHeader appends the response headers to fields, the fixed ones
+// as grpcio's server sends them (grpc-accept-encoding too).
 func (s *h2Stream) responseHeader(fields []headerField, md Metadata) []headerField {
 	fields = append(fields, headerField{":status", "200"}, headerField{"content-type", "application/grpc"})
 	if s.compressor != compressNone {
 		fields = append(fields, headerField{"grpc-encoding", s.compressor})
 	}
+	fields = append(fields, headerField{"grpc-accept-encoding", s.c.srv.acceptEncoding})
 	return appendMetadata(fields, md)
 }
 
@@ -408,10 +410,8 @@ func (s *h2Stream) finish(st *status.Status, trailer Metadata, reset bool) {
 	if !s.headerSent {
 		fields = append(fields, headerField{":status", "200"}, headerField{"content-type", "application/grpc"})
 	}
-	fields = append(fields, headerField{"grpc-status", strconv.Itoa(int(code))})
-	if msg != "" {
-		fields = append(fields, headerField{"grpc-message", encodeGRPCMessage(msg)})
-	}
+	// grpc-message even when empty, as grpcio's and grpc-go's servers send it.
+	fields = append(fields, headerField{"grpc-status", strconv.Itoa(int(code))}, headerField{"grpc-message", encodeGRPCMessage(msg)})
 	if details != nil {
 		fields = append(fields, headerField{statusDetailsKey, base64.RawStdEncoding.EncodeToString(details)})
 		trailer = trailer.without(statusDetailsKey)
