@@ -58,10 +58,10 @@ func newH2Server(l *Limits, h *handler, cs CallStats) *h2Server {
 		h:              h,
 		stats:          cs,
 		acceptEncoding: l.DisabledCompression.acceptEncoding(),
-		listeners: make(map[net.Listener]bool),
-		conns:     make(map[*h2Conn]bool),
-		connsDone: make(chan struct{}),
-		workers:   newH2Workers(),
+		listeners:      make(map[net.Listener]bool),
+		conns:          make(map[*h2Conn]bool),
+		connsDone:      make(chan struct{}),
+		workers:        newH2Workers(),
 	}
 }
 

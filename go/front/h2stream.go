@@ -439,9 +439,8 @@ func (s *h2Stream) finish(st *status.Status, trailer Metadata, reset bool) {
 // (whatever the handler said: grpcio's server ends such a call with that
 // status, then RST_STREAM NO_ERROR, and a CANCEL reset reaching the client
 // before its own timer fires reads there as CANCELLED); or with RST_STREAM
-// CANCEL when the call
-// already ended on the wire otherwise (the peer's reset, the connection's
-// close).
+// CANCEL when the call already ended on the wire otherwise (the peer's
+// reset, the connection's close).
 func (s *h2Stream) finishWith(err error) {
 	if s.finished {
 		return
