@@ -104,14 +104,20 @@ def test_trailing_metadata_keys_given_as_bytes():
 _echo_setup = setup_handlers({"Echo": unary(lambda req, ctx: req)})
 
 
-def _raw_unary(port, headers, payload=b"x"):
-    """A unary call sent as raw HTTP/2 with these request headers: the
-    :status, grpc-status, grpc-message and message the server answers."""
+def _answer(port, headers, payload):
+    """The frames of stream 1 the server sends for one unary call sent as
+    raw HTTP/2 with these request headers, to its end (trailers or reset)."""
     with RawH2(port) as conn:
         conn.headers(1, headers)
         conn.data(1, grpc_message(payload))
         frames = conn.collect(lambda fs: bool(fs) and fs[-1].stream_id == 1 and (fs[-1].end_stream or fs[-1].kind == "rst"))
-    answer = [f for f in frames if f.stream_id == 1]
+    return [f for f in frames if f.stream_id == 1]
+
+
+def _raw_unary(port, headers, payload=b"x"):
+    """A unary call sent as raw HTTP/2 with these request headers: the
+    :status, grpc-status, grpc-message and message the server answers."""
+    answer = _answer(port, headers, payload)
     status = next((f.headers.get(":status") for f in answer if f.kind == "headers" and ":status" in f.headers), None)
     end = answer[-1]
     data = b"".join(f.data[5:] for f in answer if f.kind == "data")
@@ -121,11 +127,7 @@ def _raw_unary(port, headers, payload=b"x"):
 def _fields_on_the_wire(port, headers, payload):
     """The HEADERS frames the server sends for one unary call: each a list
     of (name, value), in order."""
-    with RawH2(port) as conn:
-        conn.headers(1, headers)
-        conn.data(1, grpc_message(payload))
-        frames = conn.collect(lambda fs: bool(fs) and fs[-1].stream_id == 1 and (fs[-1].end_stream or fs[-1].kind == "rst"))
-    return [list(f.headers.items()) for f in frames if f.stream_id == 1 and f.kind == "headers"]
+    return [list(f.headers.items()) for f in _answer(port, headers, payload) if f.kind == "headers"]
 
 
 @pytest.mark.parametrize(
