@@ -284,3 +284,54 @@ def test_context_of_a_call_that_ended_unanswered(flavour, end):
         assert ref == ([("x-who", "me")], flavour.pick(sync="ipv4:127.0.0.1:<port>", aio=None), "float", 20)
     else:
         assert ref == ([("x-who", "me")], None, "int", 0)
+
+
+def _read_later(ctx, state, peer=True):
+    """Starts a thread that, once the client has its answer, reads what the
+    context says of the call and records it as "seen"."""
+
+    def later():
+        state.event("answered").wait(5)
+        md = [tuple(m) for m in ctx.invocation_metadata() if m[0] == "x-who"]
+        state.record("seen", (md, peer_shape(ctx.peer()) if peer else None))
+
+    threading.Thread(target=later, daemon=True).start()
+
+
+@each_flavour
+@pytest.mark.parametrize("kind", ["unary", "stream", "raises", "coroutine"])
+def test_context_read_by_a_thread_after_the_answer(flavour, kind):
+    """A thread the handler left running (an audit log, say) reads the
+    call's metadata and peer once the call was answered, as on grpcio. Ours
+    read no metadata and no peer: the front forgets an answered call.
+    Plain functions (the aio servers run them in their thread pool), but
+    "coroutine", a grpc.aio handler on the aio servers. (grpc.aio 1.85
+    crashes the process in peer() then: compared on the sync servers.)"""
+    peer = not flavour.aio
+
+    def setup(server, state):
+        def unary(req, ctx):
+            _read_later(ctx, state, peer)
+            if kind == "raises":
+                raise ValueError("no")
+            return b"resp"
+
+        def stream(req, ctx):
+            _read_later(ctx, state, peer)
+            yield b"one"
+
+        async def coroutine(req, ctx):
+            _read_later(ctx, state, peer)
+            return b"resp"
+
+        handler = {"stream": flavour.stream(stream), "coroutine": flavour.unary(coroutine)}.get(kind)
+        flavour.handlers({"M": handler or flavour.unary(unary)})(server, state)
+
+    def scenario(run):
+        call = call_stream if kind == "stream" else call_unary
+        out = call(run.channel, method("M"), b"req", metadata=[("x-who", "me")])
+        run.state.event("answered").set()
+        return out.code, run.state.wait_for("seen")
+
+    code = SC.UNKNOWN if kind == "raises" else SC.OK
+    assert flavour.same(setup, scenario) == (code, ([("x-who", "me")], "ipv4:127.0.0.1:<port>" if peer else None))

@@ -15,6 +15,7 @@ and ``callbacks`` stays a shared empty tuple until a handler adds one.
 
 from __future__ import annotations
 
+import sys
 import time
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple, Union
 
@@ -26,6 +27,17 @@ if TYPE_CHECKING:
 
 # What call_details() reports for a call first asked about after its end.
 _ENDED_CALL_DETAILS: Dict[str, Any] = {"invocation_metadata": (), "peer": ""}
+
+# The references a handler's context has. The servers count them before the
+# handler runs and again once it has returned, before the answer: more then
+# means the handler left its context to someone (a thread, a task, a closure,
+# a bound method) who may read the call's details after the answer, when Go
+# has forgotten the call; the server then keeps them (CallState.keep_details),
+# as grpcio's contexts answer for as long as they live. Two counts per call
+# cost well under a microsecond, where fetching every call's details would
+# cost the front's zero-copy metadata; a false "more" (an exception's frames
+# still alive, say) only fetches them.
+context_refs = sys.getrefcount
 
 
 class CallState:
@@ -116,8 +128,9 @@ class CallState:
         a callback run after its end reads them from the context (the peer,
         the metadata, the auth context, the time left), as grpcio's
         contexts still answer then. Called when a handler adds a callback,
-        and by aio's abort() (the handler's code may go on): other calls
-        don't pay for it."""
+        by aio's abort() (the handler's code may go on), and before the
+        answer of a call whose handler left its context to someone (see
+        context_refs): other calls don't pay for it."""
         self.call_details()
 
     def time_remaining_kept(self, left: Optional[float]) -> Optional[float]:

@@ -19,7 +19,7 @@ import grpc
 
 from typing import Protocol
 
-from ._call_state import CallState
+from ._call_state import CallState, context_refs
 from ._callbacks import CallbackRunner
 from ._context import ServicerContext
 from ._grpc_logs import COMMON_LOG, SERVER_LOG
@@ -40,6 +40,10 @@ DETAILS_METHOD_NOT_FOUND = "Method not found!"
 
 # CallRunner._request's answer for a call that ended before its handler ran.
 _ENDED = object()
+# CallRunner._send_response's answer for a response sent, the stream going on.
+_SENT = object()
+# How a call ends when its handler is done: OK, no details, no response.
+_ENDS_OK = (_OK, b"", None)
 
 
 class _HandlerCallDetails(
@@ -258,50 +262,85 @@ class CallRunner:
         if request is _ENDED:
             return
         serializer = handler.response_serializer
-        if not handler.response_streaming:
-            try:
-                response = behavior_of(handler)(request, ctx)
-            except Exception as exc:  # noqa: BLE001
-                self._fail(call, exc, "Exception calling application: {}")
-                return
-            body = _transform(response, serializer, "Exception serializing message!")
-            if body is None:
-                self._end(call, _INTERNAL, b"Failed to serialize response!")
-            else:
-                self._end(call, _OK, b"", body)
-            return
-
         behavior = behavior_of(handler)
-        if getattr(behavior, "experimental_non_blocking", False):
-            self._serve_non_blocking(call, ctx, behavior, request, serializer)
+        if handler.response_streaming:
+            if getattr(behavior, "experimental_non_blocking", False):
+                self._serve_non_blocking(call, ctx, behavior, request, serializer)
+            else:
+                self._run_stream(call, ctx, behavior, request, serializer)
             return
+        held = context_refs(ctx)
+        try:
+            response = behavior(request, ctx)
+        except Exception as exc:  # noqa: BLE001
+            end = self._failure(call, exc, "Exception calling application: {}")
+        else:
+            body = _transform(response, serializer, "Exception serializing message!")
+            if body is not None:  # the usual case, without _end_as
+                if context_refs(ctx) > held:
+                    call.keep_details()
+                self._end(call, _OK, b"", body)
+                return
+            end = _INTERNAL, b"Failed to serialize response!", None
+        self._end_as(call, end, context_refs(ctx) > held)
+
+    def _run_stream(
+        self,
+        call: CallState,
+        ctx: ServicerContext,
+        behavior: Any,
+        request: Any,
+        serializer: Optional[Callable[[Any], bytes]],
+    ) -> None:
+        """Runs a response-streaming handler, sends what it yields, and
+        ends the call while its response iterator is still referenced, as
+        grpcio does (a generator left at a None response is closed after
+        the answer)."""
+        held = context_refs(ctx)
         try:
             responses = behavior(request, ctx)
         except Exception as exc:  # noqa: BLE001
-            self._fail(call, exc, "Exception calling application: {}")
-            return
+            end = self._failure(call, exc, "Exception calling application: {}")
+        else:
+            end = self._send_responses(call, responses, serializer)
+        self._end_as(call, end, context_refs(ctx) > held)
+
+    def _send_responses(
+        self, call: CallState, responses: Iterator[Any], serializer: Optional[Callable[[Any], bytes]]
+    ) -> Optional[Tuple[int, Any, None]]:
+        """Sends what responses yields: how the call ends then, or None if
+        it has ended already."""
         while True:
             try:
                 response = next(responses)
             except StopIteration:
-                response = None
+                return _ENDS_OK
             except Exception as exc:  # noqa: BLE001
-                self._fail(call, exc, "Exception iterating responses: {}")
-                return
-            if not self._send_response(call, response, serializer):
-                return
+                return self._failure(call, exc, "Exception iterating responses: {}")
+            end = self._send_response(call, response, serializer)
+            if end is not _SENT:
+                return end
 
-    def _send_response(self, call: CallState, response: Any, serializer: Optional[Callable[[Any], bytes]]) -> bool:
-        """Sends one response of a stream; None ends the call OK, as grpcio
-        does at the first None. False once the call is over (ended here, or
-        by the client: cancel, deadline)."""
+    def _end_as(self, call: CallState, end: Optional[Tuple[int, Any, Optional[bytes]]], shared: bool) -> None:
+        """Ends the call as end says (code, details, response; None: it has
+        ended already). shared: the handler left its context to someone
+        (context_refs), who may read the call's details after the answer,
+        when Go has let go of the call: they are kept first."""
+        if end is not None:
+            if shared:
+                call.keep_details()
+            self._end(call, *end)
+
+    def _send_response(self, call: CallState, response: Any, serializer: Optional[Callable[[Any], bytes]]) -> Any:
+        """Sends one response of a stream: _SENT, and the stream goes on;
+        else how the call ends: OK at the first None, as grpcio's; INTERNAL
+        for a response that doesn't serialize; None once the call is over
+        (ended by the client: cancel, deadline; or the server stopped)."""
         if response is None:
-            self._end(call, _OK, b"")
-            return False
+            return _ENDS_OK
         body = _transform(response, serializer, "Exception serializing message!")
         if body is None:
-            self._end(call, _INTERNAL, b"Failed to serialize response!")
-            return False
+            return _INTERNAL, b"Failed to serialize response!", None
         call.initial_metadata_sent = True
         try:
             sent = self._front.send_message(call.call_id, body)
@@ -312,7 +351,8 @@ class CallRunner:
             sent = False
         if not sent:
             call.ended = True  # the call has ended
-        return bool(sent)
+            return None
+        return _SENT
 
     def _serve_non_blocking(
         self,
@@ -330,12 +370,21 @@ class CallRunner:
 
         def send_response(response: Any) -> None:
             if not call.ended:
-                self._send_response(call, response, serializer)
+                end = self._send_response(call, response, serializer)
+                if end is not _SENT and end is not None:
+                    self._end(call, *end)
 
+        held = context_refs(ctx)
         try:
             behavior(request, ctx, send_response)
         except Exception as exc:  # noqa: BLE001
-            self._fail(call, exc, "Exception calling application: {}")
+            end = self._failure(call, exc, "Exception calling application: {}")
+        else:
+            end = None
+        shared = context_refs(ctx) > held
+        if end is None and shared:
+            call.keep_details()  # the answers come later
+        self._end_as(call, end, shared)
 
     def _end(self, call: CallState, code: int, details: Any, payload: Optional[bytes] = None) -> None:
         """Ends the call. A code or details the handler set win over these."""
@@ -374,16 +423,16 @@ class CallRunner:
         except RuntimeError:
             pass  # the server has stopped: the call has ended
 
-    def _fail(self, call: CallState, exc: BaseException, template: str) -> None:
-        """Ends a call whose handler (or response iterator) raised."""
+    def _failure(self, call: CallState, exc: BaseException, template: str) -> Optional[Tuple[int, Any, None]]:
+        """How a call whose handler (or response iterator) raised exc ends,
+        once exc is logged as grpcio logs it; None if the call was gone."""
         if call.aborted:
-            self._end(call, _UNKNOWN, b"RPC Aborted")
-            return
+            return _UNKNOWN, b"RPC Aborted", None
         if exc in call.gone_errors:
             # The call was already gone when the handler tried to use it; its
             # callbacks ran when it ended.
             call.ended = True
-            return
+            return None
         try:
             details = template.format(exc)
         except Exception:  # noqa: BLE001 - str(exc) itself may raise
@@ -393,8 +442,7 @@ class CallRunner:
             SERVER_LOG.exception(traceback.format_exception(type(exc), exc, exc.__traceback__))
             traceback.print_exc()
         SERVER_LOG.error(details, exc_info=exc)
-        self._end(call, _UNKNOWN, details)
-
+        return _UNKNOWN, details, None
 
 class RequestIterator(Iterator[Any]):
     """A request stream as grpcio's handlers iterate it: each ``next()``

@@ -42,7 +42,7 @@ from typing import Any, Dict, NoReturn, Optional, Sequence
 import grpc
 import grpc.aio
 
-from .._call_state import CallState
+from .._call_state import CallState, context_refs
 from .._calls import _HandlerCallDetails, Method, RequestIterator, behavior_of
 from .._core import Lookup, ServerArguments, ServerCore, Stage, aio_rpc_limit, grace_of
 from .._events import EVENT_CALL, EVENT_CANCEL, EVENT_LOOKUP
@@ -232,6 +232,9 @@ class _AioServer(ServerCore):
             self._call_tasks.pop(call.call_id, None)
             return
         ctx = ServicerContext(call, self._waits)  # type: ignore[arg-type]  # set at start
+        # The context's references before its handler runs (context_refs);
+        # 0 until then: a failure before it keeps the details.
+        held = 0
         try:
             handler = method.handler
             if self.interceptors or handler is None:
@@ -249,18 +252,21 @@ class _AioServer(ServerCore):
                 request = await self._request(call, ctx, handler, behavior, payload)  # type: ignore[arg-type]
                 if request is _ENDED:
                     return
-            if handler.response_streaming:  # type: ignore[union-attr]
+            held = context_refs(ctx)
+            streaming = handler.response_streaming  # type: ignore[union-attr]
+            if streaming:
                 await self._serve_stream(behavior, call, ctx, request)
+                response = None
+            elif self._kind(behavior) is _BehaviorKind.SYNC:
+                response = await self._run_sync(behavior, call, request)
             else:
-                # Unary, inline: one coroutine less per call.
-                if self._kind(behavior) is _BehaviorKind.SYNC:
-                    response = await self._run_sync(behavior, call, request)
-                else:
-                    response = await behavior(request, ctx)
-                if not call.ended:
-                    code = call.code or _OK
-                    body = serialize(call.serializer, response) if code is _OK else None
-                    await ctx._finish(code, call.details, body)  # type: ignore[arg-type]  # _finish() checks them
+                response = await behavior(request, ctx)  # unary, inline: one coroutine less per call
+            if not call.ended:
+                if context_refs(ctx) > held:
+                    call.keep_details()  # the handler left its context to someone
+                code = call.code or _OK
+                body = serialize(call.serializer, response) if code is _OK and not streaming else None
+                await ctx._finish(code, call.details, body)  # type: ignore[arg-type]  # _finish() checks them
         except asyncio.CancelledError:
             pass  # the client has its status already
         except grpc.aio.AbortError:
@@ -268,9 +274,13 @@ class _AioServer(ServerCore):
                 # Raised by the handler itself, not by abort(): grpc.aio's
                 # outcome is an AssertionError's.
                 AIO_LOG.error("Unexpected [AssertionError] raised by servicer method [%s]", method.path)
+                if context_refs(ctx) > held:
+                    call.keep_details()
                 await ctx._finish(failure_code(call), _ABORT_REPLACED)
         except Exception as exc:  # noqa: BLE001 - grpc.aio's outcome for any exception
             AIO_LOG.error("Unexpected [%s] raised by servicer method [%s]", type(exc).__name__, method.path, exc_info=exc)
+            if context_refs(ctx) > held:
+                call.keep_details()  # (the exception's frames may be all that holds it)
             await ctx._finish(failure_code(call), f"Unexpected {type(exc)}: {exc}")
         finally:
             self._call_tasks.pop(call.call_id, None)
@@ -329,8 +339,6 @@ class _AioServer(ServerCore):
             await behavior(request, ctx)
         else:
             await self._run_sync(behavior, call, request, streaming=True)
-        if not call.ended:
-            await ctx._finish(call.code or _OK, call.details)  # type: ignore[arg-type]  # _finish() checks them
 
     async def _run_sync(self, behavior: Any, call: CallState, request: Any, streaming: bool = False) -> Any:
         """Runs a non-coroutine handler in the migration thread pool with
@@ -340,14 +348,19 @@ class _AioServer(ServerCore):
         send_message = self.front.send_message
 
         def run() -> Any:
-            result = behavior(request, ctx)
-            if not streaming:
-                return result
-            for message in result:
-                call.initial_metadata_sent = True  # it goes with the first message
-                if call.ended or not send_blocking(call, send_message, serialize(call.serializer, message)):
-                    break
-            return None
+            held = context_refs(ctx)
+            try:
+                result = behavior(request, ctx)
+                if not streaming:
+                    return result
+                for message in result:
+                    call.initial_metadata_sent = True  # it goes with the first message
+                    if call.ended or not send_blocking(call, send_message, serialize(call.serializer, message)):
+                        break
+                return None
+            finally:
+                if context_refs(ctx) > held and not call.ended:
+                    call.keep_details()  # the handler left its context to someone (or raised)
 
         return await asyncio.get_running_loop().run_in_executor(self.thread_pool, run)
 
