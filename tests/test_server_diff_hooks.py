@@ -142,3 +142,30 @@ def test_health_watches_hold_no_server_thread():
 
     serving = health_pb2.HealthCheckResponse.SERVING
     assert same(_health_setup, scenario, workers=1) == ([serving] * 3, SC.OK, (b"still served",))
+
+
+def test_experimental_non_blocking_context_read_after_the_answer():
+    """The thread that answers a non-blocking behavior's call reads the
+    call's metadata and peer from the context once it has ended it, as on
+    grpcio (ours read none: Go had let go of the call)."""
+
+    def setup(server, state):
+        def behavior(req, ctx, send_response_callback):
+            def run():
+                send_response_callback(b"r")
+                send_response_callback(None)
+                state.event("answered").wait(WAIT)
+                md = [tuple(m) for m in ctx.invocation_metadata() if m[0] == "x-who"]
+                state.record("seen", (md, ctx.peer().split(":")[0]))
+
+            threading.Thread(target=run, daemon=True).start()
+
+        behavior.experimental_non_blocking = True
+        setup_handlers({"S": stream(behavior)})(server, state)
+
+    def scenario(run):
+        out = call_stream(run.channel, method("S"), metadata=[("x-who", "me")])
+        run.state.event("answered").set()
+        return out.code, out.responses, run.state.wait_for("seen")
+
+    assert same(setup, scenario) == (SC.OK, (b"r",), ([("x-who", "me")], "ipv4"))

@@ -45,6 +45,9 @@ _SENT = object()
 # How a call ends when its handler is done: OK, no details, no response.
 _ENDS_OK = (_OK, b"", None)
 
+# A handler's response_serializer (None: the handler returns bytes).
+Serializer = Optional[Callable[[Any], bytes]]
+
 
 class _HandlerCallDetails(
     collections.namedtuple("_HandlerCallDetails", ("method", "invocation_metadata")),
@@ -270,43 +273,40 @@ class CallRunner:
                 self._run_stream(call, ctx, behavior, request, serializer)
             return
         held = context_refs(ctx)
-        try:
-            response = behavior(request, ctx)
-        except Exception as exc:  # noqa: BLE001
-            end = self._failure(call, exc, "Exception calling application: {}")
-        else:
-            body = _transform(response, serializer, "Exception serializing message!")
+        ok, result = self._call(call, behavior, request, ctx)
+        if ok:
+            body = _transform(result, serializer, "Exception serializing message!")
             if body is not None:  # the usual case, without _end_as
                 if context_refs(ctx) > held:
                     call.keep_details()
                 self._end(call, _OK, b"", body)
                 return
-            end = _INTERNAL, b"Failed to serialize response!", None
-        self._end_as(call, end, context_refs(ctx) > held)
+            result = _INTERNAL, b"Failed to serialize response!", None
+        self._end_as(call, result, context_refs(ctx) > held)
+
+    def _call(self, call: CallState, behavior: Any, *args: Any) -> Tuple[bool, Any]:
+        """(True, what behavior(*args) returned), or (False, how the call
+        ends) when it raised: the exception, logged, is let go of before
+        the caller counts the context's references (context_refs)."""
+        try:
+            return True, behavior(*args)
+        except Exception as exc:  # noqa: BLE001
+            return False, self._failure(call, exc, "Exception calling application: {}")
 
     def _run_stream(
-        self,
-        call: CallState,
-        ctx: ServicerContext,
-        behavior: Any,
-        request: Any,
-        serializer: Optional[Callable[[Any], bytes]],
+        self, call: CallState, ctx: ServicerContext, behavior: Any, request: Any, serializer: Serializer
     ) -> None:
         """Runs a response-streaming handler, sends what it yields, and
         ends the call while its response iterator is still referenced, as
         grpcio does (a generator left at a None response is closed after
         the answer)."""
         held = context_refs(ctx)
-        try:
-            responses = behavior(request, ctx)
-        except Exception as exc:  # noqa: BLE001
-            end = self._failure(call, exc, "Exception calling application: {}")
-        else:
-            end = self._send_responses(call, responses, serializer)
+        ok, result = self._call(call, behavior, request, ctx)
+        end = self._send_responses(call, result, serializer) if ok else result
         self._end_as(call, end, context_refs(ctx) > held)
 
     def _send_responses(
-        self, call: CallState, responses: Iterator[Any], serializer: Optional[Callable[[Any], bytes]]
+        self, call: CallState, responses: Iterator[Any], serializer: Serializer
     ) -> Optional[Tuple[int, Any, None]]:
         """Sends what responses yields: how the call ends then, or None if
         it has ended already."""
@@ -331,7 +331,7 @@ class CallRunner:
                 call.keep_details()
             self._end(call, *end)
 
-    def _send_response(self, call: CallState, response: Any, serializer: Optional[Callable[[Any], bytes]]) -> Any:
+    def _send_response(self, call: CallState, response: Any, serializer: Serializer) -> Any:
         """Sends one response of a stream: _SENT, and the stream goes on;
         else how the call ends: OK at the first None, as grpcio's; INTERNAL
         for a response that doesn't serialize; None once the call is over
@@ -355,12 +355,7 @@ class CallRunner:
         return _SENT
 
     def _serve_non_blocking(
-        self,
-        call: CallState,
-        ctx: ServicerContext,
-        behavior: Any,
-        request: Any,
-        serializer: Optional[Callable[[Any], bytes]],
+        self, call: CallState, ctx: ServicerContext, behavior: Any, request: Any, serializer: Serializer
     ) -> None:
         """grpcio's experimental_non_blocking hook for response streams: the
         behavior gets ``send_response_callback`` as a third argument and may
@@ -375,16 +370,12 @@ class CallRunner:
                     self._end(call, *end)
 
         held = context_refs(ctx)
-        try:
-            behavior(request, ctx, send_response)
-        except Exception as exc:  # noqa: BLE001
-            end = self._failure(call, exc, "Exception calling application: {}")
-        else:
-            end = None
+        ok, end = self._call(call, behavior, request, ctx, send_response)
         shared = context_refs(ctx) > held
-        if end is None and shared:
+        if not ok:
+            self._end_as(call, end, shared)
+        elif shared:
             call.keep_details()  # the answers come later
-        self._end_as(call, end, shared)
 
     def _end(self, call: CallState, code: int, details: Any, payload: Optional[bytes] = None) -> None:
         """Ends the call. A code or details the handler set win over these."""
