@@ -114,7 +114,25 @@ type Limits struct {
 	// DisabledCompression refuses requests in these encodings
 	// (grpc.compression_enabled_algorithms_bitset); nil: none.
 	DisabledCompression DisabledCompression
+	// StreamWindow is the receive window each stream gets
+	// (SETTINGS_INITIAL_WINDOW_SIZE): what a client may send on a stream
+	// ahead of its handler. FixedWindow: grpc.http2.bdp_probe is 0, so, as
+	// in grpcio, the window is grpc.http2.lookahead_bytes (64 KiB unless
+	// given) and stays so, and a request stream is read only one message
+	// ahead of its handler; otherwise grpcio grows its windows as data
+	// flows (BDP probing), which the h2 transport stands in for with a
+	// fixed 1 MiB (or the lookahead, if larger) and grpc-go's transport
+	// with its own BDP probing.
+	StreamWindow uint32
+	FixedWindow  bool
 }
+
+// The stream window without BDP probing, and where it starts with it: 1
+// MiB keeps a 1 MiB unary call to one window's round trip on a fast link.
+const (
+	defaultStreamWindow = 1 << 20
+	grpcioLookahead     = 65535
+)
 
 func defaultLimits() Limits {
 	return Limits{
@@ -129,6 +147,7 @@ func defaultLimits() Limits {
 		MaxConnectionIdle:     infinity,
 		MaxConnectionAge:      infinity,
 		MaxConnectionAgeGrace: infinity,
+		StreamWindow:          defaultStreamWindow,
 	}
 }
 
@@ -226,7 +245,7 @@ func ParseConfig(doc []byte) (*Config, error) {
 		seen[path] = true
 		cfg.Methods = append(cfg.Methods, Method{Path: path, ServerStreaming: streaming, ClientStreaming: clientStreaming})
 	}
-	var soft, hard int64 = -1, -1
+	opts := optionsSeen{softMeta: -1, hardMeta: -1, bdpProbe: 1}
 	given := make(map[string]bool, len(raw.Options))
 	for _, kv := range raw.Options {
 		name, ok := kv[0].(string)
@@ -250,11 +269,12 @@ func ParseConfig(doc []byte) (*Config, error) {
 		if !isInt {
 			continue
 		}
-		if err := cfg.Limits.apply(name, n, &soft, &hard); err != nil {
+		if err := cfg.Limits.apply(name, n, &opts); err != nil {
 			return nil, err
 		}
 	}
-	cfg.Limits.MaxHeaderListSize = headerListLimit(soft, hard)
+	cfg.Limits.MaxHeaderListSize = headerListLimit(opts.softMeta, opts.hardMeta)
+	cfg.Limits.setWindow(opts.bdpProbe, opts.lookahead)
 	cfg.Limits.Compression.dropDisabled(cfg.Limits.DisabledCompression)
 	if cfg.Transport == "" {
 		cfg.Transport = TransportH2
@@ -277,10 +297,18 @@ func intValue(v any) (int64, bool) {
 	return n, err == nil
 }
 
+// optionsSeen holds the options that count only together, once all are
+// read: the metadata limits (-1: not given), grpc.http2.bdp_probe (1
+// unless given) and grpc.http2.lookahead_bytes (0: not given).
+type optionsSeen struct {
+	softMeta, hardMeta  int64
+	bdpProbe, lookahead int64
+}
+
 // apply sets one honoured grpcio option; unknown names are ignored, as
 // grpcio ignores options it does not read. Values grpcio refuses are
 // ConfigErrors.
-func (l *Limits) apply(name string, n int64, softMeta, hardMeta *int64) error {
+func (l *Limits) apply(name string, n int64, seen *optionsSeen) error {
 	switch name {
 	case "grpc.max_connection_idle_ms":
 		l.MaxConnectionIdle = lifetime(n)
@@ -311,9 +339,13 @@ func (l *Limits) apply(name string, n int64, softMeta, hardMeta *int64) error {
 			l.MaxConcurrentStreams = uint32(n)
 		}
 	case "grpc.max_metadata_size":
-		*softMeta = n
+		seen.softMeta = n
 	case "grpc.absolute_max_metadata_size":
-		*hardMeta = n
+		seen.hardMeta = n
+	case "grpc.http2.bdp_probe":
+		seen.bdpProbe = n
+	case "grpc.http2.lookahead_bytes":
+		seen.lookahead = n
 	case "grpc.keepalive_time_ms":
 		if n > 0 {
 			l.KeepaliveTime = milliseconds(n)
@@ -328,6 +360,25 @@ func (l *Limits) apply(name string, n int64, softMeta, hardMeta *int64) error {
 		l.ReusePort = n == 1
 	}
 	return nil
+}
+
+// setWindow sets StreamWindow and FixedWindow from grpc.http2.bdp_probe
+// and grpc.http2.lookahead_bytes (see Limits).
+func (l *Limits) setWindow(bdpProbe, lookahead int64) {
+	if lookahead <= 0 {
+		lookahead = 0
+	} else if lookahead > math.MaxInt32 {
+		lookahead = math.MaxInt32 // the largest window HTTP/2 has
+	}
+	l.FixedWindow = bdpProbe == 0
+	switch {
+	case l.FixedWindow && lookahead > 0:
+		l.StreamWindow = uint32(lookahead)
+	case l.FixedWindow:
+		l.StreamWindow = grpcioLookahead
+	default:
+		l.StreamWindow = uint32(max(lookahead, defaultStreamWindow))
+	}
 }
 
 // lifetime maps a grpcio connection lifetime in milliseconds to grpc-go's:

@@ -34,6 +34,32 @@ func TestParseConfigOptions(t *testing.T) {
 	}
 }
 
+func TestParseConfigFlowControlOptions(t *testing.T) {
+	for _, c := range []struct {
+		options string
+		window  uint32
+		fixed   bool
+	}{
+		{``, 1 << 20, false},
+		{`["grpc.http2.bdp_probe", 0]`, 65535, true},
+		{`["grpc.http2.bdp_probe", 0], ["grpc.http2.lookahead_bytes", 16384]`, 16384, true},
+		{`["grpc.http2.lookahead_bytes", 16384], ["grpc.http2.bdp_probe", 0]`, 16384, true},
+		{`["grpc.http2.bdp_probe", 1], ["grpc.http2.lookahead_bytes", 16384]`, 1 << 20, false},
+		{`["grpc.http2.lookahead_bytes", 8388608]`, 8 << 20, false},
+		{`["grpc.http2.bdp_probe", 0], ["grpc.http2.lookahead_bytes", 1099511627776]`, math.MaxInt32, true},
+		{`["grpc.http2.bdp_probe", 0], ["grpc.http2.lookahead_bytes", -5]`, 65535, true},
+		{`["grpc.http2.bdp_probe", "0"]`, 1 << 20, false},
+	} {
+		cfg, err := ParseConfig([]byte(`{"address": "x:1", "methods": [], "options": [` + c.options + `]}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l := cfg.Limits; l.StreamWindow != c.window || l.FixedWindow != c.fixed {
+			t.Errorf("%s: window %d fixed %v, want %d %v", c.options, l.StreamWindow, l.FixedWindow, c.window, c.fixed)
+		}
+	}
+}
+
 func TestParseConfigConnectionAndCompressionOptions(t *testing.T) {
 	cfg, err := ParseConfig([]byte(`{"address": "x:1", "methods": [], "options": [
 		["grpc.max_connection_age_ms", 1500], ["grpc.max_connection_age_grace_ms", 0],

@@ -62,6 +62,13 @@ func newGRPCGoServer(l *Limits, h *handler, tls bool, cs CallStats) transportSer
 		grpc.NumStreamWorkers(streamWorkers),
 		experimental.BufferPool(messagePool),
 	}
+	if l.FixedWindow {
+		// grpc.http2.bdp_probe 0: grpc-go's fixed windows (which it
+		// takes from 64 KiB up); the connection's as the h2 transport's.
+		opts = append(opts,
+			grpc.InitialWindowSize(int32(max(l.StreamWindow, grpcioLookahead))),
+			grpc.InitialConnWindowSize(h2ConnWindow))
+	}
 	if tls {
 		opts = append(opts, grpc.Creds(newListenerCreds()))
 	}

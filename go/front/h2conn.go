@@ -19,16 +19,14 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// Receive windows the h2 transport grants: each stream's
-// (SETTINGS_INITIAL_WINDOW_SIZE) and the connection's. They are given back
-// as data is taken (a quarter at a time), so they bound what a client has in
-// flight, not what a call may send; a request stream whose messages wait
-// for credit stops getting its stream window back (h2Stream.backlog), so a
-// client that outruns its handler is held back by flow control.
-const (
-	h2StreamWindow = 1 << 20
-	h2ConnWindow   = 4 << 20
-)
+// The receive windows the h2 transport grants are each stream's
+// (Limits.StreamWindow, SETTINGS_INITIAL_WINDOW_SIZE) and the connection's.
+// They are given back as data is taken (a quarter at a time), so they bound
+// what a client has in flight, not what a call may send; a request stream
+// whose messages wait for credit stops getting its stream window back
+// (h2Stream.backlog), so a client that outruns its handler is held back by
+// flow control.
+const h2ConnWindow = 4 << 20
 
 // h2HeaderListLimit is the largest header block the h2 transport decodes:
 // twice the per-call metadata limit (which admission enforces with
@@ -201,7 +199,7 @@ func (c *h2Conn) handshake() error {
 	c.w.control(func(b []byte) []byte {
 		b = appendSettings(b,
 			http2.Setting{ID: http2.SettingMaxConcurrentStreams, Val: limits.MaxConcurrentStreams},
-			http2.Setting{ID: http2.SettingInitialWindowSize, Val: h2StreamWindow},
+			http2.Setting{ID: http2.SettingInitialWindowSize, Val: limits.StreamWindow},
 			// grpcio's value, the per-call metadata limit: clients that
 			// honour it refuse a call over it themselves, as they do
 			// against grpcio (a grpcio client with grpcio's words, a
@@ -618,7 +616,7 @@ func (c *h2Conn) returnStreamWindow(s *h2Stream, n int) {
 	c.mu.Lock()
 	s.recvUnack += n
 	incr := 0
-	if s.recvUnack >= h2StreamWindow/4 && !s.released {
+	if s.recvUnack >= int(c.srv.limits.StreamWindow/4) && !s.released {
 		incr, s.recvUnack = s.recvUnack, 0
 		s.recvGiven += incr
 	}

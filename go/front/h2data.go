@@ -111,7 +111,7 @@ func (c *h2Conn) data(id uint32, n int, end bool, pl *framePayload) error {
 		return pl.skip()
 	}
 	c.mu.Lock()
-	over := s.recvUsed+n > h2StreamWindow+s.recvGiven
+	over := s.recvUsed+n > int(c.srv.limits.StreamWindow)+s.recvGiven
 	if !over {
 		s.recvUsed += n
 	}

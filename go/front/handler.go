@@ -223,7 +223,7 @@ func (h *handler) serveMethod(st ServerStream, methodID int32, c *call) error {
 	}
 	c.methodID, c.unary = methodID, !m.ServerStreaming
 	if m.ClientStreaming {
-		c.requests = newRequestStream(c, h.events, st, h.cfg.HoldRefusals)
+		c.requests = newRequestStream(c, h.events, st, h.cfg)
 		st.StartRequests(c.requests)
 	}
 	s := c.newStream(h)

@@ -22,7 +22,9 @@ import (
 //     reads ahead of a pulling handler while less than pullAheadBytes and
 //     pullAheadMessages wait for it, so a stream of small messages flows
 //     without a wait per message, and a call holds at most that much plus
-//     one message.
+//     one message. With a fixed window (Limits.FixedWindow) it reads one
+//     message ahead, so that what a client can send ahead of its handler
+//     is the window and a message, as on grpcio.
 //
 // Mixing the two on one call is refused.
 
@@ -49,6 +51,8 @@ type requestStream struct {
 	st     ServerStream
 	// holdRefusal: Config.HoldRefusals, for a stream taken as events.
 	holdRefusal bool
+	// aheadMessages: how many pulled messages may wait for Read.
+	aheadMessages int
 
 	mu   sync.Mutex
 	mode delivery
@@ -78,14 +82,18 @@ type requestStream struct {
 	wake func()
 }
 
-func newRequestStream(c *call, events *Events, st ServerStream, holdRefusal bool) *requestStream {
-	return &requestStream{c: c, events: events, st: st, holdRefusal: holdRefusal}
+func newRequestStream(c *call, events *Events, st ServerStream, cfg *Config) *requestStream {
+	ahead := pullAheadMessages
+	if cfg.Limits.FixedWindow {
+		ahead = 1
+	}
+	return &requestStream{c: c, events: events, st: st, holdRefusal: cfg.HoldRefusals, aheadMessages: ahead}
 }
 
 // readAhead gives the transport one more pull credit if the inbox has room
 // and none is out. Called with mu held.
 func (r *requestStream) readAhead() {
-	if r.reading || r.eof || r.closed || r.inboxBytes >= pullAheadBytes || len(r.inbox) >= pullAheadMessages {
+	if r.reading || r.eof || r.closed || r.inboxBytes >= pullAheadBytes || len(r.inbox) >= r.aheadMessages {
 		return
 	}
 	r.reading = true

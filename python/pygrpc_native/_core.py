@@ -95,6 +95,15 @@ def front_options(options: Optional[Sequence[Any]], compression: Optional[grpc.C
     return result
 
 
+def fixed_window(options: Optional[Sequence[Any]]) -> bool:
+    """Whether grpc.http2.bdp_probe is 0 (its first value, an int): the
+    front then keeps grpcio's fixed receive windows (Go's
+    Limits.FixedWindow), and a request stream is read only one message
+    ahead of its handler, in Go and in aio.server() alike."""
+    value = next((value for name, value in _named(options or ()) if name == "grpc.http2.bdp_probe"), None)
+    return isinstance(value, int) and not isinstance(value, bool) and value == 0
+
+
 def _named(options: Sequence[Any]) -> Iterable[Tuple[str, Any]]:
     """The (name, value) pairs of options, names as str; what isn't a pair
     is left for the front's own check to refuse."""

@@ -44,7 +44,7 @@ import grpc.aio
 
 from .._call_state import CallState, context_refs
 from .._calls import _HandlerCallDetails, Method, RequestIterator, behavior_of
-from .._core import Lookup, ServerArguments, ServerCore, Stage, aio_rpc_limit, grace_of
+from .._core import Lookup, ServerArguments, ServerCore, Stage, aio_rpc_limit, fixed_window, grace_of
 from .._events import EVENT_CALL, EVENT_CANCEL, EVENT_LOOKUP
 from .._grpc_logs import AIO_LOG
 from .._handle import AioServerHandle
@@ -91,6 +91,7 @@ class _AioServer(ServerCore):
         self.front.blocking = False
         self._loop: Optional[asyncio.AbstractEventLoop] = None
         self._waits: Optional[LoopWaits] = None
+        self._fixed_window = fixed_window(arguments.options)
         self._call_tasks: Dict[int, asyncio.Task] = {}  # call id -> the task serving it
         self._behavior_kinds: Dict[Any, _BehaviorKind] = {}
         self._event_fd: Optional[int] = None
@@ -106,7 +107,7 @@ class _AioServer(ServerCore):
                 return  # grpc.aio ignores a second start()
             self.stage = Stage.STARTED
         self._loop = asyncio.get_running_loop()
-        self._waits = LoopWaits(self._loop, self.front)
+        self._waits = LoopWaits(self._loop, self.front, self._fixed_window)
         self.add_registered_methods()
         if self.bound:
             self.front.start()

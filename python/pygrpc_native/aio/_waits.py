@@ -8,7 +8,8 @@ call whose handler reads its requests, and room in a call's buffer
 polling, and nothing registered for calls that wait for nothing.
 
 A request stream lets Go read ahead of its handler while less than
-``_AHEAD_BYTES`` and ``_AHEAD_MESSAGES`` wait for it, granting credit in
+``_AHEAD_BYTES`` and ``_AHEAD_MESSAGES`` (one message where the server
+keeps grpcio's fixed windows: ``fixed_window``) wait for it, granting credit in
 chunks sized by the messages seen so far (one grant in flight at a time):
 a stream of small messages then crosses in batches, one loop wake-up for
 many, and a client faster than its handler is held back by HTTP/2 flow
@@ -97,9 +98,10 @@ class RequestStream:
             return
         queued = len(self._messages)
         room = _AHEAD_BYTES - self._bytes
-        if room <= 0 or queued >= _AHEAD_MESSAGES:
+        ahead = self._waits.ahead_messages
+        if room <= 0 or queued >= ahead:
             return
-        n = min(_GRANT, _AHEAD_MESSAGES - queued, max(1, room // max(self._last_size, 1)))
+        n = min(_GRANT, ahead - queued, max(1, room // max(self._last_size, 1)))
         self._granted = n
         self._waits.credit(self._call.call_id, n)
 
@@ -205,10 +207,12 @@ class RequestStream:
 class LoopWaits:
     """The calls that wait for something from Go, by call id."""
 
-    __slots__ = ("loop", "_front", "_streams", "_room")
+    __slots__ = ("loop", "ahead_messages", "_front", "_streams", "_room")
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, front: NativeGrpcFront) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, front: NativeGrpcFront, fixed_window: bool = False) -> None:
         self.loop = loop
+        # How many messages a request stream may read ahead of its handler.
+        self.ahead_messages = 1 if fixed_window else _AHEAD_MESSAGES
         self._front = front
         self._streams: Dict[int, RequestStream] = {}
         self._room: Dict[int, asyncio.Future] = {}
