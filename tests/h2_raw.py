@@ -159,7 +159,7 @@ class RawH2:
             return Received("headers", stream_id, end, headers=decoded)
         if isinstance(frame, DataFrame):
             if frame.flow_controlled_length and self.auto_ack:
-                self.send(WindowUpdateFrame(0, frame.flow_controlled_length))
+                self._ack(WindowUpdateFrame(0, frame.flow_controlled_length))
             return Received("data", frame.stream_id, "END_STREAM" in frame.flags, data=frame.data)
         if isinstance(frame, RstStreamFrame):
             return Received("rst", frame.stream_id, error_code=frame.error_code)
@@ -167,15 +167,23 @@ class RawH2:
             return Received("goaway", 0, error_code=frame.error_code, data=frame.additional_data)
         if isinstance(frame, SettingsFrame):
             if "ACK" not in frame.flags and self.auto_ack:
-                self.send(SettingsFrame(0, flags=["ACK"]))
+                self._ack(SettingsFrame(0, flags=["ACK"]))
             return Received("settings", 0, settings=dict(frame.settings))
         if isinstance(frame, PingFrame):
             if "ACK" not in frame.flags and self.auto_ack:
-                self.send(PingFrame(0, frame.opaque_data, flags=["ACK"]))
+                self._ack(PingFrame(0, frame.opaque_data, flags=["ACK"]))
             return Received("ping", 0)
         if isinstance(frame, WindowUpdateFrame):
             return Received("window", frame.stream_id)
         return Received("other", frame.stream_id)
+
+    def _ack(self, frame: Frame) -> None:
+        """Sends what auto_ack answers; a server that has closed the
+        connection already needs none (what it sent is still read)."""
+        try:
+            self.send(frame)
+        except OSError:
+            pass
 
     def collect(self, until: Callable[[List[Received]], bool], timeout: float = 10.0) -> List[Received]:
         """Frames until ``until(frames)`` holds or the connection closes;

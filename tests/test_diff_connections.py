@@ -17,6 +17,7 @@ import pytest
 from diff import TRANSPORT
 from diff.flavours import each_flavour, sleep
 from diff.harness import KINDS, method, serving
+from h2_raw import RawH2, connection_closed
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -206,3 +207,40 @@ def test_stop_ends_the_calls_left_as_grpcio(flavour, grace):
 
     cancelled = (SC.UNAVAILABLE, "Cancelling all calls")
     assert flavour.same(setup, scenario) == (cancelled, [b"one", b"two"], cancelled)
+
+
+def _goaways(kind, options, end):
+    """The GOAWAY frames (error code, debug text) a raw client's idle
+    connection gets from a server of kind until it closes; end(server)
+    starts the end (None: the options do)."""
+    with serving(kind, lambda server, state: None, options=options) as served:
+        with RawH2(served.ports[0]) as conn:
+            conn.collect(lambda frames: any(f.kind == "settings" for f in frames), timeout=5)
+            if end is not None:
+                end(served.server)
+            closed, frames = connection_closed(conn, timeout=10)
+    assert closed
+    return [(f.error_code, f.data) for f in frames if f.kind == "goaway"]
+
+
+@pytest.mark.skipif(TRANSPORT == "grpcgo", reason="grpc-go's transport writes its own GOAWAY frames")
+@pytest.mark.parametrize(
+    "options,end,why,code",
+    [
+        ([], lambda server: server.stop(None), (b"Server shutdown", b"Cancelling all calls"), 2),
+        ([], lambda server: server.stop(1), (b"Server shutdown", b"Server shutdown"), 0),
+        ([("grpc.max_connection_age_ms", 500), ("grpc.max_connection_age_grace_ms", 500)], None, (b"max_age",) * 2, 0),
+        ([("grpc.max_connection_idle_ms", 500)], None, (b"connection idle",) * 2, 2),
+    ],
+    ids=["stop-none", "stop-grace", "max-age", "idle"],
+)
+def test_goaway_frames_say_why(options, end, why, code):
+    """What the GOAWAY frames of a server ending a connection say, which
+    grpcio's clients log when the code isn't NO_ERROR ("Got goaway [2] ...
+    Cancelling all calls"): grpcio's debug texts, and the last frame's error
+    code. Ours sent NO_ERROR and no text. (grpcio's frames vary with timing:
+    after a stop(None) it sends one GOAWAY or two; an idle connection gets
+    one, where ours, as any other, gets two.)"""
+    ref, ours = (_goaways(kind, options, end) for kind in KINDS)
+    assert ours == [(0, why[0]), (code, why[1])]
+    assert ref[-1][0] == code and {text for _, text in ref} <= set(why), ref

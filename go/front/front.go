@@ -228,6 +228,9 @@ func (f *Front) BeginStop(grace time.Duration) {
 	f.listeners.close()
 	f.clock = newStopClock(grace)
 	srv, clock := f.srv, f.clock
+	if c, ok := srv.(stopCanceller); ok && grace < 0 {
+		c.cancelsAllOnStop()
+	}
 	drained := make(chan struct{})
 	go func() {
 		srv.GracefulStop()

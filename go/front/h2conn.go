@@ -50,13 +50,26 @@ var h2DrainPing = [8]byte{'p', 'g', 'n', 'd', 'r', 'a', 'i', 'n'}
 
 const h2DrainTimeout = time.Second
 
-// goAwayDrain and goAwayNow are how goAway ends a connection: gracefully
-// (calls in flight finish), or at once with an error code.
-type goAwayKind uint8
+// goAwayReason is why goAway ends a connection, in what grpcio's server
+// writes (which grpcio's clients log when the code isn't NO_ERROR): the
+// debug text of both GOAWAY frames, and the error code of the second; now:
+// the second follows at once, as no call is left to wait for (grpcio's
+// closes such a connection at once too).
+type goAwayReason struct {
+	debug string
+	final http2.ErrCode
+	now   bool
+}
 
-const (
-	goAwayDrain goAwayKind = iota
-	goAwayNow
+var (
+	// server.stop(grace): calls in flight get the grace.
+	goAwayShutdown = goAwayReason{"Server shutdown", http2.ErrCodeNo, false}
+	// server.stop(None): calls in flight are cancelled.
+	goAwayCancelAll = goAwayReason{"Cancelling all calls", http2.ErrCodeInternal, true}
+	// grpc.max_connection_idle_ms: no call is in flight.
+	goAwayIdle = goAwayReason{"connection idle", http2.ErrCodeInternal, true}
+	// grpc.max_connection_age_ms.
+	goAwayMaxAge = goAwayReason{"max_age", http2.ErrCodeNo, false}
 )
 
 // h2Conn is one connection of the h2 transport. Its reader goroutine
@@ -101,9 +114,11 @@ type h2Conn struct {
 	// c.streams' keys. Closed for HTTP/2, they don't count toward
 	// max_concurrent_streams (tooManyStreamsLocked).
 	peerRST map[uint32]bool
-	// draining: the first GOAWAY went out; goneAway: the final one did,
-	// with lastGood as its last stream id; closed: the socket is closed.
+	// draining: the first GOAWAY went out, for goAwayWhy; goneAway: the
+	// final one did, with lastGood as its last stream id; closed: the
+	// socket is closed.
 	draining, goneAway, closed bool
+	goAwayWhy                  goAwayReason
 	// ready: the handshake is done (until then a stop just closes).
 	ready     bool
 	lastGood  uint32
@@ -734,15 +749,10 @@ func (c *h2Conn) endStream(s *h2Stream, code codes.Code, reset bool) {
 	}
 }
 
-// goAway starts ending the connection: gracefully (GOAWAY with the largest
-// id, a PING, then GOAWAY with the last stream taken, and the connection
-// closes when its calls are done), or at once.
-func (c *h2Conn) goAway(kind goAwayKind) {
-	if kind == goAwayNow {
-		c.goAwayError(http2.ErrCodeNo, "")
-		c.close(errH2Stopped)
-		return
-	}
+// goAway starts ending the connection, gracefully: GOAWAY with the largest
+// id, a PING, then GOAWAY with the last stream taken (finalGoAway), and the
+// connection closes when its calls are done. why: what the frames say.
+func (c *h2Conn) goAway(why goAwayReason) {
 	c.mu.Lock()
 	if c.draining || c.closed || !c.ready {
 		ready := c.ready
@@ -752,13 +762,21 @@ func (c *h2Conn) goAway(kind goAwayKind) {
 		}
 		return
 	}
-	c.draining = true
+	c.draining, c.goAwayWhy = true, why
 	c.mu.Unlock()
+	first := why.debug
+	if why == goAwayCancelAll {
+		first = goAwayShutdown.debug // grpcio's first frame of a stop says so
+	}
 	c.w.control(func(b []byte) []byte {
-		b = appendGoAway(b, 1<<31-1, http2.ErrCodeNo, "")
+		b = appendGoAway(b, 1<<31-1, http2.ErrCodeNo, first)
 		return appendPing(b, false, h2DrainPing)
 	})
-	time.AfterFunc(h2DrainTimeout, c.finalGoAway)
+	if why.now {
+		c.finalGoAway()
+	} else {
+		time.AfterFunc(h2DrainTimeout, c.finalGoAway)
+	}
 	signal(c.kick)
 }
 
@@ -771,10 +789,10 @@ func (c *h2Conn) finalGoAway() {
 		return
 	}
 	c.goneAway, c.lastGood = true, c.maxStreamID.Load()
-	last := c.lastGood
+	last, why := c.lastGood, c.goAwayWhy
 	idle := len(c.streams) == 0
 	c.mu.Unlock()
-	c.w.control(func(b []byte) []byte { return appendGoAway(b, last, http2.ErrCodeNo, "") })
+	c.w.control(func(b []byte) []byte { return appendGoAway(b, last, why.final, why.debug) })
 	if idle {
 		signal(c.kick)
 	}
@@ -896,7 +914,7 @@ func (c *h2Conn) timers() {
 		if !draining && l.MaxConnectionIdle != infinity && l.MaxConnectionIdle > 0 {
 			if active == 0 && !idleSince.IsZero() {
 				if due := idleSince.Add(l.MaxConnectionIdle); !now.Before(due) {
-					c.goAway(goAwayDrain)
+					c.goAway(goAwayIdle)
 				} else {
 					next = earliest(next, due)
 				}
@@ -910,7 +928,7 @@ func (c *h2Conn) timers() {
 		}
 		if !ageAt.IsZero() {
 			if graceAt.IsZero() && !now.Before(ageAt) {
-				c.goAway(goAwayDrain)
+				c.goAway(goAwayMaxAge)
 				if l.MaxConnectionAgeGrace != infinity {
 					graceAt = now.Add(l.MaxConnectionAgeGrace)
 				}

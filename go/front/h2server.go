@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -44,6 +45,8 @@ type h2Server struct {
 	stopping bool
 	// connsDone is closed when conns is empty after stopping began.
 	connsDone chan struct{}
+	// cancelAll: the stop gives calls no grace (cancelsAllOnStop).
+	cancelAll atomic.Bool
 
 	// handlers counts the calls whose owner still runs (serveCall): Stop
 	// returns only after every one has queued its last event, so that the
@@ -149,7 +152,17 @@ func (s *h2Server) closeListenersLocked() {
 // GOAWAY frames with a PING between, so that calls the client sent before
 // it saw the first are still served), and returns when every connection
 // has closed after its calls ended.
-func (s *h2Server) GracefulStop() { s.stop(func(c *h2Conn) { c.goAway(goAwayDrain) }) }
+func (s *h2Server) GracefulStop() {
+	why := goAwayShutdown
+	if s.cancelAll.Load() {
+		why = goAwayCancelAll
+	}
+	s.stop(func(c *h2Conn) { c.goAway(why) })
+}
+
+// cancelsAllOnStop: the stop to come gives calls no grace (stop(None)),
+// which its GOAWAY frames say as grpcio's do. Before GracefulStop.
+func (s *h2Server) cancelsAllOnStop() { s.cancelAll.Store(true) }
 
 // Stop closes every listener and connection at once (the calls on them end
 // as their connection is lost), and returns once every call's owner has

@@ -114,6 +114,13 @@ type transportServer interface {
 	Stop()
 }
 
+// stopCanceller is a transportServer that says, as its connections go
+// away, that the stop gives calls no grace (grpcio's words for it); told
+// before GracefulStop.
+type stopCanceller interface {
+	cancelsAllOnStop()
+}
+
 // CallStats is told of each call's life on the wire, for metrics: when its
 // first HEADERS arrived, the wire size of every message each way, and how it
 // ended (trailers written, or reset). Every call the transport carries is
