@@ -369,13 +369,13 @@ class CallRunner:
                 if end is not _SENT and end is not None:
                     self._end(call, *end)
 
-        held = context_refs(ctx)
+        # The answers come from elsewhere, maybe before the behavior has
+        # returned: the details are kept first for whoever reads the context
+        # then (this hook is rare; see context_refs for the others).
+        call.keep_details()
         ok, end = self._call(call, behavior, request, ctx, send_response)
-        shared = context_refs(ctx) > held
         if not ok:
-            self._end_as(call, end, shared)
-        elif shared:
-            call.keep_details()  # the answers come later
+            self._end_as(call, end, False)
 
     def _end(self, call: CallState, code: int, details: Any, payload: Optional[bytes] = None) -> None:
         """Ends the call. A code or details the handler set win over these."""
