@@ -52,24 +52,24 @@ const h2DrainTimeout = time.Second
 
 // goAwayReason is why goAway ends a connection, in what grpcio's server
 // writes (which grpcio's clients log when the code isn't NO_ERROR): the
-// debug text of both GOAWAY frames, and the error code of the second; now:
-// the second follows at once, as no call is left to wait for (grpcio's
-// closes such a connection at once too).
+// debug text of the first GOAWAY frame and of the second, and the second's
+// error code; now: the second follows at once, as no call is left to wait
+// for (grpcio's closes such a connection at once too).
 type goAwayReason struct {
-	debug string
-	final http2.ErrCode
-	now   bool
+	first, second string
+	code          http2.ErrCode
+	now           bool
 }
 
 var (
 	// server.stop(grace): calls in flight get the grace.
-	goAwayShutdown = goAwayReason{"Server shutdown", http2.ErrCodeNo, false}
+	goAwayShutdown = goAwayReason{"Server shutdown", "Server shutdown", http2.ErrCodeNo, false}
 	// server.stop(None): calls in flight are cancelled.
-	goAwayCancelAll = goAwayReason{"Cancelling all calls", http2.ErrCodeInternal, true}
+	goAwayCancelAll = goAwayReason{"Server shutdown", "Cancelling all calls", http2.ErrCodeInternal, true}
 	// grpc.max_connection_idle_ms: no call is in flight.
-	goAwayIdle = goAwayReason{"connection idle", http2.ErrCodeInternal, true}
+	goAwayIdle = goAwayReason{"connection idle", "connection idle", http2.ErrCodeInternal, true}
 	// grpc.max_connection_age_ms.
-	goAwayMaxAge = goAwayReason{"max_age", http2.ErrCodeNo, false}
+	goAwayMaxAge = goAwayReason{"max_age", "max_age", http2.ErrCodeNo, false}
 )
 
 // h2Conn is one connection of the h2 transport. Its reader goroutine
@@ -764,12 +764,8 @@ func (c *h2Conn) goAway(why goAwayReason) {
 	}
 	c.draining, c.goAwayWhy = true, why
 	c.mu.Unlock()
-	first := why.debug
-	if why == goAwayCancelAll {
-		first = goAwayShutdown.debug // grpcio's first frame of a stop says so
-	}
 	c.w.control(func(b []byte) []byte {
-		b = appendGoAway(b, 1<<31-1, http2.ErrCodeNo, first)
+		b = appendGoAway(b, 1<<31-1, http2.ErrCodeNo, why.first)
 		return appendPing(b, false, h2DrainPing)
 	})
 	if why.now {
@@ -792,7 +788,7 @@ func (c *h2Conn) finalGoAway() {
 	last, why := c.lastGood, c.goAwayWhy
 	idle := len(c.streams) == 0
 	c.mu.Unlock()
-	c.w.control(func(b []byte) []byte { return appendGoAway(b, last, why.final, why.debug) })
+	c.w.control(func(b []byte) []byte { return appendGoAway(b, last, why.code, why.second) })
 	if idle {
 		signal(c.kick)
 	}
