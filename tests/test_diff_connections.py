@@ -230,7 +230,7 @@ def _goaways(kind, options, end):
         ([], lambda server: server.stop(None), (b"Server shutdown", b"Cancelling all calls"), 2),
         ([], lambda server: server.stop(1), (b"Server shutdown", b"Server shutdown"), 0),
         ([("grpc.max_connection_age_ms", 500), ("grpc.max_connection_age_grace_ms", 500)], None, (b"max_age",) * 2, 0),
-        ([("grpc.max_connection_idle_ms", 500)], None, (b"connection idle",) * 2, 2),
+        ([("grpc.max_connection_idle_ms", 500)], None, (b"connection idle",), 2),
     ],
     ids=["stop-none", "stop-grace", "max-age", "idle"],
 )
@@ -240,7 +240,7 @@ def test_goaway_frames_say_why(options, end, why, code):
     Cancelling all calls"): grpcio's debug texts, and the last frame's error
     code. Ours sent NO_ERROR and no text. (grpcio's frames vary with timing:
     after a stop(None) it sends one GOAWAY or two; an idle connection gets
-    one, where ours, as any other, gets two.)"""
+    one, as ours: why has one text then.)"""
     ref, ours = (_goaways(kind, options, end) for kind in KINDS)
-    assert ours == [(0, why[0]), (code, why[1])]
+    assert ours == ([(0, why[0])] if len(why) == 2 else []) + [(code, why[-1])]
     assert ref[-1][0] == code and {text for _, text in ref} <= set(why), ref

@@ -52,9 +52,11 @@ const h2DrainTimeout = time.Second
 
 // goAwayReason is why goAway ends a connection, in what grpcio's server
 // writes (which grpcio's clients log when the code isn't NO_ERROR): the
-// debug text of the first GOAWAY frame and of the second, and the second's
-// error code; now: the second follows at once, as no call is left to wait
-// for (grpcio's closes such a connection at once too).
+// debug text of the first GOAWAY frame (empty: no first frame, and no
+// drain PING, as grpcio's server sends for an idle connection) and of the
+// second, and the second's error code; now: the second follows at once, as
+// no call is left to wait for (grpcio's closes such a connection at once
+// too).
 type goAwayReason struct {
 	first, second string
 	code          http2.ErrCode
@@ -67,7 +69,7 @@ var (
 	// server.stop(None): calls in flight are cancelled.
 	goAwayCancelAll = goAwayReason{"Server shutdown", "Cancelling all calls", http2.ErrCodeInternal, true}
 	// grpc.max_connection_idle_ms: no call is in flight.
-	goAwayIdle = goAwayReason{"connection idle", "connection idle", http2.ErrCodeInternal, true}
+	goAwayIdle = goAwayReason{"", "connection idle", http2.ErrCodeInternal, true}
 	// grpc.max_connection_age_ms.
 	goAwayMaxAge = goAwayReason{"max_age", "max_age", http2.ErrCodeNo, false}
 )
@@ -750,8 +752,9 @@ func (c *h2Conn) endStream(s *h2Stream, code codes.Code, reset bool) {
 }
 
 // goAway starts ending the connection, gracefully: GOAWAY with the largest
-// id, a PING, then GOAWAY with the last stream taken (finalGoAway), and the
-// connection closes when its calls are done. why: what the frames say.
+// id and a PING (unless why has no first frame), then GOAWAY with the last
+// stream taken (finalGoAway), and the connection closes when its calls are
+// done. why: what the frames say.
 func (c *h2Conn) goAway(why goAwayReason) {
 	c.mu.Lock()
 	if c.draining || c.closed || !c.ready {
@@ -764,10 +767,12 @@ func (c *h2Conn) goAway(why goAwayReason) {
 	}
 	c.draining, c.goAwayWhy = true, why
 	c.mu.Unlock()
-	c.w.control(func(b []byte) []byte {
-		b = appendGoAway(b, 1<<31-1, http2.ErrCodeNo, why.first)
-		return appendPing(b, false, h2DrainPing)
-	})
+	if why.first != "" {
+		c.w.control(func(b []byte) []byte {
+			b = appendGoAway(b, 1<<31-1, http2.ErrCodeNo, why.first)
+			return appendPing(b, false, h2DrainPing)
+		})
+	}
 	if why.now {
 		c.finalGoAway()
 	} else {
