@@ -350,3 +350,98 @@ def test_send_initial_metadata_after_client_cancel():
 
     ref = same(setup, scenario)
     assert ref[0] == "RpcError"
+
+
+# -- grpcio's private attributes that libraries read ------------------------------
+
+
+def _state_of(ctx):
+    st = ctx._state
+    return st.code, st.details, st.client, st.aborted, st.trailing_metadata, st.initial_metadata_allowed
+
+
+def test_private_state_and_rpc_event_read_as_on_grpcio():
+    """context._state and context._rpc_event are private to grpcio's
+    context, yet py-grpc-prometheus and ddtrace read _state (code, details,
+    client) and many interceptors take the method's name from
+    _rpc_event.call_details: ours had neither, and py-grpc-prometheus
+    failed every unary call (UNKNOWN "'ServicerContext' object has no
+    attribute '_state'")."""
+
+    def setup(server, state):
+        def handler(req, ctx):
+            before = _state_of(ctx)
+            event = ctx._rpc_event
+            details = event.call_details
+            who = [tuple(m) for m in event.invocation_metadata if m[0] == "x-who"]
+            left = details.deadline - time.time()
+            state.record(
+                "event",
+                (details.method, details.host.rsplit(b":", 1)[0], who, left > 2**62 if req else round(left)),
+            )
+            ctx.set_code(SC.NOT_FOUND)
+            ctx.set_details("no such thing")
+            ctx.set_trailing_metadata((("k", "v"),))
+            ctx.send_initial_metadata(())
+            state.record("states", (before, _state_of(ctx)))
+            try:
+                ctx.abort(SC.FAILED_PRECONDITION, "stop")
+            except Exception:  # noqa: BLE001 - grpcio's abort raises a bare Exception
+                state.record("aborted", _state_of(ctx))
+                raise
+
+        setup_handlers({"M": unary(handler)})(server, state)
+
+    def scenario(run):
+        seen = []
+        for request, timeout in ((b"", 20), (b"no deadline", None)):
+            out = call_unary(run.channel, method("M"), request, timeout=timeout, metadata=[("x-who", "me")])
+            seen.append((out.code, out.details, run.state.wait_for("event"), run.state.wait_for("states")))
+            seen.append(run.state.wait_for("aborted"))
+            run.state.records.clear()
+        return seen
+
+    ref = same(setup, scenario)
+    trailing = (("k", "v"),)
+    code, details, event, (before, after) = ref[0]
+    assert (code, details) == (SC.FAILED_PRECONDITION, "stop")
+    assert event == (method("M").encode(), b"127.0.0.1", [("x-who", "me")], 20)
+    assert before == (None, None, "open", False, None, True)
+    assert after == (SC.NOT_FOUND, b"no such thing", "open", False, trailing, False)
+    assert ref[1] == (SC.FAILED_PRECONDITION, b"stop", "open", True, trailing, False)
+    assert ref[2][2][3] is True  # no deadline: 2**63
+
+
+@pytest.mark.parametrize("end", ["answer", "client cancel"])
+def test_private_state_client_once_the_call_ended(end):
+    """_state.client, which py-grpc-prometheus reads to count a cancelled
+    call as CANCELLED: "closed" once the server answered, "cancelled" once
+    the client cancelled before the answer."""
+
+    def setup(server, state):
+        def handler(req, ctx):
+            state.event("entered").set()
+            if end == "client cancel":
+                wait_until(lambda: not ctx.is_active())
+                state.record("client", ctx._state.client)
+                return b""
+
+            def later():
+                state.event("answered").wait(WAIT)
+                time.sleep(0.1)  # the server learns it
+                state.record("client", ctx._state.client)
+
+            threading.Thread(target=later, daemon=True).start()
+            return b""
+
+        setup_handlers({"M": unary(handler)})(server, state)
+
+    def scenario(run):
+        if end == "client cancel":
+            cancel_unary_once_entered(run, method("M"))
+        else:
+            call_unary(run.channel, method("M"), b"")
+            run.state.event("answered").set()
+        return run.state.wait_for("client")
+
+    assert same(setup, scenario) == ("cancelled" if end == "client cancel" else "closed")

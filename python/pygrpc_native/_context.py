@@ -18,6 +18,7 @@ import grpc
 from ._call_state import CallState
 from ._callbacks import CallbackRunner
 from ._grpc_logs import SERVER_LOG
+from ._grpcio_private import RpcEventView, RpcStateView
 
 # What grpcio's invocation_metadata() items are: (key, value) named tuples,
 # under grpcio's type name, so that they print the same.
@@ -227,6 +228,17 @@ class ServicerContext(SyncContextBase):
     def __init__(self, call: CallState, callbacks: CallbackRunner) -> None:
         self._call = call
         self._callbacks = callbacks
+
+    # grpcio's private attributes that libraries read (py-grpc-prometheus,
+    # ddtrace, interceptors after the method's name): _grpcio_private.py.
+
+    @property
+    def _state(self) -> RpcStateView:
+        return RpcStateView(self)
+
+    @property
+    def _rpc_event(self) -> RpcEventView:
+        return RpcEventView(self)
 
     def _send_initial_metadata(self, initial_metadata: Any) -> None:
         # grpcio's sync server returns where Go refuses the metadata's
