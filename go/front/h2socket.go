@@ -45,6 +45,8 @@ type h2Socket struct {
 	err        error
 	room       *sync.Cond
 	try        rawTry
+	// muted: writes from now on are dropped (refuseClient).
+	muted bool
 	// rd is Read's state, like try's (the reader's goroutine only).
 	rd rawRead
 }
@@ -91,6 +93,15 @@ func (s *h2Socket) Write(b []byte) (int, error) {
 // large answer the kernel can't take at once (a message of megabytes, a
 // client reading slowly) is then not copied a second time, nor into
 // freshly faulted memory: 1 MiB messages cost a third of the CPU.
+func (s *h2Socket) muteWrites() {
+	s.mu.Lock()
+	s.muted = true
+	s.mu.Unlock()
+	if m, ok := s.Conn.(writeMuter); ok {
+		m.muteWrites() // and the listener's conn reads what is unread as it closes
+	}
+}
+
 func (s *h2Socket) writeTaking(b []byte) (taken bool, err error) {
 	return s.write(b, true)
 }
@@ -103,6 +114,9 @@ func (s *h2Socket) write(b []byte, give bool) (taken bool, err error) {
 	}
 	if s.err != nil {
 		return false, s.err
+	}
+	if s.muted {
+		return false, nil
 	}
 	if !s.draining { // nothing waits: the kernel may take b now, in order
 		k, err := s.tryWrite(b)

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -150,13 +151,52 @@ func (l *listener) Accept() (net.Conn, error) {
 	}
 }
 
-// conn counts bytes and remembers the connection's identity.
+// conn counts bytes and remembers the connection's identity. muted: what
+// is written from now on is dropped, and Close reads what the client sent
+// first (a client refused during its TLS handshake gets no alert:
+// refuseClient).
 type conn struct {
 	net.Conn
 	m      *metrics
 	remote *connState
 	sec    *PortSecurity // its listener's; nil: plaintext
 	closed atomic.Bool
+	muted  atomic.Bool
+}
+
+func (c *conn) muteWrites() { c.muted.Store(true) }
+
+// Bounds on what Close reads of a refused client's data (discardUnread).
+const (
+	discardWait  = 5 * time.Millisecond // for more to arrive
+	discardFor   = 50 * time.Millisecond
+	discardBytes = 256 << 10
+)
+
+// discardUnread reads what the client has sent and the server hasn't
+// read, until none arrives for discardWait (bounded by discardFor and
+// discardBytes), so that the close that follows ends the connection with
+// a FIN, which a client reads as the socket closed, as grpcio's server
+// closes it: closed with data unread, the kernel would send a reset
+// instead ("Connection reset by peer"). A refused TLS client has sent
+// its first HTTP/2 frames right after its last handshake message.
+func (c *conn) discardUnread() {
+	buf := make([]byte, 16<<10)
+	end := time.Now().Add(discardFor)
+	for read := 0; read < discardBytes; {
+		wait := time.Now().Add(discardWait)
+		if wait.After(end) {
+			wait = end
+		}
+		if c.Conn.SetReadDeadline(wait) != nil {
+			return
+		}
+		n, err := c.Conn.Read(buf)
+		read += n
+		if err != nil {
+			return
+		}
+	}
 }
 
 func (c *conn) Read(b []byte) (int, error) {
@@ -166,6 +206,9 @@ func (c *conn) Read(b []byte) (int, error) {
 }
 
 func (c *conn) Write(b []byte) (int, error) {
+	if c.muted.Load() {
+		return len(b), nil
+	}
 	n, err := c.Conn.Write(b)
 	c.m.bytesOut.Add(uint64(n))
 	return n, err
@@ -174,6 +217,9 @@ func (c *conn) Write(b []byte) (int, error) {
 func (c *conn) Close() error {
 	if c.closed.CompareAndSwap(false, true) {
 		c.m.connections.Add(-1)
+		if c.muted.Load() {
+			c.discardUnread()
+		}
 	}
 	return c.Conn.Close()
 }

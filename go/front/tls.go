@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"errors"
+	"fmt"
+	"net"
 	"slices"
 	"strings"
 )
@@ -137,8 +139,10 @@ func newServerTLS(m tlsMaterial, requireClientAuth bool) (*tls.Config, error) {
 		if cfg.ClientCAs == nil {
 			return nil, configErrorf("require_client_auth needs root_certificates to verify client certificates with")
 		}
-		cfg.ClientAuth = tls.RequireAndVerifyClientCert
-		cfg.VerifyConnection = clientAuthUsage
+		// Go's crypto/tls doesn't verify the client's chain here: the
+		// port does (verifyClient), so that it can refuse a client without
+		// the TLS alert Go would send (refuseClient).
+		cfg.ClientAuth = tls.RequestClientCert
 	}
 	return cfg, nil
 }
@@ -170,16 +174,30 @@ func chooseByNameOrCommonName(pairs []tls.Certificate) func(*tls.ClientHelloInfo
 	}
 }
 
-// clientAuthUsage refuses a client certificate whose extended key usages
-// don't name TLS client authentication, as BoringSSL refuses it for
-// grpcio: Go lets anyExtendedKeyUsage stand for every usage (it already
-// refuses usages that name neither). A certificate without the extension
-// may be used for anything, on both.
-func clientAuthUsage(cs tls.ConnectionState) error {
+// verifyClient is the check of a port that requires client
+// authentication, run at the end of each handshake (resumed ones too): a
+// certificate, whose chain leads to one of roots and is valid now for
+// client authentication (what Go's RequireAndVerifyClientCert checks), and
+// whose extended key usages, if any, name TLS client authentication, as
+// BoringSSL requires for grpcio (Go lets anyExtendedKeyUsage stand for
+// every usage). A certificate without the extension may be used for
+// anything, on both.
+func verifyClient(cs tls.ConnectionState, roots *x509.CertPool) error {
 	if len(cs.PeerCertificates) == 0 {
-		return nil
+		return errors.New("the client sent no certificate")
 	}
 	leaf := cs.PeerCertificates[0]
+	opts := x509.VerifyOptions{
+		Roots:         roots,
+		Intermediates: x509.NewCertPool(),
+		KeyUsages:     []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}
+	for _, c := range cs.PeerCertificates[1:] {
+		opts.Intermediates.AddCert(c)
+	}
+	if _, err := leaf.Verify(opts); err != nil {
+		return fmt.Errorf("the client certificate is refused: %w", err)
+	}
 	if len(leaf.ExtKeyUsage) == 0 && len(leaf.UnknownExtKeyUsage) == 0 {
 		return nil
 	}
@@ -187,6 +205,29 @@ func clientAuthUsage(cs tls.ConnectionState) error {
 		return nil
 	}
 	return errors.New("the client certificate's extended key usage does not include TLS client authentication")
+}
+
+// writeMuter is a connection that can drop what is written to it from now
+// on (the listener's conn, h2's socket).
+type writeMuter interface{ muteWrites() }
+
+// refuseClient is cfg for one handshake on conn of a port that requires
+// client authentication: a client verifyClient refuses is refused as
+// grpcio's server refuses it, with the connection closed and no TLS alert
+// (Go sends one, which grpcio's clients log as data corruption, three
+// error lines per attempt, and report as "Unwrap failed" where grpcio's
+// server gives "Socket closed").
+func refuseClient(cfg *tls.Config, conn net.Conn) *tls.Config {
+	roots := cfg.ClientCAs
+	cfg = cfg.Clone()
+	cfg.VerifyConnection = func(cs tls.ConnectionState) error {
+		err := verifyClient(cs, roots)
+		if m, ok := conn.(writeMuter); ok && err != nil {
+			m.muteWrites()
+		}
+		return err
+	}
+	return cfg
 }
 
 // keyPair checks and pairs one private key with its certificate chain.

@@ -163,7 +163,7 @@ func TestParseTLSRefusesBadCredentials(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := sec.source.current.Load()
-	if cfg.MinVersion != tls.VersionTLS12 || cfg.ClientAuth != tls.RequireAndVerifyClientCert || cfg.NextProtos[0] != "h2" {
+	if cfg.MinVersion != tls.VersionTLS12 || cfg.ClientAuth != tls.RequestClientCert || cfg.NextProtos[0] != "h2" {
 		t.Errorf("unexpected config: min %x, client auth %v, ALPN %v", cfg.MinVersion, cfg.ClientAuth, cfg.NextProtos)
 	}
 	// As grpcio: roots without require_client_auth ask for no certificate.

@@ -67,8 +67,12 @@ func (s *tlsSource) listenerConfig() *tls.Config {
 		MinVersion:   tls.VersionTLS12,
 		CipherSuites: tls12CipherSuites,
 		NextProtos:   []string{"h2"},
-		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
-			return s.forHandshake(), nil
+		GetConfigForClient: func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
+			cfg := s.forHandshake()
+			if s.requireClientAuth {
+				cfg = refuseClient(cfg, hello.Conn)
+			}
+			return cfg, nil
 		},
 	}
 }
