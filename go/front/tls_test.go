@@ -14,6 +14,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"math/big"
 	"net"
@@ -22,6 +23,7 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/net/http2"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 )
@@ -278,6 +280,31 @@ func TestMutualTLSRefusesClients(t *testing.T) {
 	}
 	if _, err := callTLS(t, f, clientTLS(p, p.otherClient)); err == nil {
 		t.Error("a client with another CA's certificate was served")
+	}
+}
+
+// TestMutualTLSRefusesWithoutAlert: a refused client's TLS 1.3 handshake
+// completes on its side; it then reads the connection closed (EOF), as
+// from grpcio's server, not an alert (which grpcio's clients log as data
+// corruption), and no reset though it had sent its preface.
+func TestMutualTLSRefusesWithoutAlert(t *testing.T) {
+	p := newTestPKI(t)
+	f := startTLSFront(t, p, p.ca.cert, true)
+	for _, cert := range []*issued{nil, p.otherClient} {
+		cfg := clientTLS(p, cert)
+		cfg.NextProtos = []string{"h2"}
+		c, err := tls.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", f.Port()), cfg)
+		if err != nil {
+			t.Fatalf("the client's side of the handshake: %v", err)
+		}
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		if _, err := c.Write([]byte(http2.ClientPreface)); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := c.Read(make([]byte, 64)); n != 0 || err != io.EOF {
+			t.Errorf("client certificate %v: read %d bytes, %v; want the connection closed (EOF)", cert != nil, n, err)
+		}
+		c.Close()
 	}
 }
 
