@@ -141,8 +141,11 @@ func newServerTLS(m tlsMaterial, requireClientAuth bool) (*tls.Config, error) {
 		}
 		// Go's crypto/tls doesn't verify the client's chain here: the
 		// port does (verifyClient), so that it can refuse a client without
-		// the TLS alert Go would send (refuseClient).
+		// the TLS alert Go would send (refuseClient, which replaces this
+		// VerifyConnection for each handshake with one that also mutes).
 		cfg.ClientAuth = tls.RequestClientCert
+		pool := cfg.ClientCAs
+		cfg.VerifyConnection = func(cs tls.ConnectionState) error { return verifyClient(cs, pool) }
 	}
 	return cfg, nil
 }

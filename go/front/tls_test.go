@@ -168,6 +168,22 @@ func TestParseTLSRefusesBadCredentials(t *testing.T) {
 	if cfg.MinVersion != tls.VersionTLS12 || cfg.ClientAuth != tls.RequestClientCert || cfg.NextProtos[0] != "h2" {
 		t.Errorf("unexpected config: min %x, client auth %v, ALPN %v", cfg.MinVersion, cfg.ClientAuth, cfg.NextProtos)
 	}
+	// Go doesn't verify the client's chain (RequestClientCert): the
+	// configuration does, even used as it is, without refuseClient.
+	for _, cert := range []*issued{nil, p.otherClient} {
+		srv, cli := net.Pipe()
+		go func() {
+			c := tls.Client(cli, clientTLS(p, cert))
+			if c.Handshake() == nil {
+				_, _ = io.Copy(io.Discard, c) // what the server sends after its handshake
+			}
+			cli.Close()
+		}()
+		if err := tls.Server(srv, cfg).Handshake(); err == nil {
+			t.Errorf("client certificate %v: the configuration served it", cert != nil)
+		}
+		srv.Close()
+	}
 	// As grpcio: roots without require_client_auth ask for no certificate.
 	sec, err = ParseTLS([]byte(tlsDoc(p.server.key, p.server.cert, p.ca.cert, false)))
 	if err != nil || sec.source.current.Load().ClientAuth != tls.NoClientCert {
