@@ -8,6 +8,7 @@ A connection is told apart by the client's address as the handler sees it
 generous: the ages are short, the waits several times longer (the servers
 add up to 10% jitter to the age)."""
 
+import socket
 import threading
 import time
 
@@ -244,3 +245,57 @@ def test_goaway_frames_say_why(options, end, why, code):
     ref, ours = (_goaways(kind, options, end) for kind in KINDS)
     assert ours == ([(0, why[0])] if len(why) == 2 else []) + [(code, why[-1])]
     assert ref[-1][0] == code and {text for _, text in ref} <= set(why), ref
+
+
+def _keepalive_pings(kind, permit, busy, seconds=1.0):
+    """The PING frames a raw client (which acks them) gets in `seconds` from
+    a server of kind with a 100 ms keepalive time and a 1 s timeout; busy: a
+    call is in flight meanwhile."""
+    release = threading.Event()
+
+    def setup(server, state):
+        def handler(request, context):
+            release.wait(5)
+            return b""
+
+        server.add_generic_rpc_handlers(
+            (grpc.method_handlers_generic_handler("diff.Diff", {"Wait": grpc.unary_unary_rpc_method_handler(handler)}),)
+        )
+
+    options = [
+        ("grpc.keepalive_time_ms", 100),
+        ("grpc.keepalive_timeout_ms", 1000),
+        ("grpc.keepalive_permit_without_calls", permit),
+    ]
+    try:
+        with serving(kind, setup, options=options) as served:
+            with RawH2(served.ports[0]) as conn:
+                if busy:
+                    conn.unary(1, method("Wait"))
+                end = time.monotonic() + seconds
+                pings = 0
+                while (left := end - time.monotonic()) > 0:
+                    try:
+                        pings += conn.receive(left).kind == "ping"
+                    except socket.timeout:
+                        break
+    finally:
+        release.set()
+    return pings
+
+
+@pytest.mark.skipif(TRANSPORT == "grpcgo", reason="grpc-go's transport pings by its own rules (README)")
+@pytest.mark.parametrize(
+    "permit,busy", [(0, False), (0, True), (1, False)], ids=["idle", "busy", "idle-permitted"]
+)
+def test_keepalive_pings_as_grpcio(permit, busy):
+    """Server keepalive pings, as grpcio sends them: none on a connection
+    without calls unless grpc.keepalive_permit_without_calls (ours pinged
+    every connection), and every keepalive time once the client acks
+    (ours waited for the timeout to look: a ping per second here where
+    grpcio sent ten)."""
+    ref, ours = (_keepalive_pings(kind, permit, busy) for kind in KINDS)
+    if permit or busy:
+        assert ref >= 6 and ours >= 6, (ref, ours)
+    else:
+        assert ref == ours == 0

@@ -50,6 +50,9 @@ var h2DrainPing = [8]byte{'p', 'g', 'n', 'd', 'r', 'a', 'i', 'n'}
 
 const h2DrainTimeout = time.Second
 
+// h2KeepalivePing is the PING payload of the server's keepalive pings.
+var h2KeepalivePing = [8]byte{}
+
 // goAwayReason is why goAway ends a connection, in what grpcio's server
 // writes (which grpcio's clients log when the code isn't NO_ERROR): the
 // debug text of the first GOAWAY frame (empty: no first frame, and no
@@ -350,8 +353,13 @@ func (c *h2Conn) frame(f http2.Frame) error {
 		return c.settings(f)
 	case *http2.PingFrame:
 		if f.IsAck() {
-			if f.Data == h2DrainPing {
+			switch f.Data {
+			case h2DrainPing:
 				c.finalGoAway()
+			case h2KeepalivePing:
+				// The next keepalive ping is due KeepaliveTime from now,
+				// not when the timeout would have been checked.
+				signal(c.kick)
 			}
 			return nil
 		}
@@ -904,12 +912,19 @@ func (c *h2Conn) timers() {
 			}
 		}
 		if pingSent.IsZero() {
-			if due := last.Add(l.KeepaliveTime); !now.Before(due) {
-				pingSent = now
-				c.w.control(func(b []byte) []byte { return appendPing(b, false, [8]byte{}) })
-				next = earliest(next, now.Add(l.KeepaliveTimeout))
-			} else {
+			if due := last.Add(l.KeepaliveTime); now.Before(due) {
 				next = earliest(next, due)
+			} else if active == 0 && !l.KeepalivePermitNoCalls {
+				// As grpcio: a connection without calls is pinged only
+				// with grpc.keepalive_permit_without_calls. Look again
+				// one period from now (a call that starts meanwhile is
+				// pinged within two periods, and starting it costs no
+				// wake-up here).
+				next = earliest(next, now.Add(l.KeepaliveTime))
+			} else {
+				pingSent = now
+				c.w.control(func(b []byte) []byte { return appendPing(b, false, h2KeepalivePing) })
+				next = earliest(next, now.Add(l.KeepaliveTimeout))
 			}
 		}
 		if !draining && l.MaxConnectionIdle != infinity && l.MaxConnectionIdle > 0 {
