@@ -1071,3 +1071,50 @@ def test_known_difference_a_generic_handler_that_gives_a_non_handler_sync(caplog
         ("grpc._server", "Exception servicing handler: 'function' object has no attribute 'request_streaming'"),
         ("grpc._server", "Exception servicing handler: service() failed"),
     ]
+
+
+class _OnlyItsBehavior(grpc.RpcMethodHandler):
+    """A handler class of the user's, as grpcio's own tests write them:
+    the kinds, the (de)serializers and only the behavior its kinds name."""
+
+    def __init__(self, request_streaming, response_streaming, behavior):
+        self.request_streaming = request_streaming
+        self.response_streaming = response_streaming
+        self.request_deserializer = None
+        self.response_serializer = None
+        name = ("stream_" if request_streaming else "unary_") + ("stream" if response_streaming else "unary")
+        setattr(self, name, behavior)
+
+
+@each_flavour
+@pytest.mark.parametrize("registered", [True, False], ids=["registered", "generic"])
+def test_handler_class_with_only_its_behavior(flavour, registered):
+    """A grpc.RpcMethodHandler subclass that defines only the behavior its
+    kinds use (grpcio's _channel_close_test has them): grpcio reads no
+    other. Ours read unary_unary of every handler: start() raised
+    AttributeError for a registered one, a generic one's calls failed
+    UNKNOWN."""
+
+    async def echo(request, context):
+        return request
+
+    async def chat(requests, context):
+        async for request in requests:
+            yield request
+
+    def setup(server, state):
+        handlers = {
+            "Echo": _OnlyItsBehavior(False, False, flavour.adapt(echo)),
+            "Chat": _OnlyItsBehavior(True, True, flavour.adapt(chat, True)),
+        }
+        if registered:
+            server.add_registered_method_handlers(SERVICE, handlers)
+        else:
+            server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, handlers),))
+
+    def scenario(run):
+        unary = call_unary(run.channel, method("Echo"), b"one")
+        chat = list(run.channel.stream_stream(method("Chat"))(iter([b"a", b"b"]), timeout=5))
+        return unary.code, unary.responses, chat
+
+    assert flavour.same(setup, scenario) == (SC.OK, (b"one",), [b"a", b"b"])

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional,
 
 import grpc
 
-from ._calls import DETAILS_METHOD_NOT_FOUND, _HandlerCallDetails, Method
+from ._calls import DETAILS_METHOD_NOT_FOUND, _HandlerCallDetails, Method, behavior_of
 from ._context import Metadatum
 from ._credentials import set_front_tls, tls_config
 from ._grpc_logs import SERVER_LOG
@@ -371,7 +371,9 @@ class ServerCore:
         # Its kinds first: what isn't a handler fails on the attribute
         # grpc.aio reads first (the details name it).
         request_streaming, response_streaming = handler.request_streaming, handler.response_streaming
-        behavior = handler.unary_unary or handler.unary_stream
+        # Only the behavior its kinds name: a handler class of the user's
+        # may define no other (grpcio reads no other).
+        behavior = behavior_of(handler)
         serve_health_natively: Optional[NativeHealthHook] = getattr(behavior, NATIVE_HEALTH_HOOK, None)
         if serve_health_natively is not None:
             # From now on Go may answer Check and Watch before the method
