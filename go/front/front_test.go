@@ -225,7 +225,13 @@ func TestUnansweredCallGetsDeadlineAndPythonGetsCancel(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("no EventCancel")
 	}
-	waitFor(t, func() bool { return metric(f, "calls_deadline_exceeded") == 1 })
+	// The client's own deadline resets the stream at about the moment the
+	// server's passes (the server's is later by the header's trip): on a
+	// busy machine the reset may arrive first, and the call then counts as
+	// cancelled, as grpcio's server would count it.
+	waitFor(t, func() bool {
+		return metric(f, "calls_deadline_exceeded")+metric(f, "calls_cancelled") == 1
+	})
 }
 
 func TestClientCancel(t *testing.T) {
