@@ -20,6 +20,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+import queue
 import threading
 import time
 from concurrent import futures
@@ -192,6 +193,55 @@ async def wait_until_async(predicate: Callable[[], bool], timeout: float = WAIT)
     return True
 
 
+class DaemonThreadPool(futures.Executor):
+    """The reference server's migration thread pool: grpc.aio can leave a
+    pool thread blocked for good on a future of its loop once the call has
+    ended and the loop has closed (a plain-function stream handler whose
+    deadline passed: "coroutine 'Queue.put' was never awaited"), and a
+    ThreadPoolExecutor's threads, which aren't daemons, then keep the test
+    process from exiting after every test has passed (seen under Bazel).
+    Ours keeps the ThreadPoolExecutor: a thread of ours left stuck should
+    hang the run, as it would hang a user's process."""
+
+    def __init__(self, workers: int, name: str) -> None:
+        self._work: "queue.SimpleQueue[Any]" = queue.SimpleQueue()
+        self._threads = [
+            threading.Thread(target=self._run, name=f"{name}_{i}", daemon=True) for i in range(workers)
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> futures.Future:
+        future: futures.Future = futures.Future()
+        self._work.put((future, fn, args, kwargs))
+        return future
+
+    def _run(self) -> None:
+        while (item := self._work.get()) is not None:
+            future, fn, args, kwargs = item
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(fn(*args, **kwargs))
+            except BaseException as exc:  # noqa: BLE001 - the future carries it
+                future.set_exception(exc)
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        if cancel_futures:
+            while True:
+                try:
+                    item = self._work.get_nowait()
+                except queue.Empty:
+                    break
+                if item is not None:
+                    item[0].cancel()
+        for _ in self._threads:
+            self._work.put(None)
+        if wait:
+            for thread in self._threads:
+                thread.join()
+
+
 @contextlib.contextmanager
 def serving(
     kind: str,
@@ -207,7 +257,12 @@ def serving(
     setup(server, state), given ports and started; a harness.Served.
     Stopped at the end."""
     loop_thread = LoopThread(loop)
-    pool = futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"aio-diff-{kind}")
+    name = f"aio-diff-{kind}"
+    pool: futures.Executor = (
+        DaemonThreadPool(workers, name)
+        if kind == "grpcio"
+        else futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix=name)
+    )
     state = State()
     server = None
 
