@@ -76,6 +76,17 @@ func newH2Socket(c net.Conn) *h2Socket {
 	return s
 }
 
+// muteWrites drops what is written from now on (writeMuter: a client
+// refused at the end of its TLS handshake gets no alert, refuseClient).
+func (s *h2Socket) muteWrites() {
+	s.mu.Lock()
+	s.muted = true
+	s.mu.Unlock()
+	if m, ok := s.Conn.(writeMuter); ok {
+		m.muteWrites() // and the listener's conn reads what is unread as it closes
+	}
+}
+
 // Write takes all of b (or fails with the connection's error): the part
 // the kernel doesn't take at once is copied and written later, in order.
 // Callers that can give b up use writeTaking.
@@ -93,15 +104,6 @@ func (s *h2Socket) Write(b []byte) (int, error) {
 // large answer the kernel can't take at once (a message of megabytes, a
 // client reading slowly) is then not copied a second time, nor into
 // freshly faulted memory: 1 MiB messages cost a third of the CPU.
-func (s *h2Socket) muteWrites() {
-	s.mu.Lock()
-	s.muted = true
-	s.mu.Unlock()
-	if m, ok := s.Conn.(writeMuter); ok {
-		m.muteWrites() // and the listener's conn reads what is unread as it closes
-	}
-}
-
 func (s *h2Socket) writeTaking(b []byte) (taken bool, err error) {
 	return s.write(b, true)
 }
