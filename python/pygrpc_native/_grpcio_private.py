@@ -41,6 +41,21 @@ class _Context(Protocol):
 _OPEN, _CLOSED, _CANCELLED = "open", "closed", "cancelled"
 
 
+class _CallField:
+    """An attribute of RpcStateView that is its call's field of the same
+    name, read and written through (grpcio's _RPCState fields are plain,
+    writable attributes)."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._name = name
+
+    def __get__(self, view: Any, owner: Optional[type] = None) -> Any:
+        return self if view is None else getattr(view._call, self._name)
+
+    def __set__(self, view: Any, value: Any) -> None:
+        setattr(view._call, self._name, value)
+
+
 class RpcStateView:
     """``context._state``: what the handler set (code, details, trailing
     metadata, abort), read and written through to the call as grpcio's
@@ -58,29 +73,10 @@ class RpcStateView:
     def _call(self) -> CallState:
         return self._context._call
 
-    @property
-    def code(self) -> Any:
-        return self._call.code
-
-    @code.setter
-    def code(self, code: Any) -> None:
-        self._call.code = code
-
-    @property
-    def details(self) -> Optional[bytes]:
-        return self._call.details  # type: ignore[return-value]  # the sync contexts store bytes
-
-    @details.setter
-    def details(self, details: Optional[bytes]) -> None:
-        self._call.details = details
-
-    @property
-    def trailing_metadata(self) -> Any:
-        return self._call.trailing_metadata
-
-    @trailing_metadata.setter
-    def trailing_metadata(self, metadata: Any) -> None:
-        self._call.trailing_metadata = metadata
+    # Read and written through to the call's field of the same name.
+    code = _CallField()
+    details = _CallField()  # bytes: the sync contexts store them so
+    trailing_metadata = _CallField()
 
     @property
     def aborted(self) -> bool:
