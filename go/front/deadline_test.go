@@ -116,7 +116,10 @@ func TestDetailsOfACallThatEndedUnanswered(t *testing.T) {
 			if fmt.Sprint(d.Metadata) != "[[user-agent "+d.Metadata[0][1]+"] [x-who me]]" || !d.HasDeadline {
 				t.Fatalf("details %+v", d)
 			}
-			if d.Peer == "" || (byDeadline && d.TimeRemaining != 0) || (!byDeadline && d.TimeRemaining < time.Second) {
+			// By deadline, the client's own timer (it sends RST_STREAM) may
+			// fire a little before the server's, which started later: the
+			// time left is then a few microseconds, not zero, as on grpcio.
+			if d.Peer == "" || (byDeadline && d.TimeRemaining > 50*time.Millisecond) || (!byDeadline && d.TimeRemaining < time.Second) {
 				t.Fatalf("peer %q, time left %v", d.Peer, d.TimeRemaining)
 			}
 		})
