@@ -445,3 +445,27 @@ def test_private_state_client_once_the_call_ended(end):
         return run.state.wait_for("client")
 
     assert same(setup, scenario) == ("cancelled" if end == "client cancel" else "closed")
+
+
+def test_private_state_client_closed_at_the_end_of_the_request_stream():
+    """_state.client turns "closed" when the handler reads its request
+    stream to the client's half-close, before the answer, as on grpcio
+    (ours said "open" until the answer)."""
+
+    def setup(server, state):
+        def handler(requests, ctx):
+            seen = [ctx._state.client]
+            next(requests)
+            seen.append(ctx._state.client)
+            seen.append(len(list(requests)))
+            seen.append(ctx._state.client)
+            state.record("client", seen)
+            return b""
+
+        setup_handlers({"M": grpc.stream_unary_rpc_method_handler(handler)})(server, state)
+
+    def scenario(run):
+        run.channel.stream_unary(method("M"))(iter([b"a", b"b", b"c"]), timeout=WAIT)
+        return run.state.wait_for("client")
+
+    assert same(setup, scenario) == ["open", "open", 2, "closed"]

@@ -66,6 +66,7 @@ class CallState:
         "callbacks",
         "gone_errors",
         "requests",
+        "requests_ended",
     )
 
     def __init__(self, front: NativeGrpcFront, call_id: int, method: str) -> None:
@@ -98,6 +99,9 @@ class CallState:
         # The request stream an aio handler reads (context.read()); None for
         # a unary request.
         self.requests: Any = None
+        # The handler read its request stream to the client's half-close
+        # (grpcio's _state.client is "closed" from then on).
+        self.requests_ended = False
 
     def gone_error(self) -> grpc.RpcError:
         """The grpc.RpcError grpcio raises to a handler that uses a call

@@ -463,6 +463,7 @@ class RequestIterator(Iterator[Any]):
         except RuntimeError:
             message = False  # the server has stopped: the call has ended
         if message is None:
+            call.requests_ended = True
             raise StopIteration()
         if message is False:
             self._end_or_raise()

@@ -61,8 +61,8 @@ class RpcStateView:
     metadata, abort), read and written through to the call as grpcio's
     _RPCState fields are; ``client`` is grpcio's word for the client's side:
     "cancelled" once the call is gone unanswered (cancelled, deadline
-    passed, connection closed), "closed" once the server answered, "open"
-    before. (grpcio also says "closed" once a request stream has ended.)"""
+    passed, connection closed), "closed" once the server answered or the
+    handler read its request stream to the end, "open" before."""
 
     __slots__ = ("_context",)
 
@@ -84,9 +84,12 @@ class RpcStateView:
 
     @property
     def client(self) -> str:
-        if self._call.answered:
+        call = self._call
+        if call.answered:
             return _CLOSED
-        return _OPEN if self._context.is_active() else _CANCELLED
+        if not self._context.is_active():
+            return _CANCELLED
+        return _CLOSED if call.requests_ended else _OPEN
 
     @property
     def initial_metadata_allowed(self) -> bool:
