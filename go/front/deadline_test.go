@@ -88,18 +88,32 @@ func TestNoAnswerAfterIsActiveSaysEnded(t *testing.T) {
 func TestDetailsOfACallThatEndedUnanswered(t *testing.T) {
 	for _, byDeadline := range []bool{false, true} {
 		t.Run(fmt.Sprintf("byDeadline=%v", byDeadline), func(t *testing.T) {
-			ended := make(chan uint64, 1)
+			called, ended := make(chan struct{}), make(chan uint64, 1)
 			f, cc := startFront(t, "", func(f *Front, e Event) {
-				if e.Kind == EventCancel {
+				switch e.Kind {
+				case EventCall:
+					close(called)
+				case EventCancel:
 					ended <- e.CallID
 				}
 				e.Release()
 			})
+			// Connected first, and cancelled once Python has the call: on
+			// a loaded machine, setting up the connection can take longer
+			// than the call's 200 ms (and a call the client gave up before
+			// sending never reaches the server).
+			waitReady(t, cc)
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			if byDeadline {
 				ctx, cancel = context.WithTimeout(context.Background(), 200*time.Millisecond)
 			} else {
-				time.AfterFunc(100*time.Millisecond, cancel)
+				go func() {
+					select {
+					case <-called:
+					case <-time.After(5 * time.Second):
+					}
+					cancel()
+				}()
 			}
 			defer cancel()
 			_, _ = say(metadata.AppendToOutgoingContext(ctx, "x-who", "me"), cc, "hi")

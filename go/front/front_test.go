@@ -16,6 +16,7 @@ import (
 	spb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/encoding/gzip"
 	"google.golang.org/grpc/mem"
@@ -145,6 +146,19 @@ func startSortingFront(t testing.TB, n int) (f *Front, cc *grpc.ClientConn, call
 func echo(f *Front, e Event) {
 	if e.Kind == EventCall {
 		f.Calls().Respond(e.CallID, e.Payload, SendWait)
+	}
+}
+
+// waitReady connects cc and waits until it is ready (at most 5 s).
+func waitReady(t testing.TB, cc *grpc.ClientConn) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	cc.Connect()
+	for s := cc.GetState(); s != connectivity.Ready; s = cc.GetState() {
+		if !cc.WaitForStateChange(ctx, s) {
+			t.Fatalf("the client did not connect: %v", s)
+		}
 	}
 }
 
