@@ -100,12 +100,15 @@ func TestDetailsOfACallThatEndedUnanswered(t *testing.T) {
 			})
 			// Connected first, and cancelled once Python has the call: on
 			// a loaded machine, setting up the connection can take longer
-			// than the call's 200 ms (and a call the client gave up before
+			// than a short deadline (and a call the client gave up before
 			// sending never reaches the server).
 			waitReady(t, cc)
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			if byDeadline {
-				ctx, cancel = context.WithTimeout(context.Background(), 200*time.Millisecond)
+				// Long enough for Python to take the call before the front
+				// ends it (deadlineMargin early) on a loaded machine: a call
+				// ended unseen gets no EventCancel.
+				ctx, cancel = context.WithTimeout(context.Background(), 500*time.Millisecond)
 			} else {
 				go func() {
 					select {
