@@ -387,6 +387,46 @@ def test_a_handler_that_never_reads_the_refused_message_answers(flavour):
         assert [code for _, code, _ in ours] == [SC.RESOURCE_EXHAUSTED] * 2
 
 
+@each_flavour
+@pytest.mark.parametrize("reads_on", [True, False], ids=["reads_on", "stops_reading"])
+def test_a_refused_message_that_arrives_while_the_handler_is_busy(flavour, reads_on):
+    """A message over the receive limit that arrives when the handler has
+    read everything before it and is busy elsewhere (not waiting for the
+    next message): grpcio's call goes on, the handler's answer reaches the
+    client, and the call ends RESOURCE_EXHAUSTED only if the handler asks
+    for that message. server() ended such a call at once (nothing was
+    waiting in Go's read-ahead, so the refusal wasn't held for the
+    handler): the client lost "late", and a handler that stopped reading
+    got RESOURCE_EXHAUSTED instead of its own answer."""
+
+    async def body(requests, ctx, state):
+        async for r in requests:
+            state.append("read", len(r))
+            if len(r) == 10:
+                state.event("first read").set()
+                await sleep(0.3)  # the refused message arrives meanwhile
+                yield b"late"
+                if not reads_on:
+                    break
+        yield b"done"
+
+    def scenario(run):
+        gate = run.state.event("first read")
+        call = streams.call(run.channel, "stream_stream", method("M"), streams.gated([b"a" * 10], gate, [b"c" * 1001, b"d" * 10]))
+        return call.responses, call.code, run.state.records.get("read", [])
+
+    setup = streams.serving(flavour, "stream_stream", {"M": body})
+    ref, ours = flavour.both(setup, scenario, options=[("grpc.max_receive_message_length", 1000)])
+    if reads_on:
+        assert ref == ((b"late",), SC.RESOURCE_EXHAUSTED, [10])
+    else:
+        assert ref == ((b"late", b"done"), SC.OK, [10])
+    if TRANSPORT == "h2":
+        assert ours == ref
+    else:  # grpc-go's transport ends the call when it meets the message
+        assert ours[1] == SC.RESOURCE_EXHAUSTED
+
+
 # -- compression -----------------------------------------------------------------------------
 
 

@@ -3,13 +3,16 @@ maximum_concurrent_rpcs held until handler_done, and waiting for room:
 what the extension returns and raises for each, with a grpcio client."""
 
 import threading
+import time
 
 import grpc
 import pytest
 
 import pygrpc_native
 from pygrpc_native import EVENT_CALL, EVENT_HALF_CLOSE, EVENT_MESSAGE, EVENT_ROOM
-from lowlevel_helpers import SAY, WAIT, next_event, say, started_front
+from h2_raw import RawH2, grpc_message, request_headers
+from hyperframe.frame import WindowUpdateFrame
+from lowlevel_helpers import SAY, WAIT, next_event, run_with_timeout, say, started_front
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -143,6 +146,58 @@ def test_room_after_a_full_buffer():
         front.finish(call_id, 0, "")
         assert 1 + len(list(call)) == sent  # every message sent arrived
         assert front.wait_room(call_id) is False  # the call has ended
+
+
+def _stalled_chat(front, raw):
+    """A bidi call from raw, a client that never reads (nor grants the
+    stream more window), whose buffer the front fills (the front is
+    non-blocking) with messages larger than the buffer's 64 KiB (each goes
+    in alone), so that even an op with no payload finds no room; its call
+    id."""
+    raw.headers(1, request_headers(CHAT))
+    raw.data(1, grpc_message(b"go"), end_stream=False)
+    _, call_id, _, _, _ = next_event(front, kind=EVENT_CALL)
+    sent = 0
+    for _ in range(2):  # again once the first message is taken and waits for the window
+        while front.send_message(call_id, b"x" * (80 << 10)) is True:
+            sent += 1
+            assert sent < 1000, "the buffer never filled with a client that doesn't read"
+        time.sleep(0.2)
+    return call_id
+
+
+def test_cancel_of_a_full_call_never_waits():
+    """cancel() on a call whose buffer is full returns at once on a
+    non-blocking front (an event loop's thread must never wait); it waited
+    for room, which a client that stopped reading never makes. The client
+    gets what was queued before it, then CANCELLED."""
+    with started_front(STREAMS) as front, RawH2(front.port) as raw:
+        front.blocking = False
+        call_id = _stalled_chat(front, raw)
+        assert run_with_timeout(lambda: front.cancel(call_id), 2.0, "cancel() of a full call") is True
+        raw.send(WindowUpdateFrame(1, 1 << 20))  # the client reads at last
+        assert raw.statuses([1]) == {1: "1"}  # CANCELLED
+
+
+def test_a_refused_message_on_a_full_call_leaves_its_connection_serving():
+    """A request message over the receive limit, on a call whose buffer is
+    full: the front ends the call RESOURCE_EXHAUSTED, and its connection
+    serves on. The default transport queued that end on the connection's
+    reader, waiting there for room that only the client's WINDOW_UPDATE
+    (which that reader would read) could make: every call on the
+    connection hung."""
+    with started_front(STREAMS, options=[("grpc.max_receive_message_length", 1000)]) as front, RawH2(front.port) as raw:
+        front.blocking = False
+        call_id = _stalled_chat(front, raw)
+        assert front.request_messages(call_id, 2) is True
+        assert next_event(front, kind=EVENT_MESSAGE)[3] == b"go"
+        raw.data(1, grpc_message(b"r" * 1001), end_stream=False)
+        raw.unary(3, SAY, b"hello")
+        _, say_id, method_id, payload, _ = next_event(front, kind=EVENT_CALL)
+        assert (method_id, payload) == (SAY_ID, b"hello")
+        assert front.respond(say_id, b"hello") is True
+        raw.send(WindowUpdateFrame(1, 1 << 20))
+        assert raw.statuses([1, 3]) == {1: "8", 3: "0"}
 
 
 def test_events_of_a_stream_are_exported():

@@ -149,6 +149,46 @@ func TestRoomIsJudgedForTheRefusedOp(t *testing.T) {
 	}
 }
 
+// A full queue still takes a cancel, a route and the front's abort, without
+// waiting even when asked to (Cancel and Route ask to; the abort of a
+// refused request message is queued on h2's connection reader), up to
+// maxControlOps of them; messages stay refused.
+func TestControlOpsPassAFullQueue(t *testing.T) {
+	q := newOpQueue()
+	ended := new(endSignal)
+	for q.hasRoomLocked(0) {
+		if r := q.put(op{kind: opMessage}, false, writeBy{}, ended); r != ResultOK {
+			t.Fatalf("put: %v", r)
+		}
+	}
+	done := make(chan Result, 1)
+	for i, kind := range []opKind{opCancel, opRoute, opAbort} {
+		go func() { done <- q.put(op{kind: kind}, true, writeBy{}, ended) }()
+		select {
+		case r := <-done:
+			if r != ResultOK {
+				t.Fatalf("control op %d on a full queue: %v, want ResultOK", i, r)
+			}
+		case <-time.After(2 * time.Second):
+			t.Fatalf("control op %d waited for room in a full queue", i)
+		}
+	}
+	if r := q.put(op{kind: opMessage}, false, writeBy{}, ended); r != ResultWouldBlock {
+		t.Fatalf("a message after the control ops: %v, want ResultWouldBlock", r)
+	}
+	for i := 3; i < maxControlOps; i++ {
+		if r := q.put(op{kind: opCancel}, false, writeBy{}, ended); r != ResultOK {
+			t.Fatalf("control op %d: %v, want ResultOK", i, r)
+		}
+	}
+	if r := q.put(op{kind: opCancel}, false, writeBy{}, ended); r != ResultWouldBlock {
+		t.Fatalf("control op past maxControlOps: %v, want ResultWouldBlock", r)
+	}
+	if got := len(q.take(nil)); got != maxQueuedOps+maxControlOps {
+		t.Fatalf("took %d ops, want %d", got, maxQueuedOps+maxControlOps)
+	}
+}
+
 // The batch a taker holds counts against the limits until its next take,
 // so a call whose sends wait for flow control holds one budget: after a
 // full batch is taken, one more op may queue (a large message can wait

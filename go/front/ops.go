@@ -56,7 +56,23 @@ type op struct {
 const (
 	maxQueuedOps   = 256
 	maxQueuedBytes = 64 << 10
+	// maxControlOps: how many control ops (opKind.control) a full queue
+	// still takes past maxQueuedOps. One that ends the call is all a call
+	// needs; the margin only bounds a caller that repeats itself.
+	maxControlOps = 8
 )
+
+// control reports an op that a full queue still takes (up to
+// maxControlOps past its limits), so that queueing it never waits for a
+// client that stopped reading: a cancel or route from an event loop's
+// thread (the low-level API's blocking=False), and the front's own abort
+// of a request message the transport refused, which h2 queues on the
+// connection's reader: left waiting for room there, that reader could
+// never read the WINDOW_UPDATE that makes room, and every call on the
+// connection would hang. They carry no payload. What was queued before
+// one is still applied first, so on a call whose client stopped reading
+// it takes effect once that is written, or when the call ends.
+func (k opKind) control() bool { return k == opCancel || k == opRoute || k == opAbort }
 
 // opQueue carries a call's ops from Python's threads to the call's
 // goroutine, in order. The goroutine takes every queued op at once, and a
@@ -143,7 +159,7 @@ func (q *opQueue) put(o op, block bool, by writeBy, ended *endSignal) Result {
 			return ResultEnded
 		}
 		n := len(q.ops)
-		if q.hasRoomLocked(size) {
+		if q.hasRoomLocked(size) || (o.kind.control() && n+q.heldOps < maxQueuedOps+maxControlOps) {
 			if q.ops == nil {
 				q.ops = q.first[:0]
 			}

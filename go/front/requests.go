@@ -65,11 +65,12 @@ type requestStream struct {
 	inboxBytes int
 	eof        bool
 	// refused: the transport refused a message (size limit, bad
-	// compression) that came after the inbox's (pulled), or after the
-	// events already pushed (holdRefusal): the call ends with its status
-	// once the handler has read those and asks for the next, as grpcio's
-	// ends it only when its handler asks for the refused message (ended
-	// at once, the messages read ahead were lost).
+	// compression) that came after the inbox's (pulled, whether the inbox
+	// holds any or not), or after the events already pushed
+	// (holdRefusal): the call ends with its status once the handler has
+	// read those and asks for the next, as grpcio's ends it only when its
+	// handler asks for the refused message (ended at once, the messages
+	// read ahead were lost, and a handler busy sending lost its answer).
 	refused error
 	// reading: a pull credit is out (the transport is reading the next
 	// message for the inbox).
@@ -139,14 +140,20 @@ func (r *requestStream) End(err error) {
 	if err != nil {
 		if _, ok := status.FromError(err); ok && r.c.ctx.Err() == nil {
 			// A message the transport refused (size limit, bad
-			// compression): the call ends with its status, once a pulling
-			// handler has read what came before it.
+			// compression): the call ends with its status once a pulling
+			// handler asks for it, after what came before it, as grpcio's
+			// ends it only when its handler reads that far. A handler busy
+			// elsewhere (nothing in the inbox, nobody waiting in Read)
+			// answers as it likes meanwhile; one waiting in Read is woken
+			// to meet the refusal at once.
 			r.mu.Lock()
 			switch {
 			case r.closed:
-			case r.mode == deliveryPull && len(r.inbox) > 0:
+			case r.mode == deliveryPull:
 				r.refused, r.eof, r.reading = err, true, false
+				wake := r.takeWake()
 				r.mu.Unlock()
+				wake()
 				return
 			case r.mode == deliveryEvents && r.holdRefusal:
 				// Python learns it as the stream's end, after the
