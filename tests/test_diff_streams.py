@@ -29,6 +29,8 @@ from diff.flavours import each_flavour, each_flavour_and_uvloop, each_loop, slee
 from diff.harness import WAIT, method, peer_shape
 from diff.streams import each_kind
 from diff.wiretap import WireTap
+from h2_raw import RawH2, grpc_message, request_headers
+from hyperframe.frame import WindowUpdateFrame
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -425,6 +427,44 @@ def test_a_refused_message_that_arrives_while_the_handler_is_busy(flavour, reads
         assert ours == ref
     else:  # grpc-go's transport ends the call when it meets the message
         assert ours[1] == SC.RESOURCE_EXHAUSTED
+
+
+@each_flavour
+def test_a_refused_message_to_a_call_whose_client_stopped_reading(flavour):
+    """A client that stops reading a bidi call's answers (its window runs
+    out while the handler writes) and then sends it a message over the
+    receive limit: the connection's other calls are served, and the call
+    ends RESOURCE_EXHAUSTED once the client reads again. On the default
+    transport the front queued that end on the connection's reader and
+    waited there for room in the call's buffer, which only a WINDOW_UPDATE
+    read by that same reader could make: the connection hung."""
+
+    async def writes(requests, ctx, state):
+        async for r in requests:
+            state.event("writing").set()
+            for _ in range(8):
+                yield b"x" * (80 << 10)
+
+    async def echo(request, ctx):
+        return request
+
+    def setup(server, state):
+        flavour.handlers({"M": streams.handler(flavour, "stream_stream", writes, state), "Echo": flavour.unary(echo)})(server, state)
+
+    def scenario(run):
+        with RawH2(run.port) as raw:
+            raw.headers(1, request_headers(method("M")))
+            raw.data(1, grpc_message(b"go"), end_stream=False)
+            assert run.state.event("writing").wait(WAIT)
+            time.sleep(0.3)  # the handler's writes fill the window and the call's buffer
+            raw.data(1, grpc_message(b"r" * 1001), end_stream=False)
+            raw.unary(3, method("Echo"), b"hello")
+            served = raw.statuses([3], timeout=5)
+            raw.send(WindowUpdateFrame(1, 1 << 24))  # the client reads again
+            return served, raw.statuses([1])
+
+    ref = flavour.same(setup, scenario, options=[("grpc.max_receive_message_length", 1000)])
+    assert ref == ({3: "0"}, {1: "8"})
 
 
 # -- compression -----------------------------------------------------------------------------
