@@ -36,6 +36,9 @@ INIT_PARAMS = [
     ("credentials", None),
     ("health", False),
     ("hold_slots", False),
+    ("metrics_address", None),
+    ("metrics_all_methods", False),
+    ("hold_refusals", False),
 ]
 
 METHOD_PARAMS = {

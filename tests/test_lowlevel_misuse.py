@@ -173,6 +173,21 @@ def test_call_still_answerable_after_misuse(live_call):
     assert front.is_active(call_id) is True
 
 
+def test_initial_metadata_sent_twice_raises():
+    """A second send_initial_metadata() on a call raises ValueError and
+    sends nothing; the call goes on with the first. It returned True and
+    the transport dropped it."""
+    with started_front() as front, grpc.insecure_channel(f"127.0.0.1:{front.port}") as ch:
+        fut = say(ch).future(b"hi", timeout=WAIT)
+        _, call_id, _, _, _ = next_event(front)
+        assert front.send_initial_metadata(call_id, [("first", "1")]) is True
+        with pytest.raises(ValueError, match="initial metadata no longer allowed"):
+            front.send_initial_metadata(call_id, [("second", "2")])
+        assert front.respond(call_id, b"hi!") is True
+        assert fut.result(timeout=WAIT) == b"hi!"
+        assert [k for k, _ in fut.initial_metadata()] == ["first"]
+
+
 @pytest.mark.parametrize("name", ["br", "GZIP", "identity", 5])
 def test_unknown_compression_name(live_call, name):
     front, call_id = live_call

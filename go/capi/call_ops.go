@@ -7,6 +7,8 @@ package main
 import "C"
 
 import (
+	"errors"
+
 	"github.com/pygrpc-native/pygrpc-native/go/front"
 	"google.golang.org/grpc/codes"
 )
@@ -53,6 +55,9 @@ func pgn_send(h C.int64_t, id C.uint64_t, msg C.pgn_bytes, block C.int32_t) C.in
 func pgn_send_header(h C.int64_t, id C.uint64_t, md C.pgn_metadata, block C.int32_t, errOut **C.char) C.int {
 	return withFront(h, func(f *front.Front) C.int {
 		r, err := f.Calls().SendHeader(uint64(id), goMetadata(md), sending(block))
+		if errors.Is(err, front.ErrInitialMetadataAgain) {
+			return fail(C.PGN_INVALID_ARGUMENT, err, errOut)
+		}
 		return invalidMetadata(r, err, errOut)
 	})
 }

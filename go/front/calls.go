@@ -1,6 +1,8 @@
 package front
 
 import (
+	"errors"
+	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -167,6 +169,11 @@ func (cs *Calls) post(id uint64, o op, how Sending) Result {
 	if r != ResultOK {
 		return r
 	}
+	return cs.postTo(c, o, how)
+}
+
+// postTo is post for a call already looked up.
+func (cs *Calls) postTo(c *call, o op, how Sending) Result {
 	var by writeBy
 	switch {
 	case how == SendHeld:
@@ -191,13 +198,31 @@ func (cs *Calls) Send(id uint64, message mem.BufferSlice, how Sending) Result {
 }
 
 // SendHeader sends initial metadata. Invalid metadata ends the call with
-// INTERNAL "Invalid metadata", as with grpcio, and is reported as err.
+// INTERNAL "Invalid metadata", as with grpcio, and is reported as err. A
+// second send on the same call is refused, with ErrInitialMetadataAgain
+// and nothing queued: the transport would drop it, and the caller would
+// not know (grpcio's context raises there too).
 func (cs *Calls) SendHeader(id uint64, md Metadata, how Sending) (Result, error) {
 	if err := validateMetadata(md); err != nil {
 		return cs.post(id, op{kind: opFinish, code: codes.Internal, details: detailsInvalidMetadata}, how), err
 	}
-	return cs.post(id, op{kind: opHeader, md: md}, how), nil
+	c, r := cs.table.lookup(id)
+	if r != ResultOK {
+		return r, nil
+	}
+	if !c.ops.claimHeader() {
+		return ResultOK, fmt.Errorf("%w: call %d already sent it (send_initial_metadata() works once per call)", ErrInitialMetadataAgain, id)
+	}
+	r = cs.postTo(c, op{kind: opHeader, md: md}, how)
+	if r == ResultWouldBlock {
+		c.ops.unclaimHeader() // its retry sends it
+	}
+	return r, nil
 }
+
+// ErrInitialMetadataAgain is SendHeader's error for a call's second send
+// of initial metadata.
+var ErrInitialMetadataAgain = errors.New("initial metadata no longer allowed")
 
 // Finish ends a call as e says. Invalid trailing metadata ends the call as
 // in SendHeader.

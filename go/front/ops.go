@@ -97,6 +97,9 @@ type opQueue struct {
 	// room at once, again and again (aio.server() with a client that
 	// stopped reading: both cores busy). Guarded by mu.
 	refused int
+	// headerClaimed: a send of initial metadata was queued (claimHeader).
+	// Guarded by mu.
+	headerClaimed bool
 	// full is set by a sender that found no room; the goroutine then
 	// signals room after its next take.
 	full bool
@@ -196,6 +199,25 @@ func (q *opQueue) put(o op, block bool, by writeBy, ended *endSignal) Result {
 			return ResultEnded
 		}
 	}
+}
+
+// claimHeader reports whether the call may still queue its initial
+// metadata, and claims that for the caller: once per call. A send that
+// then finds no room gives the claim back (unclaimHeader), for its retry.
+func (q *opQueue) claimHeader() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.headerClaimed {
+		return false
+	}
+	q.headerClaimed = true
+	return true
+}
+
+func (q *opQueue) unclaimHeader() {
+	q.mu.Lock()
+	q.headerClaimed = false
+	q.mu.Unlock()
 }
 
 // take moves every queued op to the end of dst and returns it. Called by
