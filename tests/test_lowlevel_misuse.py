@@ -271,6 +271,14 @@ def test_bad_address_fails_naming_it(address):
         stop_front(front, timeout=5)
 
 
+@pytest.mark.parametrize("target", ["localhost", "http://localhost:8080", "localhost:0", "127.0.0.1:http"])
+def test_a_fallback_that_names_no_server_is_refused(target):
+    """grpc-go takes nearly any string as a target, so these showed only
+    as UNAVAILABLE on the calls relayed to them."""
+    with pytest.raises(ValueError, match=f"fallback {target!r}".replace("'", '"')):
+        NativeGrpcFront("127.0.0.1:0", METHODS, fallback=target)
+
+
 @pytest.mark.parametrize(
     "methods",
     [5, None, [SAY], [(SAY,)], [(SAY, False, "extra")], [(123, False)], [(b"/echo.Echo/Say", False)]],

@@ -3,8 +3,13 @@ package front
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"math"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -35,11 +40,36 @@ type fallbackRelay struct {
 // newFallbackRelay connects (lazily: nothing is dialed until the first
 // call) to the fallback server at target.
 func newFallbackRelay(target string, sendLimit int, m *metrics) (*fallbackRelay, error) {
+	if err := checkFallbackTarget(target); err != nil {
+		return nil, configErrorf("fallback %q: %v", target, err)
+	}
 	conn, err := dialFallback(target)
 	if err != nil {
 		return nil, configErrorf("fallback %q: %v", target, err)
 	}
 	return &fallbackRelay{conn: conn, sendLimit: sendLimit, m: m}, nil
+}
+
+// fallbackSchemes are the target schemes grpc-go resolves without a
+// plugin of its own: a target with one is left to grpc-go.
+var fallbackSchemes = []string{"unix", "unix-abstract", "dns", "passthrough", "ipv4", "ipv6"}
+
+// checkFallbackTarget refuses, at construction, a target that can't name
+// a server: grpc-go's NewClient takes nearly any string, so a missing
+// port ("localhost", dialed on 443) or a URL of another protocol
+// ("http://host:port") would only show as UNAVAILABLE on relayed calls.
+func checkFallbackTarget(target string) error {
+	if scheme, _, ok := strings.Cut(target, ":"); ok && slices.Contains(fallbackSchemes, scheme) {
+		return nil
+	}
+	_, port, err := net.SplitHostPort(target)
+	if err != nil {
+		return fmt.Errorf("not a server address: give host:port, unix:PATH, unix-abstract:NAME or dns:///host:port (%v)", err)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return fmt.Errorf("port %q is not a port number (1-65535)", port)
+	}
+	return nil
 }
 
 // close ends the connection to the fallback server.

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -121,5 +122,31 @@ func TestLookupCanRouteToFallback(t *testing.T) {
 	in, out := []byte("via backend"), []byte(nil)
 	if err := cc.Invoke(ctx, "/any.Svc/Unary", &in, &out); err != nil || string(out) != "via backend" {
 		t.Fatalf("%q %v", out, err)
+	}
+}
+
+// A fallback target that can't name a server is refused when the front is
+// made, naming what is wrong; grpc-go's own targets pass.
+func TestFallbackTargetChecked(t *testing.T) {
+	for _, target := range []string{"127.0.0.1:50052", "localhost:1", "[::1]:65535", "unix:///tmp/s.sock", "unix:s.sock",
+		"unix-abstract:name", "dns:///host:443", "passthrough:///x:1", "ipv4:127.0.0.1:1"} {
+		if err := checkFallbackTarget(target); err != nil {
+			t.Errorf("%q refused: %v", target, err)
+		}
+	}
+	for target, want := range map[string]string{
+		"localhost":             "not a server address",
+		"http://localhost:8080": "not a server address",
+		"localhost:http":        "is not a port number",
+		"localhost:0":           "is not a port number",
+		"localhost:70000":       "is not a port number",
+	} {
+		err := checkFallbackTarget(target)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v, want an error saying %q", target, err, want)
+		}
+	}
+	if _, err := New(&Config{Address: "127.0.0.1:0", Fallback: "localhost"}); err == nil || !strings.Contains(err.Error(), `fallback "localhost"`) {
+		t.Errorf("New with fallback \"localhost\": %v, want an error naming it", err)
 	}
 }
