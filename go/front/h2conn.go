@@ -151,6 +151,7 @@ func newH2Conn(s *h2Server, nc net.Conn) *h2Conn {
 	c.sock = newH2Socket(nc)
 	c.nc = c.sock
 	c.w = newH2Writer(c.sock, func(err error) { c.close(err) })
+	c.sock.onDrained = c.w.socketDrained
 	return c
 }
 
@@ -276,6 +277,15 @@ func (c *h2Conn) handshake() error {
 // closes.
 func (c *h2Conn) readFrames() error {
 	for {
+		if c.sock.backlog.Load() > maxReadBacklog {
+			// The peer doesn't read what it is sent: read nothing more
+			// from it (what it asks for, acks above all, would pile up)
+			// until it has read some. The calls already read go first.
+			if len(c.readyCalls) > 0 {
+				c.runReady()
+			}
+			c.sock.waitBelow(maxPending)
+		}
 		if err := c.readFrame(); err != nil {
 			return err
 		}

@@ -1,14 +1,18 @@
 package front
 
 import (
+	"bytes"
+	"context"
 	"fmt"
 	"net"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"golang.org/x/net/http2"
+	"google.golang.org/grpc/mem"
 )
 
 // rawH2 dials f as an HTTP/2 client with no SETTINGS of its own and reads
@@ -237,5 +241,120 @@ func TestPingAckWaitsForTheNextWrite(t *testing.T) {
 	}
 	if waited := time.Since(sent); waited < hold-100*time.Millisecond || waited > ackDelay-100*time.Millisecond {
 		t.Fatalf("the ack of a PING sent while a call was open came after %v, not with the answer (%v)", waited, hold)
+	}
+}
+
+// TestPeerThatDoesNotReadBoundsTheBacklog: a client that grants the
+// largest windows and then reads nothing, with several server streams
+// sending 1 MiB messages from senders that must never wait (Python's
+// threads: SendNoWait, then WaitRoom). The connection holds at most
+// about maxPending for it (the h2 transport grew its write buffer without
+// bound: 4 GiB in 12 s), no send waits, and another connection is served.
+// A send that waited here was a Python thread waiting with the GIL held,
+// which froze the whole process.
+func TestPeerThatDoesNotReadBoundsTheBacklog(t *testing.T) {
+	const streams = 3
+	msg := make([]byte, 1<<20)
+	var longest atomic.Int64 // the longest Send, in ns
+	f, cc := startFront(t, `, "options": [["grpc.pygrpc_native.transport", "h2"]]`, func(f *Front, e Event) {
+		if e.Kind != EventCall {
+			return
+		}
+		if e.MethodID == 0 {
+			f.Calls().Respond(e.CallID, mem.BufferSlice{mem.SliceBuffer([]byte("ok"))}, SendWait)
+			return
+		}
+		go func() {
+			for {
+				start := time.Now()
+				r := f.Calls().Send(e.CallID, mem.BufferSlice{mem.SliceBuffer(msg)}, SendNoWait)
+				if took := int64(time.Since(start)); took > longest.Load() {
+					longest.Store(took)
+				}
+				switch r {
+				case ResultOK:
+				case ResultWouldBlock:
+					if f.Calls().WaitRoom(e.CallID) != ResultOK {
+						return
+					}
+				default:
+					return
+				}
+			}
+		}()
+	})
+	conn, err := net.Dial("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(f.Port())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	b := append([]byte(clientPreface), frame(fSettings, 0, 0, setting(0x4, 1<<31-1))...)
+	b = append(b, frame(fWindow, 0, 0, u32(1<<31-1-65535))...)
+	for i := uint32(0); i < streams; i++ {
+		b = append(b, unaryCall(1+2*i, countPath, "go")...)
+	}
+	if _, err := conn.Write(b); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Second) // the senders fill what the connection takes
+	var backlog int
+	h2 := f.srv.(*h2Server)
+	h2.mu.Lock()
+	for c := range h2.conns {
+		c.w.mu.Lock()
+		backlog = max(backlog, c.w.backlogLocked())
+		c.w.mu.Unlock()
+	}
+	h2.mu.Unlock()
+	if backlog > maxPending+1<<20 {
+		t.Errorf("the connection holds %d bytes for a peer that doesn't read, want at most about %d", backlog, maxPending)
+	}
+	if d := time.Duration(longest.Load()); d > 500*time.Millisecond {
+		t.Errorf("a send that must not wait took %v", d)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	in, out := []byte("hi"), []byte(nil)
+	if err := cc.Invoke(ctx, sayPath, &in, &out); err != nil {
+		t.Errorf("another connection's call: %v", err)
+	}
+}
+
+// TestPeerThatPingsAndDoesNotReadIsNotRead: a client that sends PINGs
+// and never reads their acks makes the connection's reader stop reading
+// once maxReadBacklog waits for the client, so the acks it would owe can't
+// pile up without bound (the client's own writes then stall instead).
+func TestPeerThatPingsAndDoesNotReadIsNotRead(t *testing.T) {
+	f, _ := startFront(t, `, "options": [["grpc.pygrpc_native.transport", "h2"]]`, func(*Front, Event) {})
+	conn, err := net.Dial("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(f.Port())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.Write(append([]byte(clientPreface), frame(fSettings, 0, 0, nil)...)); err != nil {
+		t.Fatal(err)
+	}
+	ping := frame(fPing, 0, 0, make([]byte, 8))
+	chunk := bytes.Repeat(ping, 4096)
+	want := 3 * maxReadBacklog / len(ping) // pings whose acks are three times the brake's
+	conn.SetWriteDeadline(time.Now().Add(3 * time.Second))
+	sent := 0
+	for sent < want {
+		if _, err := conn.Write(chunk); err != nil {
+			break // the server stopped reading: what the test wants
+		}
+		sent += 4096
+	}
+	time.Sleep(200 * time.Millisecond) // the reader acts on what it read
+	h2 := f.srv.(*h2Server)
+	h2.mu.Lock()
+	defer h2.mu.Unlock()
+	for c := range h2.conns {
+		c.w.mu.Lock()
+		backlog := c.w.backlogLocked()
+		c.w.mu.Unlock()
+		if backlog > maxReadBacklog+len(chunk)+(1<<20) {
+			t.Errorf("%d bytes of acks wait for a client that doesn't read (%d pings sent), want at most about %d", backlog, sent, maxReadBacklog)
+		}
 	}
 }

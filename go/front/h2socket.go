@@ -4,6 +4,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unsafe"
@@ -18,9 +19,13 @@ import (
 // blocking, while the peer is slow. Reads go to the socket as they are.
 //
 // This keeps a handler's thread (or an event loop) off a full socket, as
-// the seam asks, at the cost of buffering: DATA is bounded by the peer's own
-// flow-control windows; beyond maxPending (a peer that grants windows and
-// doesn't read) writes do wait, as with any socket.
+// the seam asks, at the cost of buffering, which is bounded elsewhere:
+// DATA by the peer's flow-control windows and, for a peer that grants
+// windows and doesn't read, by the connection's backlog (h2Writer's
+// backlogLocked: senders past maxPending leave their messages to a
+// goroutine that waits), and control frames by the reader, which stops
+// reading while more than maxReadBacklog waits (waitBelow). A write
+// itself never waits: a writer may be a Python thread holding the GIL.
 type h2Socket struct {
 	net.Conn
 	raw syscall.RawConn // nil: the socket can't be written without waiting
@@ -34,8 +39,8 @@ type h2Socket struct {
 	// the socket owns them, and hands them to writeBufs once written.
 	// pendingLen is their length in all. draining: the goroutine writing
 	// them runs; err is the first write error, returned by every later
-	// write; room is signalled when pending shrinks (writers over
-	// maxPending wait for it). spare is the list drain last wrote out,
+	// write; room is signalled when pending shrinks (the reader's brake,
+	// waitBelow, and waitWritten wait for it). spare is the list drain last wrote out,
 	// kept for pending's next use.
 	pending    [][]byte
 	pendingLen int
@@ -49,10 +54,22 @@ type h2Socket struct {
 	muted bool
 	// rd is Read's state, like try's (the reader's goroutine only).
 	rd rawRead
+	// backlog is pendingLen for readers without mu (the writer's bound);
+	// drain lowers it before it calls onDrained.
+	backlog atomic.Int64
+	// onDrained, set before the first write, is called (without mu) each
+	// time drain has written a batch out.
+	onDrained func()
 }
 
-// maxPending bounds what waits for a slow peer before writers wait too.
-const maxPending = 16 << 20
+// maxPending bounds the backlog a connection's senders add messages to
+// (h2Writer.backlogLocked); maxReadBacklog is where its reader stops
+// reading until the backlog is back under maxPending (a peer that sends
+// pings, say, and never reads the acks).
+const (
+	maxPending     = 16 << 20
+	maxReadBacklog = 2 * maxPending
+)
 
 // takeAtLeast is the smallest remainder writeTaking keeps as it is: a
 // smaller one is copied, so that pending stays a few large buffers.
@@ -111,9 +128,6 @@ func (s *h2Socket) writeTaking(b []byte) (taken bool, err error) {
 func (s *h2Socket) write(b []byte, give bool) (taken bool, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for s.pendingLen > maxPending && s.err == nil {
-		s.room.Wait()
-	}
 	if s.err != nil {
 		return false, s.err
 	}
@@ -135,6 +149,7 @@ func (s *h2Socket) write(b []byte, give bool) (taken bool, err error) {
 		return false, nil
 	}
 	s.pendingLen += len(b)
+	s.backlog.Add(int64(len(b)))
 	if last := len(s.pending) - 1; last >= 0 && len(b) < takeAtLeast && len(s.pending[last])+len(b) <= cap(s.pending[last]) {
 		// A small remainder joins the last buffer waiting (the socket's).
 		s.pending[last] = append(s.pending[last], b...)
@@ -288,6 +303,10 @@ func (s *h2Socket) drain() {
 			}
 			bufs[i] = nil
 		}
+		s.backlog.Add(-int64(n))
+		if s.onDrained != nil {
+			s.onDrained()
+		}
 		s.mu.Lock()
 		s.pendingLen -= n
 		s.spare = bufs[:0]
@@ -304,9 +323,20 @@ func (s *h2Socket) drain() {
 			}
 		}
 		s.pending, s.spare, s.pendingLen = nil, nil, 0
+		s.backlog.Store(0)
 	}
 	s.draining = false
 	s.room.Broadcast()
+}
+
+// waitBelow waits while more than limit bytes wait for the peer, until
+// the socket fails or closes: the reader's brake (maxReadBacklog).
+func (s *h2Socket) waitBelow(limit int) {
+	s.mu.Lock()
+	for s.pendingLen > limit && s.err == nil {
+		s.room.Wait()
+	}
+	s.mu.Unlock()
 }
 
 // writeWaiting writes bufs in order, waiting for the peer: in one writev

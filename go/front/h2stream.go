@@ -288,8 +288,12 @@ func appendMetadata(fields []headerField, md Metadata) []headerField {
 // SendMessage writes one message (headers first if not sent), compressed
 // with the call's encoding unless uncompressed. The frames go out with the
 // next flush, or at once when flow control makes the sender wait.
-func (s *h2Stream) SendMessage(b mem.BufferSlice, uncompressed bool) error {
-	defer b.Free()
+func (s *h2Stream) SendMessage(b mem.BufferSlice, uncompressed bool) (err error) {
+	defer func() {
+		if err != errSendWouldWait { // else the caller still owns b
+			b.Free()
+		}
+	}()
 	if s.finished {
 		return status.Error(codes.Internal, "transport: the stream is done")
 	}
@@ -318,7 +322,10 @@ func (s *h2Stream) SendMessage(b mem.BufferSlice, uncompressed bool) error {
 		n += len(p)
 	}
 	prefix[1], prefix[2], prefix[3], prefix[4] = byte(n>>24), byte(n>>16), byte(n>>8), byte(n)
-	if err := s.c.w.sendMessage(s, prefix, parts); err != nil {
+	if err := s.c.w.sendMessage(s, prefix, parts, !s.writeBy.noWait); err != nil {
+		if err == errSendWouldWait {
+			return err
+		}
 		if s.ctx.Err() != nil {
 			return s.ctx.Err()
 		}

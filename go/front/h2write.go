@@ -69,8 +69,11 @@ type h2Writer struct {
 	initialWindow int64
 	maxFrame      int
 	// windowWait is broadcast when a window grows, a stream ends or the
-	// connection closes: senders waiting for window re-check.
-	windowWait *sync.Cond
+	// connection closes: senders waiting for window re-check. Also, while
+	// backlogWaiters is above zero, when the backlog shrinks (a write
+	// ends, the socket drained a batch): senders waiting for it re-check.
+	windowWait     *sync.Cond
+	backlogWaiters int
 
 	// onError is called (once, without mu) with the first write error.
 	onError func(error)
@@ -152,6 +155,37 @@ func (w *h2Writer) flushLocked() {
 	if w.settling > 0 {
 		w.settled.Broadcast()
 	}
+	if w.backlogWaiters > 0 {
+		w.windowWait.Broadcast()
+	}
+}
+
+// backlogLocked is what the connection holds for the peer: frames not
+// yet written, and what its socket took but the kernel didn't. mu held.
+func (w *h2Writer) backlogLocked() int {
+	n := len(w.buf)
+	if s, ok := w.nc.(*h2Socket); ok {
+		n += int(s.backlog.Load())
+	}
+	return n
+}
+
+// backlogFullLocked reports that a message of n bytes would take the
+// backlog past maxPending. One always goes into an empty backlog, however
+// large. mu held.
+func (w *h2Writer) backlogFullLocked(n int) bool {
+	b := w.backlogLocked()
+	return b > 0 && b+n > maxPending
+}
+
+// socketDrained is the socket's onDrained: senders waiting for the
+// backlog to shrink re-check.
+func (w *h2Writer) socketDrained() {
+	w.mu.Lock()
+	if w.backlogWaiters > 0 {
+		w.windowWait.Broadcast()
+	}
+	w.mu.Unlock()
 }
 
 // Write buffers: while one is being written, senders append to another,
@@ -301,9 +335,11 @@ func (w *h2Writer) appendHeadersLocked(streamID uint32, endStream bool, fields [
 
 // sendMessage writes one gRPC message (its 5-byte prefix, then parts) as
 // DATA frames on s, within the peer's windows: it waits for window updates
-// while either window is empty, until s or the connection ends. The caller
-// is s's owner.
-func (w *h2Writer) sendMessage(s *h2Stream, prefix [5]byte, parts [][]byte) error {
+// while either window is empty, and for the backlog to shrink while it is
+// over maxPending, until s or the connection ends. Without mayWait it
+// never waits: a message the windows and the backlog can't take whole now
+// is refused (errSendWouldWait). The caller is s's owner.
+func (w *h2Writer) sendMessage(s *h2Stream, prefix [5]byte, parts [][]byte, mayWait bool) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	pending := prefix[:]
@@ -311,6 +347,13 @@ func (w *h2Writer) sendMessage(s *h2Stream, prefix [5]byte, parts [][]byte) erro
 	left := 5
 	for _, p := range parts {
 		left += len(p)
+	}
+	if !mayWait && w.err == nil && s.ctx.Err() == nil &&
+		(int64(left) > min(w.connWindow, s.sendWindow) || w.backlogFullLocked(left)) {
+		// The whole message can't go now (another stream took the room
+		// SendWouldWait saw): send none of it. Past this point it goes
+		// out without a wait, mu held throughout.
+		return errSendWouldWait
 	}
 	// Room for the whole message at once (frame headers included), so a
 	// large one doesn't grow buf by doubling, copying what it holds.
@@ -322,14 +365,19 @@ func (w *h2Writer) sendMessage(s *h2Stream, prefix [5]byte, parts [][]byte) erro
 		if s.ctx.Err() != nil {
 			return s.ctx.Err()
 		}
+		if mayWait && w.backlogLocked() > maxPending {
+			// A peer that grants windows and doesn't read: the backlog,
+			// not its windows, holds this sender (a goroutine that may
+			// wait; one that may not was let through whole above).
+			w.flushLocked()
+			w.waitLocked(s)
+			continue
+		}
 		avail := min(int64(left), w.connWindow, s.sendWindow, int64(w.maxFrame))
 		if avail <= 0 {
 			// Let the peer see what is queued before waiting for it.
 			w.flushLocked()
-			if !s.wakeOnEnd {
-				s.wakeOnEnd = true
-				context.AfterFunc(s.ctx, w.wake)
-			}
+			w.watchEndLocked(s)
 			if w.err == nil && s.ctx.Err() == nil && min(w.connWindow, s.sendWindow) <= 0 {
 				w.windowWait.Wait()
 			}
@@ -353,6 +401,26 @@ func (w *h2Writer) sendMessage(s *h2Stream, prefix [5]byte, parts [][]byte) erro
 		}
 	}
 	return nil
+}
+
+// watchEndLocked has the end of s wake the senders waiting on windowWait,
+// once per stream. mu held.
+func (w *h2Writer) watchEndLocked(s *h2Stream) {
+	if !s.wakeOnEnd {
+		s.wakeOnEnd = true
+		context.AfterFunc(s.ctx, w.wake)
+	}
+}
+
+// waitLocked waits, for s, until the backlog is back under maxPending, or
+// s or the connection ends. mu held.
+func (w *h2Writer) waitLocked(s *h2Stream) {
+	w.watchEndLocked(s)
+	w.backlogWaiters++
+	for w.err == nil && s.ctx.Err() == nil && w.backlogLocked() > maxPending {
+		w.windowWait.Wait()
+	}
+	w.backlogWaiters--
 }
 
 // queueHeaders queues a header block, and the frames after appends, if

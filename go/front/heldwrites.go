@@ -28,6 +28,13 @@ const (
 // (inlineStream.WriteBy). The zero value: the sender itself when the
 // connection is idle, else whoever is writing.
 type writeBy struct {
+	// noWait: the sender must not wait for the peer (a driver on a
+	// Python thread or an event loop, stream.drive): a message that
+	// can't go at once is not sent at all, its send reports
+	// errSendWouldWait, and the driver hands it to a goroutine that may
+	// wait (stream.driveWaiting). Senders on goroutines of their own
+	// (that one, the fallback relay, health in Go) wait.
+	noWait bool
 	// flusher: the connection's flusher goroutine, whatever the
 	// connection's state (an event loop that doesn't hold its writes).
 	flusher bool

@@ -68,6 +68,9 @@ func (s *stream) apply(o op) (err error, done bool) {
 			return nil, false
 		}
 		if err := s.send(o.message); err != nil {
+			if err == errSendWouldWait {
+				return err, false
+			}
 			return s.failed(err), true
 		}
 		return nil, false
@@ -111,6 +114,9 @@ func (s *stream) finish(o op) error {
 		}
 		if has {
 			if err := s.send(msg); err != nil {
+				if err == errSendWouldWait {
+					return err // nothing done: the op is tried again
+				}
 				return s.failed(err)
 			}
 		}
@@ -242,6 +248,7 @@ func (s *stream) driveWaiting() { s.applyQueued(true, writeBy{}) }
 
 // applyQueued is drive (mayWait false) and driveWaiting (true).
 func (s *stream) applyQueued(mayWait bool, by writeBy) {
+	by.noWait = !mayWait
 	s.out.(inlineStream).WriteBy(by)
 	for {
 		batch, abandoned, ok := s.c.ops.takeDriven(s.batch[:0])
@@ -257,13 +264,17 @@ func (s *stream) applyQueued(mayWait bool, by writeBy) {
 		}
 		for i, o := range batch {
 			if !mayWait && s.wouldWait(o) {
-				s.out.Flush()
-				s.c.ops.requeue(batch[i:])
-				clear(batch)
-				go s.driveWaiting()
+				s.handOver(batch[i:])
 				return
 			}
-			if err, done := s.apply(o); done {
+			err, done := s.apply(o)
+			if err == errSendWouldWait {
+				// Another sender took the room wouldWait saw: nothing of
+				// o was sent, and the goroutine sends it.
+				s.handOver(batch[i:])
+				return
+			}
+			if done {
 				clear(batch[i+1:])
 				s.end(err)
 				return
@@ -273,6 +284,20 @@ func (s *stream) applyQueued(mayWait bool, by writeBy) {
 		s.out.Flush()
 	}
 }
+
+// handOver gives the ops left of a batch, the first of which can't be
+// sent without waiting, to a goroutine that may wait (driveWaiting).
+func (s *stream) handOver(left []op) {
+	s.out.Flush()
+	s.c.ops.requeue(left)
+	clear(s.batch)
+	go s.driveWaiting()
+}
+
+// errSendWouldWait is a driven call's send that could not go at once
+// (writeBy.noWait): nothing of the message was sent, and the
+// caller still owns it.
+var errSendWouldWait = errors.New("front: the send would wait for the peer")
 
 // endedForPython reports that the call's context has ended, which
 // Calls.IsActive has been telling Python since: no op takes effect from
