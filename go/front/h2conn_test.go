@@ -3,6 +3,7 @@ package front
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"strconv"
@@ -12,6 +13,9 @@ import (
 	"time"
 
 	"golang.org/x/net/http2"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/mem"
 )
 
@@ -249,14 +253,25 @@ func TestPingAckWaitsForTheNextWrite(t *testing.T) {
 // sending 1 MiB messages from senders that must never wait (Python's
 // threads: SendNoWait, then WaitRoom). The connection holds at most
 // about maxPending for it (the h2 transport grew its write buffer without
-// bound: 4 GiB in 12 s), no send waits, and another connection is served.
+// bound: 4 GiB in 12 s), no send waits, and another connection is served;
+// over TLS too, where the socket's backlog lies under the TLS connection.
 // A send that waited here was a Python thread waiting with the GIL held,
 // which froze the whole process.
 func TestPeerThatDoesNotReadBoundsTheBacklog(t *testing.T) {
+	t.Run("plaintext", func(t *testing.T) { testPeerThatDoesNotRead(t, nil) })
+	t.Run("tls", func(t *testing.T) { testPeerThatDoesNotRead(t, newTestPKI(t)) })
+}
+
+func testPeerThatDoesNotRead(t *testing.T, pki *testPKI) {
 	const streams = 3
 	msg := make([]byte, 1<<20)
 	var longest atomic.Int64 // the longest Send, in ns
-	f, cc := startFront(t, `, "options": [["grpc.pygrpc_native.transport", "h2"]]`, func(f *Front, e Event) {
+	doc := fmt.Sprintf(`{"address": "127.0.0.1:0", "methods": [[%q, false], [%q, true]], "options": [["grpc.pygrpc_native.transport", "h2"]]`, sayPath, countPath)
+	if pki != nil {
+		doc += `, "tls": ` + tlsDoc(pki.server.key, pki.server.cert, nil, false)
+	}
+	f := startConfigured(t, doc+"}")
+	serveEvents(t, f, func(f *Front, e Event) {
 		if e.Kind != EventCall {
 			return
 		}
@@ -283,11 +298,22 @@ func TestPeerThatDoesNotReadBoundsTheBacklog(t *testing.T) {
 			}
 		}()
 	})
-	conn, err := net.Dial("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(f.Port())))
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(f.Port()))
+	conn, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
+	creds := insecure.NewCredentials()
+	if pki != nil {
+		cfg := clientTLS(pki, nil)
+		cfg.NextProtos = []string{"h2"}
+		tc := tls.Client(conn, cfg)
+		if err := tc.Handshake(); err != nil {
+			t.Fatal(err)
+		}
+		conn, creds = tc, credentials.NewTLS(clientTLS(pki, nil))
+	}
 	b := append([]byte(clientPreface), frame(fSettings, 0, 0, setting(0x4, 1<<31-1))...)
 	b = append(b, frame(fWindow, 0, 0, u32(1<<31-1-65535))...)
 	for i := uint32(0); i < streams; i++ {
@@ -312,6 +338,11 @@ func TestPeerThatDoesNotReadBoundsTheBacklog(t *testing.T) {
 	if d := time.Duration(longest.Load()); d > 500*time.Millisecond {
 		t.Errorf("a send that must not wait took %v", d)
 	}
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds), grpc.WithDefaultCallOptions(grpc.ForceCodecV2(clientCodec{})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	in, out := []byte("hi"), []byte(nil)

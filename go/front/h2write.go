@@ -27,12 +27,18 @@ import (
 type h2Writer struct {
 	mu sync.Mutex
 	nc net.Conn
+	// sock is the connection's socket, under nc when nc is TLS: its
+	// backlog counts in backlogLocked. Set once, at creation.
+	sock *h2Socket
 	// buf holds frames not yet written; spare is the buffer the last write
 	// finished with, reused for the next.
 	buf, spare []byte
 	// flushing: a goroutine is writing (it takes buf again before it
-	// stops, so frames put meanwhile are never left behind).
+	// stops, so frames put meanwhile are never left behind); writing is
+	// the length of what it took, counted in the backlog until the socket
+	// has it.
 	flushing bool
+	writing  int
 	// err is the first write error; frames after it are dropped, and the
 	// connection is closing.
 	err error
@@ -79,9 +85,10 @@ type h2Writer struct {
 	onError func(error)
 }
 
-func newH2Writer(nc net.Conn, onError func(error)) *h2Writer {
+func newH2Writer(sock *h2Socket, onError func(error)) *h2Writer {
 	w := &h2Writer{
-		nc:            nc,
+		nc:            sock,
+		sock:          sock,
 		connWindow:    65535,
 		initialWindow: 65535,
 		maxFrame:      16384,
@@ -122,6 +129,7 @@ func (w *h2Writer) flushLocked() {
 		if w.buf == nil {
 			w.buf = getWriteBuf()
 		}
+		w.writing = len(b)
 		w.mu.Unlock()
 		var err error
 		taken := false
@@ -131,6 +139,7 @@ func (w *h2Writer) flushLocked() {
 			_, err = w.nc.Write(b)
 		}
 		w.mu.Lock()
+		w.writing = 0
 		switch {
 		case taken: // the socket writes b later, and recycles it
 		case cap(b) > maxKeptWriteBuf: // not one a burst grew: left to the GC
@@ -161,13 +170,11 @@ func (w *h2Writer) flushLocked() {
 }
 
 // backlogLocked is what the connection holds for the peer: frames not
-// yet written, and what its socket took but the kernel didn't. mu held.
+// yet written or being written, and what its socket took but the kernel
+// didn't (over TLS, as records, so a little more than the frames). mu
+// held.
 func (w *h2Writer) backlogLocked() int {
-	n := len(w.buf)
-	if s, ok := w.nc.(*h2Socket); ok {
-		n += int(s.backlog.Load())
-	}
-	return n
+	return len(w.buf) + w.writing + int(w.sock.backlog.Load())
 }
 
 // backlogFullLocked reports that a message of n bytes would take the
