@@ -19,7 +19,7 @@ from typing import Any, Dict, List, Optional
 
 import grpc
 from h2_raw import PREFACE, Closed, RawH2, grpc_message, request_headers
-from hyperframe.frame import ContinuationFrame, DataFrame, HeadersFrame, RstStreamFrame
+from hyperframe.frame import ContinuationFrame, DataFrame, HeadersFrame, RstStreamFrame, SettingsFrame, WindowUpdateFrame
 
 from harness import BIDI, COUNT, SAY, ServerProcess, growth_percent, percentile, settled_stats
 from scale import Scale
@@ -322,6 +322,28 @@ def stalled_streams(server: ServerProcess, scale: Scale) -> Figures:
         "cpu_ms_per_s_stalled": round((during["cpu_s"] - stalled["cpu_s"]) * 1000 / (t1 - t0), 1),
         "live_call_s": round(live, 3),
         "leaked_calls": None if after["metrics"] is None else after["metrics"]["calls_active"] - 1,
+    }
+
+
+def wide_stalled_streams(server: ServerProcess, scale: Scale) -> Figures:
+    """Streams asking for 100 MB each on one connection whose client
+    grants the largest HTTP/2 windows (2^31-1, stream and connection), then
+    never reads: what the server buffers for it is then up to the server
+    (the h2 transport grew without bound, 4 GiB in 12 s, and could freeze
+    the process). Growth of the server's RSS, and a live call meanwhile."""
+    before = settled_stats(server)
+    with RawH2(server.port, preface=False, auto_ack=False) as conn:
+        conn.send_bytes(PREFACE + SettingsFrame(0, settings={SettingsFrame.INITIAL_WINDOW_SIZE: 2**31 - 1}).serialize())
+        conn.send(WindowUpdateFrame(0, 2**31 - 1 - 65535))
+        for i in range(3):
+            conn.unary(2 * i + 1, COUNT, b"100000:1000")
+        time.sleep(2.0)  # the handlers write until the server holds them back
+        during = server.stats()
+        live = server.live_call_seconds()
+    return {
+        "streams": 3,
+        "rss_growth_mib": round(max(0, during["rss_kib"] - before["rss_kib"]) / 1024, 1),
+        "live_call_s": round(live, 3),
     }
 
 

@@ -66,6 +66,8 @@ def sections(s: scales.Scale) -> List[Tuple[str, str]]:
          "instead of NULs: a server must stop at its header list limit."),
         ("Stalled streams", f"{s.stalled_streams} streams asking for 100 MB each, never reading "
          "(no WINDOW_UPDATE): memory per stream, and the server's CPU over a second once they are stalled."),
+        ("Stalled streams, wide windows", "3 streams asking for 100 MB each on one connection whose client "
+         "grants 2^31-1 of window (stream and connection) and never reads: growth of the server's RSS after 2 s."),
         ("Over the limits", "from a grpcio client; the status names."),
         ("Malformed frames", "raw HTTP/2 from a socket; the answer: grpc-status, RST_STREAM or GOAWAY code."),
         ("maximum_concurrent_rpcs", "limit 4; 10 calls to a 500 ms method at once, one connection each, twice."),
