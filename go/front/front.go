@@ -185,7 +185,7 @@ func (f *Front) Start() error {
 	if f.cfg.Transport == TransportH2 {
 		f.srv = newH2Server(&f.cfg.Limits, f.handler, f.stats)
 	} else {
-		f.srv = newGRPCGoServer(&f.cfg.Limits, f.handler, f.listeners.anySecure(), f.stats)
+		f.srv = newGRPCGoServer(&f.cfg.Limits, f.handler, f.listeners.anySecure(), f.stats, &f.listeners.open)
 	}
 	f.phase.set(phaseServing)
 	for _, lis := range f.listeners.all {

@@ -30,7 +30,7 @@ import (
 // newGRPCGoServer is a grpc-go server whose calls h serves; tls: some
 // listener serves TLS (listenerCreds picks each listener's); cs, if not
 // nil, is told of every call's life (CallStats).
-func newGRPCGoServer(l *Limits, h *handler, tls bool, cs CallStats) transportServer {
+func newGRPCGoServer(l *Limits, h *handler, tls bool, cs CallStats, open *openConns) transportServer {
 	g := grpcgoHandler{h: h, cs: cs}
 	opts := []grpc.ServerOption{
 		grpc.ForceServerCodecV2(rawCodec{}),
@@ -75,7 +75,23 @@ func newGRPCGoServer(l *Limits, h *handler, tls bool, cs CallStats) transportSer
 	if cs != nil {
 		opts = append(opts, grpc.StatsHandler(grpcgoStats{cs}))
 	}
-	return grpc.NewServer(opts...)
+	return grpcgoServer{grpc.NewServer(opts...), open}
+}
+
+// grpcgoServer is grpc-go's server as the front stops it: its Stop closes
+// first the connections the listeners accepted (open), which ends those
+// still in their handshake. grpc-go's own Stop, and GracefulStop, wait for
+// each of those until its handshake timeout (120 s: a client that connects
+// and sends nothing held stop(grace) that long, whatever the grace); the
+// others it closes anyway.
+type grpcgoServer struct {
+	*grpc.Server
+	open *openConns
+}
+
+func (g grpcgoServer) Stop() {
+	g.open.closeAll()
+	g.Server.Stop()
 }
 
 // grpcgoStats feeds grpc-go's per-call stats to a CallStats.

@@ -19,7 +19,7 @@ func TestH2SocketKeepsOrderForASlowPeer(t *testing.T) {
 	_ = peer.(*net.TCPConn).SetReadBuffer(64 << 10)
 	_ = server.(*net.TCPConn).SetWriteBuffer(64 << 10)
 	m := new(metrics)
-	s := newH2Socket(&conn{Conn: server, m: m})
+	s := newH2Socket(&conn{Conn: server, m: m, open: new(openConns)})
 	defer s.Close()
 
 	var want bytes.Buffer
@@ -62,7 +62,7 @@ func TestH2SocketKeepsOrderForASlowPeer(t *testing.T) {
 // and nothing waits.
 func TestH2SocketFailsWritesAfterThePeerIsGone(t *testing.T) {
 	peer, server := tcpPair(t)
-	s := newH2Socket(&conn{Conn: server, m: new(metrics)})
+	s := newH2Socket(&conn{Conn: server, m: new(metrics), open: new(openConns)})
 	defer s.Close()
 	if _, err := s.writeTaking(make([]byte, 8<<20)); err != nil {
 		t.Fatal(err)

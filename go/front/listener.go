@@ -18,8 +18,9 @@ import (
 // listenerCreds applies to its connections.
 type listener struct {
 	net.Listener
-	m   *metrics
-	sec *PortSecurity
+	m    *metrics
+	sec  *PortSecurity
+	open *openConns // the set's
 	// maxConns closes connections accepted while that many are open on
 	// the whole front (grpc.max_allowed_incoming_connections); 0: no limit.
 	maxConns int64
@@ -27,7 +28,7 @@ type listener struct {
 
 // listen binds one address in grpcio's syntax (see parseBindAddress), for
 // connections under limits, counted in m.
-func listen(address string, limits *Limits, sec *PortSecurity, m *metrics) (*listener, error) {
+func listen(address string, limits *Limits, sec *PortSecurity, m *metrics, open *openConns) (*listener, error) {
 	ba, err := parseBindAddress(address)
 	if err != nil {
 		return nil, &BindError{Address: address, Err: err}
@@ -54,7 +55,7 @@ func listen(address string, limits *Limits, sec *PortSecurity, m *metrics) (*lis
 	if err != nil {
 		return nil, &BindError{Address: address, Err: err}
 	}
-	return &listener{Listener: l, m: m, sec: sec, maxConns: int64(limits.MaxConnections)}, nil
+	return &listener{Listener: l, m: m, sec: sec, open: open, maxConns: int64(limits.MaxConnections)}, nil
 }
 
 // port is what add_*_port() returns for this listener: the TCP port, or 1
@@ -75,13 +76,14 @@ type listenerSet struct {
 	m      *metrics
 	all    []*listener
 	first  atomic.Int32
+	open   openConns
 }
 
 // bind listens on address and returns the bound port. For "localhost" it
 // binds both loopbacks on one port, as grpcio does; the IPv6 one is
 // skipped where it can't be bound, as grpcio skips it.
 func (s *listenerSet) bind(address string, sec *PortSecurity) (int, error) {
-	lis, err := listen(address, s.limits, sec, s.m)
+	lis, err := listen(address, s.limits, sec, s.m, &s.open)
 	if err != nil {
 		return 0, err
 	}
@@ -90,7 +92,7 @@ func (s *listenerSet) bind(address string, sec *PortSecurity) (int, error) {
 	}
 	s.all = append(s.all, lis)
 	if isLocalhost(address) {
-		if lis6, err := listen(fmt.Sprintf("[::1]:%d", lis.port()), s.limits, sec, s.m); err == nil {
+		if lis6, err := listen(fmt.Sprintf("[::1]:%d", lis.port()), s.limits, sec, s.m, &s.open); err == nil {
 			s.all = append(s.all, lis6)
 		}
 	}
@@ -147,7 +149,46 @@ func (l *listener) Accept() (net.Conn, error) {
 			c.Close()
 			continue
 		}
-		return &conn{Conn: c, m: l.m, remote: newConnState(c.RemoteAddr()), sec: l.sec}, nil
+		lc := &conn{Conn: c, m: l.m, remote: newConnState(c.RemoteAddr()), sec: l.sec, open: l.open}
+		l.open.add(lc)
+		return lc, nil
+	}
+}
+
+// openConns is the connections a front's listeners accepted and nobody
+// has closed yet, so that a stop can close those its transport doesn't
+// know of: grpc-go's server waits, as it stops, for every connection
+// still in its handshake, up to the handshake timeout (120 s).
+type openConns struct {
+	mu sync.Mutex
+	m  map[*conn]struct{}
+}
+
+func (o *openConns) add(c *conn) {
+	o.mu.Lock()
+	if o.m == nil {
+		o.m = make(map[*conn]struct{})
+	}
+	o.m[c] = struct{}{}
+	o.mu.Unlock()
+}
+
+func (o *openConns) remove(c *conn) {
+	o.mu.Lock()
+	delete(o.m, c)
+	o.mu.Unlock()
+}
+
+// closeAll closes every connection still open.
+func (o *openConns) closeAll() {
+	o.mu.Lock()
+	all := make([]*conn, 0, len(o.m))
+	for c := range o.m {
+		all = append(all, c)
+	}
+	o.mu.Unlock()
+	for _, c := range all {
+		c.Close()
 	}
 }
 
@@ -160,6 +201,7 @@ type conn struct {
 	m      *metrics
 	remote *connState
 	sec    *PortSecurity // its listener's; nil: plaintext
+	open   *openConns    // its listener's set's
 	closed atomic.Bool
 	muted  atomic.Bool
 }
@@ -216,6 +258,7 @@ func (c *conn) Write(b []byte) (int, error) {
 
 func (c *conn) Close() error {
 	if c.closed.CompareAndSwap(false, true) {
+		c.open.remove(c)
 		c.m.connections.Add(-1)
 		if c.muted.Load() {
 			c.discardUnread()

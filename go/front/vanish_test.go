@@ -38,3 +38,39 @@ func TestStopAfterVanishedHandshakes(t *testing.T) {
 		t.Fatal("Stop still waiting 10 s after clients vanished in their handshake")
 	}
 }
+
+// TestStopWithAStalledHandshake: a client that connects and sends nothing
+// (or half a preface) doesn't hold a stop past its grace, on either
+// transport. grpc-go's server waited for such a connection until its
+// handshake timeout (120 s), whatever the grace, Stop(-1) included;
+// grpcio's stop(1) returns after 1 s.
+func TestStopWithAStalledHandshake(t *testing.T) {
+	for _, transport := range []string{TransportH2, TransportGRPCGo} {
+		t.Run(transport, func(t *testing.T) {
+			f := startConfigured(t, fmt.Sprintf(`{"address": "127.0.0.1:0", "methods": [["/v.V/Say", false]], "options": [["grpc.pygrpc_native.transport", %q]]}`, transport))
+			for _, first := range []string{"", http2.ClientPreface[:10]} {
+				c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", f.Port()))
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer c.Close()
+				_, _ = c.Write([]byte(first))
+			}
+			time.Sleep(100 * time.Millisecond)
+			start := time.Now()
+			done := make(chan struct{})
+			go func() {
+				f.Stop(200 * time.Millisecond)
+				close(done)
+			}()
+			select {
+			case <-done:
+			case <-time.After(5 * time.Second):
+				t.Fatal("Stop(200ms) still waiting 5 s after it began, for clients stalled in their handshake")
+			}
+			if took := time.Since(start); took > 2*time.Second {
+				t.Errorf("Stop(200ms) took %v", took)
+			}
+		})
+	}
+}
