@@ -71,6 +71,11 @@ def stalled(fs: Figures) -> str:
 
 
 @_both_sides
+def wide_stalled(fs: Figures) -> str:
+    return f"RSS +{_worst(fs, 'rss_growth_mib')} MiB, live call {_worst(fs, 'live_call_s')} s"
+
+
+@_both_sides
 def rapid_reset(fs: Figures) -> str:
     return (f"{_worst(fs, 'handlers_run')} of {_worst(fs, 'streams_reset'):,} handlers ran at most, "
             f"{_worst(fs, 'cpu_us_per_reset')} µs CPU per reset call; still serving")
@@ -155,6 +160,7 @@ VERDICTS: Dict[str, Callable[[Results], Tuple[str, str]]] = {
     "CONTINUATION flood (NULs)": continuation,
     "CONTINUATION flood (fields)": continuation,
     "Stalled streams": stalled,
+    "Stalled streams, wide windows": wide_stalled,
     "Over the limits": same_as_control,
     "Malformed frames": same_as_control,
     "Handler faults": handler_faults,
