@@ -2,7 +2,10 @@ package front
 
 import (
 	"context"
+	"fmt"
 	"math"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 	"unsafe"
@@ -224,5 +227,65 @@ func TestTakenBatchCountsUntilTheNextTake(t *testing.T) {
 func TestOpPacksInto80Bytes(t *testing.T) {
 	if size := unsafe.Sizeof(op{}); unsafe.Sizeof(uintptr(0)) == 8 && size > 80 {
 		t.Fatalf("op is %d bytes; keep the small fields together", size)
+	}
+}
+
+// racedStream is an inlineStream whose first send finds the room that
+// SendWouldWait reported taken by another sender (errSendWouldWait), as
+// the h2 transport's does when two streams race for one connection window.
+type racedStream struct {
+	ServerStream // nil: what the test doesn't reach
+	mu           sync.Mutex
+	refused      bool
+	sent         []string // each send: its payload, "uncompressed", and whether it might wait
+	noWait       bool
+	done         chan struct{}
+}
+
+func (r *racedStream) SendWouldWait(int) bool   { return false }
+func (r *racedStream) WriteBy(by writeBy)       { r.mu.Lock(); r.noWait = by.noWait; r.mu.Unlock() }
+func (r *racedStream) Flush()                   {}
+func (r *racedStream) End(error)                {}
+func (r *racedStream) NotifyEnd(wireEndHook)    {}
+func (r *racedStream) Context() context.Context { return context.Background() }
+func (r *racedStream) SendMessage(b mem.BufferSlice, uncompressed bool) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.noWait && !r.refused {
+		r.refused = true
+		return errSendWouldWait
+	}
+	r.sent = append(r.sent, fmt.Sprintf("%s uncompressed=%v mayWait=%v", b.Materialize(), uncompressed, !r.noWait))
+	b.Free()
+	close(r.done)
+	return nil
+}
+
+// A message whose send finds its room taken after SendWouldWait said
+// there was some is sent once, whole, by a goroutine that may wait, with
+// what was asked of it (uncompressed), and the Python thread that queued
+// it never waits.
+func TestASendThatLostItsRoomIsHandedOver(t *testing.T) {
+	out := &racedStream{done: make(chan struct{})}
+	c := &call{ctx: context.Background(), ops: newOpQueue()}
+	h := &handler{cfg: &Config{Limits: Limits{MaxSendMsgSize: 1 << 20}}}
+	s := &stream{h: h, c: c, out: out}
+	c.ops.driver = s
+	ended := new(endSignal)
+	if r := c.ops.put(op{kind: opUncompressedNext}, false, writeBy{}, ended); r != ResultOK {
+		t.Fatalf("put: %v", r)
+	}
+	if r := c.ops.put(op{kind: opMessage, message: msg("m")}, false, writeBy{}, ended); r != ResultOK {
+		t.Fatalf("put: %v", r)
+	}
+	select {
+	case <-out.done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the message was never sent")
+	}
+	out.mu.Lock()
+	defer out.mu.Unlock()
+	if want := []string{"m uncompressed=true mayWait=true"}; !slices.Equal(out.sent, want) || !out.refused {
+		t.Fatalf("sends %q (refused once: %v), want %q after one refusal", out.sent, out.refused, want)
 	}
 }

@@ -134,7 +134,12 @@ func (s *stream) finish(o op) error {
 
 // send writes one message, uncompressed if Python asked so for this one.
 func (s *stream) send(b mem.BufferSlice) error {
-	return sendMessage(s.out, b, s.c.takeUncompressedNext(), s.h.cfg.Limits.MaxSendMsgSize)
+	uncompressed := s.c.takeUncompressedNext()
+	err := sendMessage(s.out, b, uncompressed, s.h.cfg.Limits.MaxSendMsgSize)
+	if err == errSendWouldWait {
+		s.c.uncompressedNext = uncompressed // for the send's retry
+	}
+	return err
 }
 
 // sendMessage writes one message, enforcing grpc.max_send_message_length

@@ -72,7 +72,8 @@ type ServerStream interface {
 	SendHeader(md Metadata) error
 	// SendMessage sends one response message (uncompressed: with the
 	// compressed flag off whatever the call's compression). The stream owns
-	// b from here on.
+	// b from here on, unless it reports errSendWouldWait (an inlineStream
+	// whose sender must not wait: nothing was sent).
 	SendMessage(b mem.BufferSlice, uncompressed bool) error
 	// SetCompressor sets the response encoding ("" for none) until the
 	// initial metadata is sent; one the client doesn't accept falls back to
