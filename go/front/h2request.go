@@ -219,13 +219,3 @@ func tellEnd(h wireEndHook) {
 		h.wireEnded()
 	}
 }
-
-// SendWouldWait: the peer's windows can't take n bytes (and a little
-// more, for the prefix and what compression may add) now, or the
-// connection's backlog can't (a peer that doesn't read what it was sent).
-func (s *h2Stream) SendWouldWait(n int) bool {
-	w := s.c.w
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.err == nil && (int64(n)+64 > min(w.connWindow, s.sendWindow) || w.backlogFullLocked(n+64))
-}

@@ -357,9 +357,9 @@ func (w *h2Writer) sendMessage(s *h2Stream, prefix [5]byte, parts [][]byte, mayW
 	}
 	if !mayWait && w.err == nil && s.ctx.Err() == nil &&
 		(int64(left) > min(w.connWindow, s.sendWindow) || w.backlogFullLocked(left)) {
-		// The whole message can't go now (another stream took the room
-		// SendWouldWait saw): send none of it. Past this point it goes
-		// out without a wait, mu held throughout.
+		// The whole message can't go now: send none of it (the driver
+		// hands it to a goroutine that may wait). Past this point it
+		// goes out without a wait, mu held throughout.
 		return errSendWouldWait
 	}
 	// Room for the whole message at once (frame headers included), so a

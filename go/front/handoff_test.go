@@ -230,9 +230,9 @@ func TestOpPacksInto80Bytes(t *testing.T) {
 	}
 }
 
-// racedStream is an inlineStream whose first send finds the room that
-// SendWouldWait reported taken by another sender (errSendWouldWait), as
-// the h2 transport's does when two streams race for one connection window.
+// racedStream is an inlineStream whose first send from a driver that may
+// not wait finds no room (errSendWouldWait), as the h2 transport's does
+// when the peer's windows or the connection's backlog can't take it now.
 type racedStream struct {
 	ServerStream // nil: what the test doesn't reach
 	mu           sync.Mutex
@@ -242,7 +242,6 @@ type racedStream struct {
 	done         chan struct{}
 }
 
-func (r *racedStream) SendWouldWait(int) bool   { return false }
 func (r *racedStream) WriteBy(by writeBy)       { r.mu.Lock(); r.noWait = by.noWait; r.mu.Unlock() }
 func (r *racedStream) Flush()                   {}
 func (r *racedStream) End(error)                {}
@@ -261,11 +260,10 @@ func (r *racedStream) SendMessage(b mem.BufferSlice, uncompressed bool) error {
 	return nil
 }
 
-// A message whose send finds its room taken after SendWouldWait said
-// there was some is sent once, whole, by a goroutine that may wait, with
-// what was asked of it (uncompressed), and the Python thread that queued
-// it never waits.
-func TestASendThatLostItsRoomIsHandedOver(t *testing.T) {
+// A message that can't be sent without waiting is sent once, whole, by a
+// goroutine that may wait, with what was asked of it (uncompressed), and
+// the Python thread that queued it never waits.
+func TestASendWithNoRoomIsHandedOver(t *testing.T) {
 	out := &racedStream{done: make(chan struct{})}
 	c := &call{ctx: context.Background(), ops: newOpQueue()}
 	h := &handler{cfg: &Config{Limits: Limits{MaxSendMsgSize: 1 << 20}}}

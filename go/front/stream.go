@@ -194,10 +194,6 @@ func (s *stream) abandon(cause error) error {
 // inlineStream is a ServerStream whose calls can be driven.
 type inlineStream interface {
 	ServerStream
-	// SendWouldWait reports that a message of n bytes (as queued: its
-	// wire size may differ a little) can't be sent now without waiting
-	// for flow control.
-	SendWouldWait(n int) bool
 	// WriteBy says who writes to the socket the frames of the sends that
 	// follow, up to its next call: by default the sender (a thread), or,
 	// for an event loop's sends, a goroutine of the transport's own
@@ -268,14 +264,11 @@ func (s *stream) applyQueued(mayWait bool, by writeBy) {
 			return
 		}
 		for i, o := range batch {
-			if !mayWait && s.wouldWait(o) {
-				s.handOver(batch[i:])
-				return
-			}
 			err, done := s.apply(o)
 			if err == errSendWouldWait {
-				// Another sender took the room wouldWait saw: nothing of
-				// o was sent, and the goroutine sends it.
+				// o's message can't go without waiting (only a driver that
+				// may not wait is told so): nothing of it was sent, and a
+				// goroutine that may wait sends it and what follows.
 				s.handOver(batch[i:])
 				return
 			}
@@ -310,21 +303,6 @@ var errSendWouldWait = errors.New("front: the send would wait for the peer")
 // goroutine of its own) has run, so that a handler that answers once
 // is_active() is False never reaches the client, as with grpcio.
 func (s *stream) endedForPython() bool { return s.c.ctx.Err() != nil }
-
-// wouldWait reports an op that sends a message the transport can't take
-// now.
-func (s *stream) wouldWait(o op) bool {
-	n := -1
-	switch {
-	case o.kind == opMessage && !s.c.unary:
-		n = o.message.Len()
-	case o.kind == opFinish && o.code == codes.OK && o.hasMessage:
-		n = o.message.Len()
-	case o.kind == opFinish && o.code == codes.OK && s.c.holdsReply:
-		n = s.c.heldReply.Len()
-	}
-	return n >= 0 && s.out.(inlineStream).SendWouldWait(n)
-}
 
 // end releases a driven call after its last op.
 func (s *stream) end(err error) {
