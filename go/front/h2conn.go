@@ -98,6 +98,10 @@ type h2Conn struct {
 	// reader has taken every frame already read (see readFrames).
 	readyCalls []*h2Stream
 	readyWait  int // frames read since the first of readyCalls
+	// owed counts the replies the reader queued (acks, refusals) while the
+	// client had not read everything sent before: at maxOwedReplies the
+	// reader stops reading until it has (see readFrames).
+	owed int
 	// streamSlab is where the reader takes its next streams' memory (see
 	// newStream).
 	streamSlab []h2Stream
@@ -273,18 +277,50 @@ func (c *h2Conn) handshake() error {
 	return nil
 }
 
+// maxOwedReplies is how many replies to its own frames a client that
+// doesn't read may be owed before its connection's reader stops reading
+// (grpc-go's transport stops at 50 queued, too): a flood of PINGs costs a
+// connection a few KiB, not the backlog's bound. A client that reads is
+// owed nothing for long: its count restarts each time it has read all.
+const maxOwedReplies = 50
+
+// reply queues the reader's answer to a client frame: a PING ack (later:
+// it may wait for the next write, controlLater) or a stream refused,
+// counted against a client that has not read what it was sent (owed).
+// The reader's goroutine only.
+func (c *h2Conn) reply(later bool, f func(b []byte) []byte) {
+	if c.sock.backlog.Load() > 0 {
+		c.owed++
+	}
+	if later {
+		c.w.controlLater(f)
+	} else {
+		c.w.control(f)
+	}
+}
+
 // readFrames reads and acts on frames until the connection fails or
 // closes.
 func (c *h2Conn) readFrames() error {
 	for {
-		if c.sock.backlog.Load() > maxReadBacklog {
+		switch behind := c.sock.backlog.Load(); {
+		case behind == 0:
+			c.owed = 0 // the client has read every reply
+		case behind > maxReadBacklog || c.owed >= maxOwedReplies:
 			// The peer doesn't read what it is sent: read nothing more
 			// from it (what it asks for, acks above all, would pile up)
-			// until it has read some. The calls already read go first.
+			// until it has read some, or, for a peer that keeps asking
+			// for replies (PINGs, SETTINGS, streams refused), all. The
+			// calls already read go first.
 			if len(c.readyCalls) > 0 {
 				c.runReady()
 			}
-			c.sock.waitBelow(maxPending)
+			if c.owed >= maxOwedReplies {
+				c.sock.waitBelow(0)
+				c.owed = 0
+			} else {
+				c.sock.waitBelow(maxPending)
+			}
 		}
 		if err := c.readFrame(); err != nil {
 			return err
@@ -373,7 +409,7 @@ func (c *h2Conn) frame(f http2.Frame) error {
 			}
 			return nil
 		}
-		c.w.controlLater(func(b []byte) []byte { return appendPing(b, true, f.Data) })
+		c.reply(true, func(b []byte) []byte { return appendPing(b, true, f.Data) })
 	case *http2.WindowUpdateFrame:
 		return c.windowUpdate(f)
 	case *http2.RSTStreamFrame:
@@ -432,6 +468,9 @@ func (c *h2Conn) settings(f *http2.SettingsFrame) error {
 	c.w.windowWait.Broadcast()
 	if c.w.err == nil {
 		c.w.buf = appendSettingsAck(c.w.buf)
+		if c.sock.backlog.Load() > 0 {
+			c.owed++ // a reply, as reply counts them
+		}
 	}
 	c.w.mu.Unlock()
 	// Written once c.mu is released: a write that fails closes the
@@ -490,18 +529,18 @@ func (c *h2Conn) headers(hb headerBlock) error {
 		return nil // after the final GOAWAY: ignored, as HTTP/2 says
 	}
 	if hb.truncated {
-		c.w.control(func(b []byte) []byte { return appendRSTStream(b, id, http2.ErrCodeFrameSize) })
+		c.reply(false, func(b []byte) []byte { return appendRSTStream(b, id, http2.ErrCodeFrameSize) })
 		return nil
 	}
 	if tooMany {
-		c.w.control(func(b []byte) []byte { return appendRSTStream(b, id, http2.ErrCodeRefusedStream) })
+		c.reply(false, func(b []byte) []byte { return appendRSTStream(b, id, http2.ErrCodeRefusedStream) })
 		return nil
 	}
 	s := c.newStream(id)
 	req := &s.req
 	if rej := parseRequest(req, hb.fields); rej != nil {
 		if rej.rst {
-			c.w.control(func(b []byte) []byte { return appendRSTStream(b, id, http2.ErrCodeProtocol) })
+			c.reply(false, func(b []byte) []byte { return appendRSTStream(b, id, http2.ErrCodeProtocol) })
 		} else {
 			c.earlyAbort(id, rej.httpStatus, rej.st, !hb.endStream)
 		}
