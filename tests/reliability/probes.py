@@ -19,7 +19,7 @@ from typing import Any, Dict, List, Optional
 
 import grpc
 from h2_raw import PREFACE, Closed, RawH2, grpc_message, request_headers
-from hyperframe.frame import ContinuationFrame, DataFrame, HeadersFrame, RstStreamFrame, SettingsFrame, WindowUpdateFrame
+from hyperframe.frame import ContinuationFrame, DataFrame, HeadersFrame, PingFrame, RstStreamFrame, SettingsFrame, WindowUpdateFrame
 
 from harness import BIDI, COUNT, SAY, ServerProcess, growth_percent, percentile, settled_stats
 from scale import Scale
@@ -342,6 +342,36 @@ def wide_stalled_streams(server: ServerProcess, scale: Scale) -> Figures:
         live = server.live_call_seconds()
     return {
         "streams": 3,
+        "rss_growth_mib": round(max(0, during["rss_kib"] - before["rss_kib"]) / 1024, 1),
+        "live_call_s": round(live, 3),
+    }
+
+
+def ping_flood(server: ServerProcess, scale: Scale) -> Figures:
+    """A client that sends PINGs as fast as it can for 3 s and never reads
+    their acks (its receive buffer shrunk to 4 KiB): what the server queues
+    for it is up to the server (the h2 transport held up to 32 MiB of acks
+    per connection; grpc-go's transport stops reading at 50 queued).
+    Growth of the server's RSS, and a live call meanwhile."""
+    before = settled_stats(server)
+    pings = PingFrame(0, b"12345678").serialize() * 1000
+    sent, blocked = 0, False
+    with RawH2(server.port, timeout=1.0) as conn:
+        conn.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        end = time.monotonic() + 3.0
+        while time.monotonic() < end:
+            try:
+                conn.send_bytes(pings)
+            except OSError:  # a timeout: the server stopped reading
+                blocked = True
+                break
+            sent += 1000
+        time.sleep(0.2)  # the server acts on what it read
+        during = server.stats()
+        live = server.live_call_seconds()
+    return {
+        "pings_sent": sent,
+        "server_stopped_reading": blocked,
         "rss_growth_mib": round(max(0, during["rss_kib"] - before["rss_kib"]) / 1024, 1),
         "live_call_s": round(live, 3),
     }

@@ -76,6 +76,14 @@ def wide_stalled(fs: Figures) -> str:
 
 
 @_both_sides
+def ping_flood(fs: Figures) -> str:
+    stopped = all(f["server_stopped_reading"] for f in fs)
+    return (f"RSS +{_worst(fs, 'rss_growth_mib')} MiB, "
+            + ("stopped reading" if stopped else "read every PING")
+            + f", live call {_worst(fs, 'live_call_s')} s")
+
+
+@_both_sides
 def rapid_reset(fs: Figures) -> str:
     return (f"{_worst(fs, 'handlers_run')} of {_worst(fs, 'streams_reset'):,} handlers ran at most, "
             f"{_worst(fs, 'cpu_us_per_reset')} µs CPU per reset call; still serving")
@@ -161,6 +169,7 @@ VERDICTS: Dict[str, Callable[[Results], Tuple[str, str]]] = {
     "CONTINUATION flood (fields)": continuation,
     "Stalled streams": stalled,
     "Stalled streams, wide windows": wide_stalled,
+    "PING flood, acks never read": ping_flood,
     "Over the limits": same_as_control,
     "Malformed frames": same_as_control,
     "Handler faults": handler_faults,
