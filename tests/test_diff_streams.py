@@ -74,6 +74,56 @@ def test_large_messages_in_both_directions(flavour, kind):
     assert ref.code == SC.OK and ref.trailing_metadata == (("x-count", "6"),)
 
 
+def _end_of(raw, sid, timeout):
+    """What a raw client received on stream sid until its end: the answers'
+    bytes, grpc-status, grpc-message and the x-count trailer."""
+    frames = raw.collect(lambda fs: any(f.stream_id == sid and f.end_stream for f in fs), timeout)
+    data = b"".join(f.data for f in frames if f.kind == "data" and f.stream_id == sid)
+    last = [f.headers for f in frames if f.kind == "headers" and f.stream_id == sid][-1]
+    return data, last.get("grpc-status"), last.get("grpc-message"), last.get("x-count")
+
+
+@each_flavour
+@pytest.mark.parametrize("kind", ["unary"] + list(streams.KINDS))
+def test_a_message_cut_short_by_the_half_close_is_no_message(flavour, kind):
+    """A client that half-closes inside a message (its length prefix says
+    100 bytes, 3 follow): grpcio drops what came of it, so a unary call
+    has no request (UNIMPLEMENTED, "requires exactly one request
+    message") and a request stream just ends after its whole messages.
+    The default transport ended the call INTERNAL."""
+
+    async def echo(request, ctx):
+        return request
+
+    def setup(server, state):
+        if kind == "unary":
+            flavour.handlers({"M": flavour.unary(echo)})(server, state)
+        else:
+            streams.serving(flavour, kind, {"M": _echo})(server, state)
+
+    def scenario(run):
+        whole = b"" if kind == "unary" else grpc_message(b"ok")
+        with RawH2(run.port) as raw:
+            raw.headers(1, request_headers(method("M")))
+            raw.data(1, whole + grpc_message(b"abc", declared_length=100))
+            try:
+                return _end_of(raw, 1, timeout=3)
+            except AssertionError:
+                return "no end"
+
+    ref, ours = flavour.both(setup, scenario)
+    if TRANSPORT == "grpcgo":
+        # grpc-go's transport reads the cut as grpc-go does (README).
+        assert ours == (b"", "13", "unexpected EOF", None), ours
+    elif kind == "unary":
+        no_request = (b"", "12", f'"{method("M").encode()!r}" requires exactly one request message.', None)
+        assert ours == no_request
+        # grpc.aio.server() never ends such a call (until its deadline).
+        assert ref == ("no end" if flavour.aio else no_request), ref
+    else:
+        assert ours == ref and ref[1:] == ("0", "", "1"), (ref, ours)
+
+
 # -- handlers that end the call while the client still sends ---------------------------
 
 

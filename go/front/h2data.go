@@ -178,8 +178,12 @@ func (c *h2Conn) requestData(s *h2Stream, pl *framePayload, end bool) error {
 		c.takeStreamWindow(s, taken)
 	}
 	if end {
-		if s.prefixLen > 0 && s.recvErrLocked() == nil {
-			s.refuse(status.Error(codes.Internal, "grpc: the client half-closed inside a message"))
+		if s.prefixLen > 0 {
+			// A message the half-close cut short is no message, as for
+			// grpcio: a unary call then has none (UNIMPLEMENTED, "requires
+			// exactly one request message"), a request stream just ends.
+			s.body.drop()
+			s.prefixLen = 0
 		}
 		s.halfClose()
 	}
@@ -257,6 +261,15 @@ func (m *messageBody) takeBytes() []byte {
 	b := m.b
 	*m = messageBody{}
 	return b
+}
+
+// drop lets go of a message that won't be completed; the body is empty
+// after.
+func (m *messageBody) drop() {
+	if m.buf != nil {
+		requestPool.Put(m.buf)
+	}
+	*m = messageBody{}
 }
 
 // take hands the complete message over; the body is empty after.
