@@ -88,6 +88,7 @@ var frameDiffOwn = map[string]map[string]string{
 	"front/h2": {
 		"FuzzWire corpus: bad_timeout":              "grpcio answers an unparsable grpc-timeout with :status 200 and INTERNAL \"Error parsing 'grpc-timeout' metadata\"; grpc-go with :status 400 and words of its own",
 		"FuzzWire corpus: missing_content_type":     "grpcio's server serves a request whatever its content-type; grpc-go's answers 415",
+		"FuzzWire corpus: length_past_body":         "grpcio drops a message the client's half-close cuts short (a unary call then has no request: UNIMPLEMENTED); grpc-go answers INTERNAL",
 		"ENABLE_PUSH of 2":                          "RFC 9113 6.5.2: any value but 0 or 1 is a connection error PROTOCOL_ERROR; grpc-go acknowledges it",
 		"MAX_FRAME_SIZE under 16384":                "RFC 9113 6.5.2: a value under 16384 is a connection error PROTOCOL_ERROR; grpc-go acknowledges it",
 		"connection window past 2^31-1":             "RFC 9113 6.9.1: a connection window past 2^31-1 is a connection error FLOW_CONTROL_ERROR; grpc-go ignores it",
