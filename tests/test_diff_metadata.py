@@ -417,6 +417,76 @@ def test_str_value_under_a_binary_key_in_initial_metadata(flavour):
 
 
 @each_flavour
+@pytest.mark.parametrize("value", [None, bytearray(b"bytes")], ids=["none", "bytearray"])
+def test_other_values_than_bytes_under_a_binary_key_in_initial_metadata(flavour, value):
+    async def handler(req, ctx):
+        try:
+            await ctx.send_initial_metadata((("x-data-bin", value),))
+        except TypeError as exc:
+            return str(exc).encode()
+        return b"sent"
+
+    ref = flavour.unary_case(handler)
+    assert ref.responses == (f'Binary metadata key="x-data-bin" expected bytes, got {type(value)}'.encode(),)
+    assert ref.initial_metadata == ()
+
+
+@each_flavour
+@pytest.mark.parametrize("where", ["initial", "trailing"])
+def test_a_none_value_is_sent_empty(flavour, where):
+    """grpcio encodes None as an empty value (an optional header left
+    unset, say); pygrpc_native raised TypeError."""
+
+    async def handler(req, ctx):
+        if where == "initial":
+            await ctx.send_initial_metadata((("x-maybe", None),))
+        else:
+            ctx.set_trailing_metadata((("x-maybe", None),))
+        return b"resp"
+
+    ref = flavour.unary_case(handler)
+    if flavour.aio and where == "trailing":
+        assert ref.code == SC.UNKNOWN  # grpc.aio's own type check
+    else:
+        assert ref.code == SC.OK
+        assert (ref.initial_metadata if where == "initial" else ref.trailing_metadata) == (("x-maybe", ""),)
+
+
+@each_flavour
+@pytest.mark.parametrize("where", ["initial", "trailing"])
+def test_a_none_key_ends_the_call_invalid_metadata(flavour, where):
+    """grpcio encodes a None key as an empty one, which no header may have:
+    INTERNAL "Invalid metadata". The handler's send_initial_metadata returns
+    on grpcio's sync server and raises grpc.aio's core error on its aio
+    one (so do ours); pygrpc_native raised TypeError."""
+
+    def setup(server, state):
+        async def handler(req, ctx):
+            try:
+                if where == "initial":
+                    await ctx.send_initial_metadata(((None, "v"),))
+                else:
+                    ctx.set_trailing_metadata(((None, "v"),))
+            except Exception as exc:
+                state.record("raised", type(exc).__name__)
+                raise
+            state.record("raised", None)
+            return b"resp"
+
+        flavour.handlers({"M": flavour.unary(handler)})(server, state)
+
+    def scenario(run):
+        return call_unary(run.channel, method("M")), run.state.wait_for("raised")
+
+    outcome, raised = flavour.same(setup, scenario)
+    if flavour.aio and where == "trailing":
+        assert outcome.code == SC.UNKNOWN  # grpc.aio's own type check
+    else:
+        assert (outcome.code, outcome.details) == (SC.INTERNAL, "Invalid metadata")
+        assert raised == ("ExecuteBatchError" if flavour.aio else None)
+
+
+@each_flavour
 def test_known_difference_str_value_under_a_binary_key_in_trailing_metadata(flavour):
     """Known difference (README): grpcio fails as it sends the status and
     never answers the call; pygrpc_native sends the value's UTF-8 bytes."""

@@ -86,15 +86,16 @@ def compression_name(compression: Any) -> str:
 
 
 def check_binary_values(metadata: Any) -> None:
-    """grpcio's TypeError for initial metadata with a str value under a
-    ``-bin`` key, raised where the handler sends it. (Trailing metadata with
-    one fails in grpcio as its status is sent, and the call is never
-    answered; ours sends the value's UTF-8 bytes: README.) Other mistakes
-    are the core's to report, as is metadata that isn't a tuple or list."""
+    """grpcio's TypeError for initial metadata with a value other than bytes
+    (a str, None, a bytearray) under a ``-bin`` key, raised where the
+    handler sends it. (Trailing metadata with one fails in grpcio as its
+    status is sent, and the call is never answered; ours sends a str's
+    UTF-8 bytes: README.) Other mistakes are the core's to report, as is
+    metadata that isn't a tuple or list."""
     if not isinstance(metadata, (tuple, list)):
         return
     for entry in metadata:
-        if type(entry) is tuple and len(entry) == 2 and isinstance(entry[1], str):
+        if type(entry) is tuple and len(entry) == 2 and not isinstance(entry[1], bytes):
             key = entry[0]
             if isinstance(key, str) and len(key) > 4 and key.endswith("-bin"):
                 raise TypeError(f'Binary metadata key="{key}" expected bytes, got {type(entry[1])}')

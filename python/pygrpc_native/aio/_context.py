@@ -301,6 +301,11 @@ class ServicerContext(AioStatus, CallInfo, grpc.aio.ServicerContext):
             # handler may send again, as on grpc.aio.
             call.initial_metadata_sent = False
             raise
+        except ValueError:
+            # Refused for its content (a key that isn't a header name, a
+            # value that isn't printable ASCII): Go ended the call INTERNAL
+            # "Invalid metadata", and grpc.aio raises its core's error.
+            raise _cygrpc().ExecuteBatchError('Failed "execute_batch": invalid initial metadata') from None
 
     async def abort(self, code: grpc.StatusCode, details: str = "", trailing_metadata: Any = ()) -> NoReturn:
         call = self._call
