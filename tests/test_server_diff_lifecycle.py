@@ -250,6 +250,47 @@ def test_stop_none_cancels_at_once():
     assert ref[0] is True and ref[1] != "no answer" and ref[2:] == (True, [])
 
 
+@pytest.mark.parametrize("grace", [None, 0.2])
+@pytest.mark.parametrize("limit", [None, 4], ids=["no-limit", "maximum_concurrent_rpcs"])
+def test_stop_with_every_thread_held_and_a_call_queued(grace, limit):
+    """Every pool thread in a handler that ignores its cancellation, one
+    more call waiting for a thread: stop(None) returns at once and
+    stop(0.2)'s event is set at the end of its grace, as in grpcio.
+    pygrpc_native waited for a held handler to return (2.6 s here; for
+    ever with one that never does): the queued call was never let go."""
+
+    def check(kind):
+        pool = futures.ThreadPoolExecutor(1)
+        release = threading.Event()
+        entered = threading.Event()
+
+        def held(req, ctx):
+            entered.set()
+            release.wait(10)
+            return req
+
+        server = factory(kind)(pool, maximum_concurrent_rpcs=limit)
+        setup_handlers({"Held": unary(held)})(server, None)
+        port = server.add_insecure_port("127.0.0.1:0")
+        server.start()
+        try:
+            with grpc.insecure_channel(f"127.0.0.1:{port}") as ch:
+                calls = [ch.unary_unary(method("Held")).future(b"", timeout=20) for _ in range(2)]
+                assert entered.wait(WAIT)
+                time.sleep(0.3)  # the second call waits for the thread
+                started = time.monotonic()
+                event = _bounded(lambda: server.stop(grace), timeout=5)
+                stopped = event != "hung" and event.wait(5)
+                took = time.monotonic() - started
+                outcomes = sorted(future_outcome(f).name for f in calls)
+                return stopped, took < 1.5, outcomes
+        finally:
+            release.set()
+            pool.shutdown(wait=False)
+
+    assert for_both(check) == (True, True, ["UNAVAILABLE", "UNAVAILABLE"])
+
+
 def test_later_stop_shortens_a_running_graceful_stop():
     # grpcio: every stop(grace) cancels what is left after its own grace, so
     # stop(None) during a stop(30) ends the server at once.

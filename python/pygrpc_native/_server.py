@@ -158,6 +158,7 @@ class _Server(ServerCore):
             # A stop while one is under way can only shorten it (calls are
             # cancelled at the earliest deadline), as in grpcio.
             self.front.stop(grace_of(grace), wait=False)
+            self._monitor_wake.set()  # a monitor asleep on held tasks looks now (_look)
             if self.stage is Stage.STARTED:
                 self.stage = Stage.STOPPED
                 threading.Thread(target=self._finish_stop, name="pygrpc_native-stop", daemon=True).start()
@@ -247,6 +248,17 @@ class _Server(ServerCore):
         """One look of the monitor: grows the drain tasks by one when a
         handler has held its task since the last look while calls wait;
         otherwise lowers the number of tasks it wants."""
+        if self.stage is Stage.STOPPED and self._tasks_in_go == 0:
+            # Stopping, every task may be held by a handler that won't
+            # return soon: calls that ended while they waited for one are
+            # let go here, and the front's end is looked for here too, even
+            # while calls wait (else stop() would wait for those handlers).
+            self._let_go_ended()
+            events = self.front.recv_batch(_BATCH, 0, client_keys=False)
+            if events is None:
+                self._closed = True
+                return
+            self._take(events)
         held = False
         for task in list(self._started_tasks):
             call_id = task.call_id
@@ -276,6 +288,21 @@ class _Server(ServerCore):
             if self._pending and self._tasks_starting == 0 and not self._closed:
                 self._tasks_wanted = max(self._tasks_wanted, self._tasks + 1)
                 self._spawn()
+
+    def _let_go_ended(self) -> None:
+        """Lets go of the calls at the head of the deque that have ended
+        (cancelled at the end of a stop's grace): no handler runs for them,
+        and their places are free."""
+        pending = self._pending
+        while pending:
+            try:
+                entry = pending.popleft()
+            except IndexError:
+                return  # a task took it
+            if self.is_live(entry[1]):
+                pending.appendleft(entry)
+                return
+            self.release_slot(entry[1])
 
     def _take(self, events: List[Any]) -> None:
         """Sorts a batch: calls to the deque, lookups to the pool. Starts a
