@@ -5,11 +5,14 @@ test_server_diff_limits.py; the aio server's lifecycle and creation
 arguments in test_aio_diff_lifecycle.py.
 """
 
+import asyncio
 import time
+from concurrent import futures
 
 import grpc
 import pytest
 
+from diff import aio_harness, harness
 from diff.flavours import SYNC, each_flavour, each_flavour_and_uvloop, wait_event
 from diff.harness import WAIT, call_stream, call_unary, future_outcome, method, wait_until
 
@@ -93,6 +96,45 @@ def test_ignored_options(flavour):
         return call_unary(run.channel, method("Echo"), b"hello").responses, call_unary(run.channel, method("Echo"), b"x" * 2000).code
 
     assert flavour.same(_echo_setup(flavour), scenario, options=options) == ((b"hello",), SC.OK)
+
+
+@pytest.mark.parametrize("aio", [False, True], ids=["sync", "aio"])
+def test_options_given_as_an_iterator(aio):
+    """grpcio reads options once (tuple(options)), so an iterator or a
+    generator works as a list does; pygrpc_native's checks used it up and
+    its server ran without the options (a 2,000-byte request was served)."""
+    def outcome(kind):
+        options = iter([("grpc.max_receive_message_length", 1024)])
+        handler = grpc.method_handlers_generic_handler(
+            harness.SERVICE, {"Echo": grpc.unary_unary_rpc_method_handler(lambda req, ctx: req)}
+        )
+
+        def code(port):
+            with grpc.insecure_channel(f"127.0.0.1:{port}") as ch:
+                return call_unary(ch, method("Echo"), b"x" * 2000).code
+
+        if not aio:
+            with futures.ThreadPoolExecutor(2) as pool:
+                server = harness.factory(kind)(pool, handlers=(handler,), options=options)
+                port = server.add_insecure_port("127.0.0.1:0")
+                server.start()
+                try:
+                    return code(port)
+                finally:
+                    server.stop(None)
+
+        async def run():
+            server = aio_harness.factory(kind)(handlers=(handler,), options=options)
+            port = server.add_insecure_port("127.0.0.1:0")
+            await server.start()
+            try:
+                return await asyncio.get_running_loop().run_in_executor(None, code, port)
+            finally:
+                await server.stop(None)
+
+        return asyncio.run(run())
+
+    assert harness.for_both(outcome) == SC.RESOURCE_EXHAUSTED
 
 
 @each_flavour

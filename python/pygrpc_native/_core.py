@@ -136,6 +136,10 @@ class ServerArguments:
     compression: Optional[grpc.Compression]
 
     def __post_init__(self) -> None:
+        if self.options is not None:
+            # Read once, as grpcio's tuple(options): an iterator or a
+            # generator is read here, not used up by the checks below.
+            object.__setattr__(self, "options", tuple(self.options))
         check_option_values(self.options)
 
 
