@@ -65,6 +65,10 @@ type call struct {
 	// (stream.driven), so the front itself may post ops to it from then on
 	// (Calls.cancelAll); Python's own ops come after the event anyway.
 	handedOver atomic.Bool
+	// cancelAsked: Python cancelled the call (Calls.Cancel). It is no
+	// longer active for Python from then on, before its opCancel is
+	// applied, as grpcio's context.cancel() ends is_active() at once.
+	cancelAsked atomic.Bool
 
 	// Owned by the handler goroutine: a unary call answers with exactly
 	// one message, held until the status goes out with it.

@@ -288,7 +288,12 @@ func (cs *Calls) NotifyRoom(id uint64) Result {
 
 // Cancel ends a call with CANCELLED, as grpcio's context.cancel() does.
 func (cs *Calls) Cancel(id uint64) Result {
-	return cs.post(id, op{kind: opCancel}, SendWait)
+	c, r := cs.table.lookup(id)
+	if r != ResultOK {
+		return r
+	}
+	c.cancelAsked.Store(true)
+	return cs.postTo(c, op{kind: opCancel}, SendWait)
 }
 
 // cancelAll ends every live call with UNAVAILABLE "Cancelling all calls",
@@ -338,7 +343,7 @@ func (cs *Calls) IsActive(id uint64) (bool, Result) {
 		// before the goroutine or hook that takes the call out of the
 		// table runs: under a flood of resets on grpc-go's transport,
 		// Python asked in between and started handlers for reset calls.
-		return c.ctx.Err() == nil, ResultOK
+		return c.ctx.Err() == nil && !c.cancelAsked.Load(), ResultOK
 	case ResultEnded:
 		return false, ResultOK
 	}
