@@ -336,6 +336,84 @@ def test_reads_after_the_client_cancelled(flavour):
     assert ref == (SC.CANCELLED, ["EOF", "CancelledError"])
 
 
+@each_loop
+def test_reads_after_a_cancel_drop_what_was_not_read(flavour):
+    """The client sends five messages, the handler reads one and the
+    client cancels: a read after the cancel (the handler swallowing its
+    CancelledError) gives EOF on grpc.aio, whatever the server had
+    received; ours gave the four messages still buffered first."""
+
+    async def handler(requests, ctx, state):
+        log = [await ctx.read()]
+        state.event("read one").set()
+        try:
+            await asyncio.sleep(WAIT)
+        except asyncio.CancelledError:
+            log.append("CancelledError")
+        for _ in range(2):
+            message = await ctx.read()
+            log.append("EOF" if message is grpc.aio.EOF else message)
+        state.record("log", log)
+        return b"never seen"
+
+    def scenario(run):
+        gate = run.state.event("client gate")
+        try:
+            started = streams.start(run.channel, "stream_unary", method("M"), streams.gated([b"0", b"1", b"2", b"3", b"4"], gate, []))
+            run.state.event("read one").wait(WAIT)
+            time.sleep(0.2)  # the other four reach the server
+            started.cancel()
+            return streams.finish(started, "stream_unary")[0], run.state.wait_for("log")
+        finally:
+            gate.set()
+
+    ref = same(_handlers("stream_unary", handler), scenario, loop=flavour.name)
+    assert ref == (SC.CANCELLED, [b"0", "CancelledError", "EOF", "EOF"])
+
+
+@each_loop
+@pytest.mark.parametrize("end", ["cancel", "deadline"])
+def test_a_write_waiting_for_room_when_the_call_ends(flavour, end):
+    """A handler blocked in write() (its client stopped reading 1 MB
+    messages) when the client cancels or the deadline passes: grpc.aio's
+    write raises its core's ExecuteBatchError (an Exception: a handler's
+    `except Exception` cleanup runs), and the next await meets the task's
+    cancellation. Ours raised CancelledError from the write."""
+
+    def setup(server, state):
+        async def writes(request, ctx):
+            try:
+                for _ in range(200):
+                    await ctx.write(b"x" * 1_000_000)
+            except Exception as exc:  # noqa: BLE001 - what the test observes
+                state.append("log", type(exc).__name__)
+                try:
+                    await asyncio.sleep(WAIT)
+                except asyncio.CancelledError:
+                    state.append("log", "then CancelledError")
+                    raise
+            except asyncio.CancelledError:
+                state.append("log", "CancelledError")
+                raise
+            finally:
+                state.event("done").set()
+
+        setup_handlers({"S": grpc.unary_stream_rpc_method_handler(writes)})(server, state)
+
+    def scenario(run):
+        call = run.channel.unary_stream(method("S"))(b"", timeout=10 if end == "cancel" else 2.0)
+        next(call)  # then reads no more
+        time.sleep(0.5 if end == "cancel" else 2.5)
+        if end == "cancel":
+            call.cancel()
+        assert run.state.event("done").wait(WAIT)
+        return call.code(), run.state.records.get("log")
+
+    ref = same(setup, scenario, loop=flavour.name)
+    code = SC.CANCELLED if end == "cancel" else SC.DEADLINE_EXCEEDED
+    assert ref == (code, ["ExecuteBatchError", "then CancelledError"])
+
+
 # -- the context's state -------------------------------------------------------------------
 
 

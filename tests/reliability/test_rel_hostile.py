@@ -173,6 +173,18 @@ AS_GRPCIO = {
     }
 }
 
+# Where the h2 transport answers as grpc.server() does, grpc-go's differs and
+# grpc.aio's server doesn't answer at all: ours must give that answer.
+AS_GRPC_SERVER = {
+    "h2": {
+        "length prefix longer than the body": (
+            "grpcio drops a message the half-close cuts short (a unary call then has none: UNIMPLEMENTED); "
+            "grpc-go answers INTERNAL; grpc.aio's server leaves the call waiting",
+            "status 12",
+        ),
+    }
+}
+
 
 def _answers_as(ours, grpc_go, grpcio, case):
     """A GOAWAY naming the error before the close, where grpc-go closes
@@ -180,6 +192,8 @@ def _answers_as(ours, grpc_go, grpcio, case):
     why); so do the cases above."""
     if case in AS_GRPCIO.get(TRANSPORT, {}):
         return ours == grpcio
+    if case in AS_GRPC_SERVER.get(TRANSPORT, {}):
+        return ours == AS_GRPC_SERVER[TRANSPORT][case][1]
     if ours == grpc_go or case in STRICTER_THAN_GRPC_GO.get(TRANSPORT, {}):
         return True
     return grpc_go == "closed" and ours.startswith("goaway ")

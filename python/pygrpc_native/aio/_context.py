@@ -86,6 +86,12 @@ def failure_code(call: CallState) -> grpc.StatusCode:
     return _UNKNOWN if code is _OK else code
 
 
+class CallEnded(asyncio.CancelledError):
+    """A send found its call ended (a client cancel, a deadline, a stop):
+    a CancelledError for the response iterator's loop, whose task is then
+    over; write() raises grpc.aio's error instead."""
+
+
 def _cygrpc() -> Any:
     """grpcio's core module, whose ExecuteBatchError grpc.aio raises."""
     from grpc._cython import cygrpc
@@ -250,9 +256,15 @@ class ServicerContext(AioStatus, CallInfo, grpc.aio.ServicerContext):
             await self._post(front.finish, _CODE_VALUES[_UNKNOWN], f"Unexpected {type(err)}: {err}")
 
     async def write(self, message: Any) -> None:
-        body = self._write_now(message)
-        if body is not None:
-            await self._write_later(body)
+        try:
+            body = self._write_now(message)
+            if body is not None:
+                await self._write_later(body)
+        except CallEnded:
+            # grpc.aio's send fails on a call that ended (a client cancel,
+            # a deadline, a stop) with its core's error, an Exception; the
+            # task itself is cancelled at its next await.
+            raise _cygrpc().ExecuteBatchError('Failed "execute_batch": the call has ended') from None
 
     def _write_now(self, message: Any) -> Optional[bytes]:
         """write() as far as it goes without an await, which is all of it
@@ -268,13 +280,13 @@ class ServicerContext(AioStatus, CallInfo, grpc.aio.ServicerContext):
         if sent:
             return None
         if sent is False:
-            raise asyncio.CancelledError()
+            raise CallEnded()
         return body
 
     async def _write_later(self, body: bytes) -> None:
         """The rest of a write() that _write_now could not finish."""
         if not await self._post(self._call.front.send_message, body):
-            raise asyncio.CancelledError()
+            raise CallEnded()
 
     async def read(self) -> Any:
         """The next request of a request stream, grpc.aio.EOF after the

@@ -205,9 +205,11 @@ class _AioServer(ServerCore):
             elif kind == EVENT_CANCEL:
                 task = call_tasks.pop(call_id, None)
                 if task is not None:
-                    if waits.end_requests(call_id):  # type: ignore[union-attr]
-                        # As grpc.aio: a read in progress sees the end of the
-                        # stream, and the task is cancelled at its next await.
+                    # As grpc.aio: a read in progress sees the end of the
+                    # stream and a write waiting for room fails, and the
+                    # task is cancelled at its next await.
+                    woken = waits.end_requests(call_id)  # type: ignore[union-attr]
+                    if waits.end_room(call_id) or woken:  # type: ignore[union-attr]
                         loop.call_soon(task.cancel)  # type: ignore[union-attr]
                     else:
                         task.cancel()

@@ -119,8 +119,12 @@ class RequestStream:
         self.wake()
 
     def cancelled(self) -> None:
-        """The client cancelled the call: the stream ends."""
+        """The client cancelled the call: the stream ends, and what it had
+        sent and the handler had not read yet is dropped (grpc.aio's next
+        read gives EOF)."""
         self._cancelled = True
+        self._messages.clear()
+        self._bytes = 0
         self.arrived(None)
 
     def wake(self) -> None:
@@ -261,6 +265,16 @@ class LoopWaits:
         if stream is None:
             return False
         stream.cancelled()
+        return True
+
+    def end_room(self, call_id: int) -> bool:
+        """Wakes a write waiting for room in a call that has ended (its
+        next send says so: grpc.aio's write fails before its task is
+        cancelled); False if none waits."""
+        waiter = self._room.get(call_id)
+        if waiter is None or waiter.done():
+            return False
+        waiter.set_result(None)
         return True
 
     def ended(self, call_id: int) -> None:
