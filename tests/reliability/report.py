@@ -68,6 +68,8 @@ def sections(s: scales.Scale) -> List[Tuple[str, str]]:
          "(no WINDOW_UPDATE): memory per stream, and the server's CPU over a second once they are stalled."),
         ("Stalled streams, wide windows", "3 streams asking for 100 MB each on one connection whose client "
          "grants 2^31-1 of window (stream and connection) and never reads: growth of the server's RSS after 2 s."),
+        ("PING flood, acks never read", "PINGs as fast as a client can send them for 3 s, its receive buffer "
+         "4 KiB, the acks never read: growth of the server's RSS, whether it stopped reading."),
         ("Over the limits", "from a grpcio client; the status names."),
         ("Malformed frames", "raw HTTP/2 from a socket; the answer: grpc-status, RST_STREAM or GOAWAY code."),
         ("maximum_concurrent_rpcs", "limit 4; 10 calls to a 500 ms method at once, one connection each, twice."),
