@@ -51,3 +51,23 @@ def test_sync_handlers_on_the_aio_server():
         [b"RuntimeError: Compression setting must be specified before sending initial metadata", [BODY, BODY]],
         [[0], [1, 0]],
     )
+
+
+def test_no_compression_turns_the_servers_default_off():
+    """On a server whose default is gzip, grpc.aio answers a call whose
+    handler set NoCompression uncompressed (grpcio's sync server keeps the
+    default: test_diff_compression.py); ours kept compressing."""
+
+    async def coroutine(req, ctx):
+        ctx.set_compression(grpc.Compression.NoCompression)
+        yield req
+        yield req
+
+    def plain(req, ctx):
+        ctx.set_compression(grpc.Compression.NoCompression)
+        yield req
+        yield req
+
+    setup = setup_handlers({"Coroutine": stream(coroutine), "Plain": stream(plain)})
+    ref = same(setup, on_wire(calls([("Coroutine", True), ("Plain", True)])), compression=grpc.Compression.Gzip)
+    assert ref == ([[BODY, BODY], [BODY, BODY]], [[0, 0], [0, 0]])

@@ -49,6 +49,14 @@ def test_enter_graceful_shutdown(flavour):
 
 
 @each_flavour
+def test_enter_graceful_shutdown_tells_a_watcher_once(flavour):
+    # The sync servicer told its Go watchers NOT_SERVING twice (once by
+    # each set() grpcio's shutdown makes, once by the front's shutdown).
+    seen = flavour.same(h.health_setup(h.BEFORE_START), h.as_scenario(h.graceful_shutdown_told_once))
+    assert seen == [h.SERVING, h.NOT_SERVING, SC.DEADLINE_EXCEEDED]
+
+
+@each_flavour
 def test_watch_deadline(flavour):
     seen = flavour.same(h.health_setup(h.BEFORE_START), h.as_scenario(h.watch_deadline))
     assert seen == [h.SERVING, SC.DEADLINE_EXCEEDED]

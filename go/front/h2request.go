@@ -111,6 +111,10 @@ func decompress(name string, b []byte, limit int) (mem.BufferSlice, error) {
 	if comp == nil {
 		return nil, status.Errorf(codes.Unimplemented, "grpc: Decompressor is not installed for grpc-encoding %q", name)
 	}
+	if len(b) == 0 {
+		// Nothing compressed is an empty message, as grpcio reads it.
+		return mem.BufferSlice{mem.SliceBuffer([]byte{})}, nil
+	}
 	r, err := comp.Decompress(bytes.NewReader(b))
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "grpc: failed to decompress the received message: %v", err)

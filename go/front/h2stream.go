@@ -304,7 +304,9 @@ func (s *h2Stream) SendMessage(b mem.BufferSlice, uncompressed bool) (err error)
 	}
 	var prefix [5]byte
 	var parts [][]byte
-	if s.compressor != compressNone && !uncompressed {
+	if s.compressor != compressNone && !uncompressed && b.Len() > 0 {
+		// An empty message goes uncompressed, as grpcio and grpc-go send
+		// it (gzip would make 23 bytes of it).
 		z, err := compress(s.compressor, b)
 		if err != nil {
 			return status.Errorf(codes.Internal, "grpc: error while compressing: %v", err)

@@ -1,6 +1,7 @@
 package front
 
 import (
+	"bytes"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
@@ -180,11 +181,12 @@ func chooseByNameOrCommonName(pairs []tls.Certificate) func(*tls.ClientHelloInfo
 // verifyClient is the check of a port that requires client
 // authentication, run at the end of each handshake (resumed ones too): a
 // certificate, whose chain leads to one of roots and is valid now for
-// client authentication (what Go's RequireAndVerifyClientCert checks), and
-// whose extended key usages, if any, name TLS client authentication, as
+// client authentication (what Go's RequireAndVerifyClientCert checks),
+// whose key usage, if it has one, allows digital signatures, and whose
+// extended key usages, if any, name TLS client authentication, as
 // BoringSSL requires for grpcio (Go lets anyExtendedKeyUsage stand for
-// every usage). A certificate without the extension may be used for
-// anything, on both.
+// every usage, and doesn't look at the key usage). A certificate without
+// either extension may be used for anything, on both.
 func verifyClient(cs tls.ConnectionState, roots *x509.CertPool) error {
 	if len(cs.PeerCertificates) == 0 {
 		return errors.New("the client sent no certificate")
@@ -200,6 +202,11 @@ func verifyClient(cs tls.ConnectionState, roots *x509.CertPool) error {
 	}
 	if _, err := leaf.Verify(opts); err != nil {
 		return fmt.Errorf("the client certificate is refused: %w", err)
+	}
+	if leaf.KeyUsage != 0 && leaf.KeyUsage&x509.KeyUsageDigitalSignature == 0 {
+		// The client signed the handshake with this key, which its key
+		// usage doesn't allow: BoringSSL refuses it for grpcio.
+		return errors.New("the client certificate's key usage does not include digital signature")
 	}
 	if len(leaf.ExtKeyUsage) == 0 && len(leaf.UnknownExtKeyUsage) == 0 {
 		return nil
@@ -241,7 +248,7 @@ func keyPair(key, chain []byte) (tls.Certificate, error) {
 	if err := checkKey(key); err != nil {
 		return tls.Certificate{}, err
 	}
-	pair, err := tls.X509KeyPair(chain, key)
+	pair, err := tls.X509KeyPair(certificateLabels(chain), key)
 	if err != nil {
 		return tls.Certificate{}, configErrorf("the private key does not match the first certificate of its certificate chain (%v)", err)
 	}
@@ -261,12 +268,32 @@ func pemBlocks(data []byte) []*pem.Block {
 	}
 }
 
-// parseCertificates parses every CERTIFICATE block; what names the data
-// in errors.
+// isCertificate reports a PEM block of a certificate: CERTIFICATE, or the
+// older X509 CERTIFICATE that OpenSSL (so grpcio) reads as well.
+func isCertificate(b *pem.Block) bool { return b.Type == "CERTIFICATE" || b.Type == "X509 CERTIFICATE" }
+
+// certificateLabels is data with its certificates labelled CERTIFICATE,
+// the only label Go's tls.X509KeyPair reads.
+func certificateLabels(data []byte) []byte {
+	if !bytes.Contains(data, []byte("-----BEGIN X509 CERTIFICATE-----")) {
+		return data
+	}
+	var out []byte
+	for _, b := range pemBlocks(data) {
+		if isCertificate(b) {
+			b = &pem.Block{Type: "CERTIFICATE", Bytes: b.Bytes}
+		}
+		out = append(out, pem.EncodeToMemory(b)...)
+	}
+	return out
+}
+
+// parseCertificates parses every certificate block (isCertificate); what
+// names the data in errors.
 func parseCertificates(data []byte, what string) ([]*x509.Certificate, error) {
 	var certs []*x509.Certificate
 	for _, b := range pemBlocks(data) {
-		if b.Type != "CERTIFICATE" {
+		if !isCertificate(b) {
 			continue
 		}
 		c, err := x509.ParseCertificate(b.Bytes)

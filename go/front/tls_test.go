@@ -1,6 +1,7 @@
 package front
 
 import (
+	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -192,6 +193,14 @@ func TestParseTLSRefusesBadCredentials(t *testing.T) {
 	if _, err := ParseConfig([]byte(`{"address": "127.0.0.1:0", "methods": [], "tls": ` + tlsDoc(other.key, p.server.cert, nil, false) + `}`)); err == nil {
 		t.Error("ParseConfig accepted a mismatched key")
 	}
+	// The older X509 CERTIFICATE label, which OpenSSL (so grpcio) reads, in
+	// the chain and the roots.
+	relabel := func(b []byte) []byte {
+		return bytes.ReplaceAll(b, []byte(" CERTIFICATE-----"), []byte(" X509 CERTIFICATE-----"))
+	}
+	if _, err := ParseTLS([]byte(tlsDoc(p.server.key, relabel(p.server.cert), relabel(p.ca.cert), true))); err != nil {
+		t.Errorf("a chain and roots labelled X509 CERTIFICATE: %v", err)
+	}
 }
 
 // startTLSFront serves sayPath over TLS; every call answers with the
@@ -296,6 +305,17 @@ func TestMutualTLSRefusesClients(t *testing.T) {
 	}
 	if _, err := callTLS(t, f, clientTLS(p, p.otherClient)); err == nil {
 		t.Error("a client with another CA's certificate was served")
+	}
+	// A key usage that doesn't allow signing (the client signs its
+	// CertificateVerify with that key): BoringSSL refuses it for grpcio,
+	// Go's Verify doesn't look.
+	encipherOnly := issue(t, &x509.Certificate{
+		Subject:     pkix.Name{CommonName: "encipher only"},
+		KeyUsage:    x509.KeyUsageKeyAgreement,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}, p.ca)
+	if _, err := callTLS(t, f, clientTLS(p, encipherOnly)); err == nil {
+		t.Error("a client whose certificate's key usage doesn't allow signing was served")
 	}
 }
 

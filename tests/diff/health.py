@@ -172,6 +172,15 @@ def graceful_shutdown(channel: grpc.Channel, setter: Setter) -> List[Any]:
     return seen
 
 
+def graceful_shutdown_told_once(channel: grpc.Channel, setter: Setter) -> List[Any]:
+    """A watcher is told NOT_SERVING once by enter_graceful_shutdown(),
+    then nothing more until its deadline."""
+    watch = Watch(channel, "a", timeout=1.0)
+    first = watch.next()
+    setter.shutdown()
+    return [first, watch.next(), watch.next()[0]]
+
+
 def watch_deadline(channel: grpc.Channel, setter: Setter) -> List[Any]:
     """A Watch with a deadline: the current status, then DEADLINE_EXCEEDED."""
     watch = Watch(channel, "a", timeout=0.5)

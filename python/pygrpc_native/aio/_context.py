@@ -58,11 +58,13 @@ def check_trailing_metadata(metadata: Any) -> None:
         raise TypeError(f"Invalid trailing metadata type, expected {_METADATA_SHAPE}: {metadata}")
 
 
-def aio_compression_name(compression: Any) -> str:
+def aio_compression_name(compression: Any) -> Optional[str]:
     """The Go core's name of a compression a handler gave set_compression():
     grpc.aio ignores anything that isn't a grpc.Compression (None, a str,
-    an int), and so no compression ("")."""
-    return compression_name(compression) if isinstance(compression, grpc.Compression) else ""
+    an int): None, nothing to set. NoCompression is "" (none): on grpc.aio
+    it turns off the server's default compression for the call (grpcio's
+    sync server ignores it)."""
+    return compression_name(compression) if isinstance(compression, grpc.Compression) else None
 
 
 def status_code(code: Any) -> grpc.StatusCode:
@@ -345,14 +347,15 @@ class ServicerContext(AioStatus, CallInfo, grpc.aio.ServicerContext):
         return () if metadata is None else metadata
 
     def set_compression(self, compression: grpc.Compression) -> None:
-        """As grpc.aio: compresses the responses (NoCompression changes
-        nothing); RuntimeError once the initial metadata is sent. Never
-        blocks the loop: a full call buffer defers it to the next op."""
+        """As grpc.aio: compresses the responses (NoCompression: not at
+        all, whatever the server's default); RuntimeError once the initial
+        metadata is sent. Never blocks the loop: a full call buffer defers
+        it to the next op."""
         name = aio_compression_name(compression)
         call = self._call
         if call.initial_metadata_sent or call.ended:  # an answer sends it
             raise RuntimeError("Compression setting must be specified before sending initial metadata")
-        if not name:
+        if name is None:
             return
         try:
             if call.front.set_compression(call.call_id, name) is None:
@@ -435,12 +438,12 @@ class SyncHandlerContext(AioStatus, SyncContextBase):
 
     def set_compression(self, compression: grpc.Compression) -> None:
         # As grpc.aio's context: RuntimeError once the initial metadata is
-        # sent, NoCompression changes nothing.
+        # sent, NoCompression turns the server's default off.
         name = aio_compression_name(compression)
         call = self._call
         if call.initial_metadata_sent or call.ended:  # an answer sends it
             raise RuntimeError("Compression setting must be specified before sending initial metadata")
-        if name:
+        if name is not None:
             send_blocking(call, call.front.set_compression, name)
 
     def disable_next_message_compression(self) -> None:

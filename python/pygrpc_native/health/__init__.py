@@ -21,10 +21,13 @@ from typing import Any, Callable, Dict, Optional, Tuple
 
 try:
     from grpc_health.v1 import health as _reference
+    from grpc_health.v1 import health_pb2
 except ImportError as err:  # pragma: no cover - depends on the environment
     raise ImportError("pygrpc_native.health needs grpcio-health-checking: pip install grpcio-health-checking") from err
 
 from ._shared import NativeHealth, checked, mark_native
+
+_NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
 
 SERVICE_NAME: str = _reference.SERVICE_NAME
 """The service's full name, "grpc.health.v1.Health"."""
@@ -72,7 +75,14 @@ class HealthServicer(NativeHealth, _reference.HealthServicer):
         """Sets every service NOT_SERVING, for good: later set() calls are
         ignored."""
         with self._lock:
-            super().enter_graceful_shutdown()
+            if self._gracefully_shutting_down:
+                return
+            # grpcio's set() for each service, not ours: the fronts' watchers
+            # are told by the fronts' own shutdown, once (ours would tell
+            # them a second time).
+            for service in list(self._server_status):
+                _reference.HealthServicer.set(self, service, _NOT_SERVING)
+            self._gracefully_shutting_down = True
             self._publish(lambda front: front.enter_health_shutdown())
 
     def _native_state(self) -> Tuple[Dict[str, int], bool]:
