@@ -21,7 +21,7 @@ from typing import Protocol
 
 from ._call_state import CallState, context_refs
 from ._callbacks import CallbackRunner
-from ._context import ServicerContext
+from ._context import ServicerContext, with_empty_none_keys
 from ._grpc_logs import COMMON_LOG, SERVER_LOG
 
 if TYPE_CHECKING:
@@ -391,7 +391,13 @@ class CallRunner:
             if code == _OK and payload is not None and not details and metadata is None:
                 self._front.respond(call.call_id, payload)
             else:
-                self._front.finish(call.call_id, code, details, metadata, payload)
+                try:
+                    self._front.finish(call.call_id, code, details, metadata, payload)
+                except TypeError:
+                    fixed = with_empty_none_keys(metadata)
+                    if fixed is None:
+                        raise
+                    self._front.finish(call.call_id, code, details, fixed, payload)  # INTERNAL, as grpcio
         except (TypeError, ValueError) as err:
             self._end_unsendable(call, err)
         except RuntimeError:

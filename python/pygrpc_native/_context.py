@@ -101,6 +101,18 @@ def check_binary_values(metadata: Any) -> None:
                 raise TypeError(f'Binary metadata key="{key}" expected bytes, got {type(entry[1])}')
 
 
+def with_empty_none_keys(metadata: Any) -> Optional[Tuple[Any, ...]]:
+    """grpcio encodes a None key as an empty one, which no header may have
+    (the call ends INTERNAL "Invalid metadata"); the front refuses None
+    with TypeError. The metadata with such keys empty, or None where it
+    has none (the TypeError was for something else). Error paths only."""
+    if not isinstance(metadata, (tuple, list)):
+        return None
+    if not any(type(entry) is tuple and len(entry) == 2 and entry[0] is None for entry in metadata):
+        return None
+    return tuple(("", entry[1]) if type(entry) is tuple and len(entry) == 2 and entry[0] is None else entry for entry in metadata)
+
+
 def encode_details(details: Any) -> bytes:
     """grpcio keeps details as bytes; str is encoded as UTF-8. Anything else
     raises AttributeError where the handler set it, as grpcio's encode()
@@ -177,7 +189,13 @@ class SyncContextBase(CallInfo, grpc.ServicerContext):
         ends the call INTERNAL "Invalid metadata" and this raises
         ValueError (grpc.aio's sync context raises there too)."""
         call = self._call
-        call.front.send_initial_metadata(call.call_id, initial_metadata)
+        try:
+            call.front.send_initial_metadata(call.call_id, initial_metadata)
+        except TypeError:
+            fixed = with_empty_none_keys(initial_metadata)
+            if fixed is None:
+                raise
+            call.front.send_initial_metadata(call.call_id, fixed)  # refused for its content: ValueError
 
     def _initial_metadata_again(self) -> NoReturn:
         """send_initial_metadata() once the initial metadata went out."""

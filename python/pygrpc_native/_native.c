@@ -232,11 +232,11 @@ static void metadata_free(Metadata *m) {
 /* metadata_text points b at the bytes of a metadata key or value: a str's
  * UTF-8, or a bytes object's contents (any bytes-like value is copied into
  * one; keys must be str or bytes, as grpcio's, and are sent as they are).
- * None is empty, as grpcio encodes it (a key then fails the key check).
+ * A None value is empty, as grpcio encodes it.
  * Returns the object that owns the bytes (a new reference), or NULL. */
 static PyObject *metadata_text(PyObject *o, int is_key, pgn_bytes *b) {
     PyObject *owner;
-    if (o == Py_None) {
+    if (o == Py_None && !is_key) {
         b->data = "";
         b->len = 0;
         Py_INCREF(o);

@@ -18,7 +18,7 @@ import grpc
 import grpc.aio
 
 from .._call_state import CallState
-from .._context import CallInfo, SyncContextBase, check_binary_values, compression_name, refuse_ok_abort
+from .._context import CallInfo, SyncContextBase, check_binary_values, compression_name, refuse_ok_abort, with_empty_none_keys
 from ._waits import FINISHED, LoopWaits, check_open
 
 _LOGGER = logging.getLogger("pygrpc_native")
@@ -309,7 +309,13 @@ class ServicerContext(AioStatus, CallInfo, grpc.aio.ServicerContext):
         check_binary_values(metadata)
         call.initial_metadata_sent = True  # before the await: a write meanwhile comes after it
         try:
-            await self._post(call.front.send_initial_metadata, metadata)
+            try:
+                await self._post(call.front.send_initial_metadata, metadata)
+            except TypeError:
+                fixed = with_empty_none_keys(metadata)
+                if fixed is None:
+                    raise
+                await self._post(call.front.send_initial_metadata, fixed)  # refused for its content
         except TypeError:
             # Refused for its shape or types: nothing was sent, and the
             # handler may send again, as on grpc.aio.
