@@ -216,7 +216,9 @@ def _goaways(kind, options, end):
     starts the end (None: the options do)."""
     with serving(kind, lambda server, state: None, options=options) as served:
         with RawH2(served.ports[0]) as conn:
-            conn.collect(lambda frames: any(f.kind == "settings" for f in frames), timeout=5)
+            # The server's ACK of our SETTINGS: it has read our preface
+            # (before that, a server that stops just closes).
+            conn.collect(lambda frames: any(f.kind == "settings" and not f.settings for f in frames), timeout=5)
             if end is not None:
                 end(served.server)
             closed, frames = connection_closed(conn, timeout=10)

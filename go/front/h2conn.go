@@ -128,7 +128,8 @@ type h2Conn struct {
 	// socket is closed.
 	draining, goneAway, closed bool
 	goAwayWhy                  goAwayReason
-	// ready: the handshake is done (until then a stop just closes).
+	// ready: the client's preface and first SETTINGS were read (until then
+	// a stop just closes).
 	ready     bool
 	lastGood  uint32
 	idleSince time.Time
@@ -266,14 +267,16 @@ func (c *h2Conn) handshake() error {
 		c.goAwayError(http2.ErrCodeProtocol, "the first frame after the preface must be SETTINGS")
 		return errors.New("the client's first frame is not SETTINGS")
 	}
+	// Ready before the ACK is queued: a client that has seen the ACK is
+	// told why the connection ends (GOAWAY), not just closed on.
+	c.mu.Lock()
+	c.ready = true
+	c.mu.Unlock()
 	if err := c.settings(sf); err != nil {
 		return err
 	}
 	_ = c.nc.SetDeadline(time.Time{})
 	c.lastRead.Store(time.Now().UnixNano())
-	c.mu.Lock()
-	c.ready = true
-	c.mu.Unlock()
 	return nil
 }
 
