@@ -82,6 +82,10 @@ ECHO_AND_STREAM = [("Echo", False), ("Stream", True)]
         {"compression": grpc.Compression.Gzip},
         {"compression": grpc.Compression.Deflate},
         {"compression": 2},  # grpc.Compression is an IntEnum; ours refused an int
+        # What grpcio's int(compression) reads; ours refused them.
+        {"compression": True},
+        {"compression": 2.0},
+        {"compression": "2"},
         {"options": [("grpc.default_compression_algorithm", 2)]},
         {"options": [("grpc.default_compression_algorithm", 1)]},
         # The option wins over the compression= argument, as in grpcio.
@@ -89,7 +93,7 @@ ECHO_AND_STREAM = [("Echo", False), ("Stream", True)]
         {"options": [("grpc.default_compression_level", 1)]},
         {"options": [("grpc.default_compression_level", 3)]},
     ],
-    ids=["gzip", "deflate", "int", "option-gzip", "option-deflate", "option-wins", "level-low", "level-high"],
+    ids=["gzip", "deflate", "int", "true", "float", "str", "option-gzip", "option-deflate", "option-wins", "level-low", "level-high"],
 )
 def test_server_default_compression(flavour, kwargs):
     # set_compression(NoCompression) leaves the server's default in place on

@@ -137,6 +137,30 @@ def test_options_given_as_an_iterator(aio):
     assert harness.for_both(outcome) == SC.RESOURCE_EXHAUSTED
 
 
+@pytest.mark.parametrize("aio", [False, True], ids=["sync", "aio"])
+def test_compression_values_int_cannot_read(aio):
+    """grpcio int()s the compression argument, so what int() can't read
+    fails the server's creation with int()'s own error; ours raised
+    TypeError for every value that wasn't an int (True, 2.0 and "2" serve:
+    test_diff_compression.py)."""
+    def error(kind, value):
+        try:
+            if aio:
+                async def make():
+                    await aio_harness.factory(kind)(compression=value).stop(None)
+
+                asyncio.run(make())
+            else:
+                with futures.ThreadPoolExecutor(1) as pool:
+                    harness.factory(kind)(pool, compression=value).stop(None)
+        except Exception as e:  # noqa: BLE001 - the error is what's compared
+            return type(e)
+        return None
+
+    for value, expected in (("gzip", ValueError), ([2], TypeError), ("", None), (0.0, None)):
+        assert harness.for_both(lambda kind: error(kind, value)) == expected, value
+
+
 @each_flavour
 def test_option_names_given_as_bytes(flavour):
     # grpcio takes bytes option names as it takes str ones: known ones apply,

@@ -83,11 +83,12 @@ def front_options(options: Optional[Sequence[Any]], compression: Optional[grpc.C
       takes any value that isn't 0 or 1 as that default; so 1 goes ahead
       of the user's options unless theirs is 0."""
     result = list(options or ())
-    if compression is not None:
-        # grpc.Compression is an IntEnum: grpcio takes its int values too
-        # (the option's own check refuses one that names no algorithm).
-        if not isinstance(compression, int) or isinstance(compression, bool):
-            raise TypeError(f"compression must be a grpc.Compression, not {type(compression).__name__}")
+    if compression:
+        # As grpcio: a false value adds nothing, and anything else is
+        # int()'d (a grpc.Compression, or 2, 2.0, "2", True), with int()'s
+        # own error for what it can't read. A number that names no
+        # algorithm is refused by the option's check (grpcio logs it and
+        # compresses nothing).
         result.append(("grpc.default_compression_algorithm", int(compression)))
     reuse_port = next((value for name, value in _named(result) if name == "grpc.so_reuseport"), None)
     if not (isinstance(reuse_port, int) and reuse_port == 0):
