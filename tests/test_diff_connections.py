@@ -301,3 +301,43 @@ def test_keepalive_pings_as_grpcio(permit, busy):
         assert ref >= 6 and ours >= 6, (ref, ours)
     else:
         assert ref == ours == 0
+
+
+def _half_closed(kind):
+    """A raw client sends a unary call whose handler waits, then shuts its
+    side of the socket (SHUT_WR, as a proxy passing its FIN on does): the
+    call's end as the client reads it (status, details, or "closed" when
+    the connection closes without one) and whether the handler saw its
+    call end."""
+    ended = threading.Event()
+
+    def setup(server, state):
+        def wait(request, context):
+            context.add_callback(ended.set)
+            ended.wait(5)
+            return b"late"
+
+        server.add_generic_rpc_handlers(
+            (grpc.method_handlers_generic_handler("diff.Diff", {"Wait": grpc.unary_unary_rpc_method_handler(wait)}),)
+        )
+
+    with serving(kind, setup) as served:
+        with RawH2(served.ports[0]) as conn:
+            conn.collect(lambda frames: any(f.kind == "settings" and not f.settings for f in frames), timeout=5)
+            conn.unary(1, method("Wait"))
+            time.sleep(0.3)  # the handler is waiting
+            conn.sock.shutdown(socket.SHUT_WR)
+            _, frames = connection_closed(conn, timeout=5)
+        ends = [f.headers for f in frames if f.kind == "headers" and f.end_stream and f.stream_id == 1]
+        end = (ends[0].get("grpc-status"), ends[0].get("grpc-message")) if ends else "closed"
+        return end, ended.wait(3)
+
+
+@pytest.mark.skipif(TRANSPORT == "grpcgo", reason="grpc-go's transport closes the connection (README)")
+def test_a_client_that_shuts_its_side_gets_its_calls_ended():
+    """grpcio's server ends the calls open on a connection whose client
+    shut its side with UNAVAILABLE "Socket closed", written before it
+    closes; ours closed the connection without a status."""
+    from diff.harness import for_both
+
+    assert for_both(_half_closed) == (("14", "Socket closed"), True)

@@ -169,6 +169,12 @@ func (c *h2Conn) serve() {
 	}
 	go c.timers()
 	err := c.readFrames()
+	if errors.Is(err, io.EOF) {
+		// The client shut its side (or a proxy passed its FIN on): no
+		// more frames can come, but answers can still go. As grpcio's
+		// server, its open calls end UNAVAILABLE "Socket closed", told.
+		c.endCallsLeft(detailsSocketClosed)
+	}
 	c.close(err)
 	c.runReady() // they end at once: the connection is closed
 	c.mu.Lock()
@@ -1003,7 +1009,7 @@ func (c *h2Conn) timers() {
 			}
 			if !graceAt.IsZero() {
 				if !now.Before(graceAt) {
-					c.endCallsLeft()
+					c.endCallsLeft(detailsMaxConnectionAge)
 					c.close(errors.New("max connection age grace passed"))
 					return
 				}
@@ -1026,18 +1032,25 @@ func (c *h2Conn) timers() {
 	}
 }
 
-// endCallsLeft ends the calls still open when max_connection_age's grace
-// has passed as grpcio's server ends them: UNAVAILABLE "max connection
-// age", after the messages sent before, so that a client keeps what it
-// received (closed under them, a grpcio client drops its unread messages
-// with the transport error). It waits, up to stopFlush, for the streams
-// to end before the connection closes; calls not handed to Python yet
-// are left to the close.
-func (c *h2Conn) endCallsLeft() {
+// endCallsLeft ends the calls still open on a connection about to close as
+// grpcio's server ends them: UNAVAILABLE with details ("max connection
+// age" when max_connection_age's grace has passed, "Socket closed" when
+// the client shut its side), after the messages sent before, so that a
+// client keeps what it received (closed under them, a grpcio client drops
+// its unread messages with the transport error). It waits, up to
+// stopFlush, for the streams to end before the connection closes; calls
+// not handed to Python yet are left to the close.
+func (c *h2Conn) endCallsLeft(details string) {
 	if c.cs == nil {
 		return // not a connection of our listeners: its calls aren't told apart
 	}
-	c.srv.h.calls.cancelConn(c.cs, detailsMaxConnectionAge)
+	c.mu.Lock()
+	open := len(c.streams) - len(c.peerRST)
+	c.mu.Unlock()
+	if open <= 0 {
+		return
+	}
+	c.srv.h.calls.cancelConn(c.cs, details)
 	deadline := time.Now().Add(stopFlush)
 	for time.Now().Before(deadline) {
 		c.mu.Lock()

@@ -21,6 +21,7 @@ const (
 	detailsServerStopping   = "Server is shutting down"
 	detailsCancellingAll    = "Cancelling all calls"
 	detailsMaxConnectionAge = "max connection age"
+	detailsSocketClosed     = "Socket closed"
 	detailsSecondMessage    = "A unary call answers with exactly one message"
 )
 
