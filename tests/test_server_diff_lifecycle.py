@@ -202,6 +202,20 @@ def test_stop_with_a_negative_grace_cancels_at_once():
     assert for_both(check) == (True, SC.UNAVAILABLE)
 
 
+@pytest.mark.parametrize("grace,error", [("1", TypeError), (float("nan"), ValueError)], ids=["str", "nan"])
+def test_known_difference_stop_with_a_grace_that_is_no_number(grace, error):
+    """README: grpcio's stop() returns, refuses new calls, and its thread
+    that would cancel the calls in flight after the grace dies of the
+    grace's error (the calls run to their end; NaN cancels them at once).
+    Ours raises the error where stop() is called and changes nothing."""
+    with _slow_call_in_flight("native", 0.5) as (s, ch, future):
+        with pytest.raises(error):
+            s.server.stop(grace)
+        assert call_unary(ch, method("Echo"), b"still", timeout=2).code == SC.OK
+        assert future.result(timeout=WAIT) == b"slow done"
+        assert s.server.stop(None).is_set()
+
+
 def test_stop_refuses_new_calls():
     def check(kind):
         with _slow_call_in_flight(kind, 0.5) as (s, ch, future):
