@@ -17,6 +17,7 @@ import pytest
 from diff import TRANSPORT
 from diff.flavours import SYNC, each_flavour, record_outcome
 from diff.harness import SERVICE, call_stream, call_unary, method
+from h2_raw import RawH2, grpc_message, request_headers
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -567,6 +568,43 @@ def test_invocation_metadata_as_multiset(flavour):
     assert len(ref[3]) == 1  # user-agent
     # The call has a deadline (harness.CALL_TIMEOUT): grpc-timeout is not request metadata.
     assert not any(k.startswith("grpc-") for (k, _), _n in ref[2])
+
+
+@each_flavour
+def test_the_key_bin_alone_in_request_metadata(flavour):
+    """grpcio's client sends the bytes of a key that is only "-bin" in
+    base64, and grpcio's server hands them back decoded, as bytes; ours
+    gave the base64 text (h2) or the decoded text (grpc-go's transport)."""
+
+    async def handler(req, ctx, state):
+        state.record("seen", [kv for kv in ctx.invocation_metadata() if kv[0] != "user-agent"])
+        return b""
+
+    def scenario(run):
+        call_unary(run.channel, method("M"), metadata=(("-bin", b"abc"),))
+        return run.state.wait_for("seen")
+
+    assert flavour.same(flavour.recording("M", handler), scenario) == [("-bin", b"abc")]
+
+
+@each_flavour
+def test_request_metadata_values_that_are_not_utf8(flavour):
+    """A header value that isn't UTF-8 (Latin-1 bytes, as an HTTP/1 gateway
+    may pass on): grpcio's server reads it as Latin-1; ours gave a string
+    with surrogates, which the handler could not encode again."""
+
+    async def handler(req, ctx, state):
+        state.record("seen", [kv for kv in ctx.invocation_metadata() if kv[0].startswith("x-")])
+        return b""
+
+    def scenario(run):
+        with RawH2(run.port) as raw:
+            raw.headers(1, request_headers(method("M"), extra=[("x-latin", b"caf\xe9"), ("x-utf8", "café".encode())]))
+            raw.data(1, grpc_message(b""))
+            return raw.statuses([1]), run.state.wait_for("seen")
+
+    seen = flavour.same(flavour.recording("M", handler), scenario)
+    assert seen == ({1: "0"}, [("x-latin", "café"), ("x-utf8", "café")])
 
 
 @each_flavour

@@ -197,10 +197,10 @@ func encodeDetails(d front.CallDetails, out *C.pgn_buffer) {
 	for _, kv := range d.Metadata {
 		e.tuple(2)
 		e.str(kv[0])
-		if len(kv[0]) > 4 && kv[0][len(kv[0])-4:] == "-bin" {
+		if front.BinaryOnArrival(kv[0]) {
 			e.bytes([]byte(kv[1]))
 		} else {
-			e.str(kv[1])
+			e.str(textValue(kv[1]))
 		}
 	}
 	e.str("peer")

@@ -6,6 +6,7 @@ package main
 import "C"
 
 import (
+	"unicode/utf8"
 	"unsafe"
 
 	"github.com/pygrpc-native/pygrpc-native/go/front"
@@ -24,4 +25,20 @@ func goMetadata(m C.pgn_metadata) front.Metadata {
 		md[i] = [2]string{goString(p.key), goString(p.value)}
 	}
 	return md
+}
+
+// textValue is a request metadata value under a text key as grpcio hands
+// it to handlers: as it is when it is UTF-8, else read as Latin-1, each
+// byte the character of that number (grpcio's cygrpc falls back so, where a
+// UTF-8 decoder would leave surrogates that can't be encoded again). Such
+// values come from HTTP/1 gateways and proxies, not from gRPC clients.
+func textValue(v string) string {
+	if utf8.ValidString(v) {
+		return v
+	}
+	b := make([]byte, 0, 2*len(v))
+	for i := 0; i < len(v); i++ {
+		b = utf8.AppendRune(b, rune(v[i]))
+	}
+	return string(b)
 }

@@ -100,7 +100,7 @@ func parseRequest(r *h2Request, fields []hpack.HeaderField) *h2Reject {
 				continue
 			}
 			v := f.Value
-			if binaryKey(f.Name) {
+			if BinaryOnArrival(f.Name) {
 				b, err := decodeBinaryValue(v)
 				if err != nil {
 					headerErr = status.Newf(codes.Internal, "Error parsing '%s' metadata: illegal base64 encoding", f.Name) // grpcio's words

@@ -114,9 +114,16 @@ func trimASCIISpace(s string) string {
 // ASCII, as grpcio requires (grpc-go would drop such initial metadata
 // silently).
 // binaryKey reports a metadata key whose values are bytes, base64 on the
-// wire: one ending in "-bin" after at least one character of its own, as
-// grpc-core tells them ("-bin" alone is a text key there).
+// wire, when the server sends it: one ending in "-bin" after at least one
+// character of its own, as grpc-core tells them ("-bin" alone is a text
+// key there, whose values must be printable).
 func binaryKey(k string) bool { return len(k) > 4 && strings.HasSuffix(k, "-bin") }
+
+// BinaryOnArrival reports a request metadata key whose values arrive in
+// base64 and reach the handler as bytes: any key ending in "-bin", "-bin"
+// itself too (grpcio's client sends that key's bytes in base64, and
+// grpcio's server decodes them and hands bytes to the handler).
+func BinaryOnArrival(k string) bool { return strings.HasSuffix(k, "-bin") }
 
 func validateMetadata(md Metadata) error {
 	for _, kv := range md {
