@@ -112,6 +112,69 @@ def test_blocking_calls_beyond_the_pool_wait_for_a_thread():
     assert {kind: started(kind) for kind in KINDS} == {"grpcio": 4, "native": 4}
 
 
+class _AsksEachCall(grpc.GenericRpcHandler):
+    """A generic handler that isn't grpcio's dictionary (so it is asked on
+    every call): it raises for /Raise, and knows no other method."""
+
+    def service(self, details):
+        if details.method.endswith("/Raise"):
+            raise ValueError("service() failed")
+        return None
+
+
+def _answers_with_every_thread_held(kind: str):
+    """With both threads of the pool held by handlers, calls that no
+    handler serves: each one's (code, details) within 2 s (DEADLINE_EXCEEDED
+    if it waited for a thread)."""
+    gate = threading.Event()
+    held = threading.Semaphore(0)
+
+    def block(request, context):
+        held.release()
+        gate.wait(10)
+        return request
+
+    server = factory(kind)(futures.ThreadPoolExecutor(2))
+    setup_handlers({"Block": unary(block)})(server, None)
+    server.add_generic_rpc_handlers((_AsksEachCall(),))
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            blocked = [channel.unary_unary(method("Block")).future(b"x", timeout=30) for _ in range(2)]
+            for _ in blocked:
+                assert held.acquire(timeout=WAIT)
+            out = []
+            for path in (method("Unknown"), "/other.Service/Method", method("Raise")):
+                try:
+                    channel.unary_unary(path)(b"", timeout=2)
+                    out.append("OK")
+                except grpc.RpcError as err:
+                    out.append((err.code(), err.details()))
+            gate.set()
+            for f in blocked:
+                f.result(timeout=WAIT)
+            return out
+    finally:
+        gate.set()
+        server.stop(0).wait(WAIT)
+
+
+def test_calls_no_handler_serves_are_answered_while_every_thread_is_held():
+    """grpcio finds handlers on its serving thread, so a call to a method
+    no handler knows, or whose generic handler raises, is answered at once
+    however busy the pool is; ours looked them up in the pool, and they
+    waited for a thread (their deadline, here)."""
+    assert {kind: _answers_with_every_thread_held(kind) for kind in KINDS} == {
+        kind: [
+            (grpc.StatusCode.UNIMPLEMENTED, "Method not found!"),
+            (grpc.StatusCode.UNIMPLEMENTED, "Method not found!"),
+            (grpc.StatusCode.UNKNOWN, "Error in service handler!"),
+        ]
+        for kind in KINDS
+    }
+
+
 def _abandoned_burst(kind: str, calls: int) -> tuple[int, float]:
     """`calls` calls cancelled 5 ms after they start, against handlers that
     sleep 20 ms on 16 threads; then one live call. Returns how many handlers

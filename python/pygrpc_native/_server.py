@@ -36,8 +36,10 @@ Threads, and why:
   after sending is usually noticed by then.
 * Callbacks (add_callback) run once their call ends, never in the
   handler's thread, as in grpcio (_callbacks.CallbackRunner).
-* Lookups of methods only generic handlers (or interceptors) know run in
-  the pool, since they call user code (``service()``).
+* Lookups of methods only generic handlers (or interceptors) know run on
+  the thread that took them from Go, the monitor or a drain task, one at a
+  time, as grpcio's serving thread runs them: a call no handler serves is
+  answered even while every thread of the pool is held.
 * A handler of a request stream reads it from its own thread
   (``read_message``, which waits in Go without the GIL); Go reads the
   client's next messages only as the handler takes them.
@@ -305,15 +307,19 @@ class _Server(ServerCore):
             self.release_slot(entry[1])
 
     def _take(self, events: List[Any]) -> None:
-        """Sorts a batch: calls to the deque, lookups to the pool. Starts a
-        drain task if none runs."""
+        """Sorts a batch: calls to the deque; lookups are made here. Starts
+        a drain task if none runs."""
         methods = self.methods
         pending = self._pending
         for kind, call_id, method_id, payload, _client in events:
             if kind == EVENT_CALL:
                 pending.append((methods[method_id], call_id, payload))
             elif kind == EVENT_LOOKUP:
-                self._submit(self._lookup, call_id, payload.decode("utf-8", "replace"))
+                path = payload.decode("utf-8", "replace")
+                try:
+                    self._lookup(call_id, path)
+                except Exception:  # noqa: BLE001 - only a bug gets here; the taker goes on
+                    self._call_runner.unexpected_error(path, call_id)
             # EVENT_CANCEL: only watched calls have callbacks to run, and
             # their cancellations come through _watch_calls.
         if pending and self._tasks == 0:
@@ -387,8 +393,8 @@ class _Server(ServerCore):
                         return
 
     def _lookup(self, call_id: int, path: str) -> None:
-        """Resolves a path Go doesn't know, in the pool: a handler of ours,
-        or the interceptors' answer (see ServerCore.lookup)."""
+        """Resolves a path Go doesn't know: a handler of ours, or the
+        interceptors' answer (see ServerCore.lookup)."""
         lookup = self.lookup(call_id, path)
         if lookup is None:
             return
@@ -427,8 +433,6 @@ class _Server(ServerCore):
             while self._pending:
                 _, call_id, _ = self._pending.popleft()
                 self._call_runner.reject(call_id, _UNAVAILABLE, "Server thread pool is shut down")
-            if fn == self._lookup:
-                self._call_runner.reject(args[0], _UNAVAILABLE, "Server thread pool is shut down")
             return False
 
 
