@@ -1073,6 +1073,39 @@ def test_known_difference_a_generic_handler_that_gives_a_non_handler_sync(caplog
     ]
 
 
+class _GivesAFunction(grpc.ServerInterceptor):
+    """An interceptor that answers every call with a function, not a
+    handler."""
+
+    def intercept_service(self, continuation, handler_call_details):
+        return _echo
+
+
+def test_known_difference_an_interceptor_that_gives_a_non_handler_sync(caplog):
+    """The same for an interceptor's answer, to a method the server knows
+    and to one it doesn't: ours answered the first UNKNOWN "Unexpected
+    server error", logged as an error of its own."""
+    from diff.harness import running
+
+    def setup(server, state):
+        server.add_generic_rpc_handlers(
+            (grpc.method_handlers_generic_handler("diff.Diff", {"Echo": SYNC.unary(_echo)}),)
+        )
+
+    with caplog.at_level(logging.ERROR, logger="grpc._server"), running(
+        "native", setup, interceptors=(_GivesAFunction(),)
+    ) as run:
+        outcomes = []
+        for m in ("Echo", "Unknown", "Echo"):
+            try:
+                outcomes.append(run.channel.unary_unary(method(m))(b"x", timeout=5))
+            except grpc.RpcError as err:
+                outcomes.append((err.code(), err.details()))
+    assert outcomes == [(SC.UNKNOWN, "Error in service handler!")] * 3
+    logs = {(r.name, r.getMessage()) for r in caplog.records if r.name.startswith(("grpc.", "pygrpc_native"))}
+    assert logs == {("grpc._server", "Exception servicing handler: 'function' object has no attribute 'request_streaming'")}
+
+
 class _OnlyItsBehavior(grpc.RpcMethodHandler):
     """A handler class of the user's, as grpcio's own tests write them:
     the kinds, the (de)serializers and only the behavior its kinds name."""

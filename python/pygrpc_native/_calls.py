@@ -173,16 +173,20 @@ class CallRunner:
                         self._source.continuation(method.path, method.handler),
                         _HandlerCallDetails(method.path, ctx.invocation_metadata()),
                     )
+                    # What isn't a handler fails here, as grpc.server()'s
+                    # lookup does (its serving thread dies of it; ours
+                    # answers the call and serves on: README).
+                    pool = None if handler is None else own_pool(handler)
                 except Exception as exc:  # noqa: BLE001
                     SERVER_LOG.exception("Exception servicing handler: %s", exc)
                     self.reject(call_id, _UNKNOWN, "Error in service handler!")
                     return
             else:
                 handler, context = pre
+                pool = own_pool(handler)  # checked when it was looked up
             if handler is None:
                 self.reject(call_id, _UNIMPLEMENTED, DETAILS_METHOD_NOT_FOUND)
                 return
-            pool = own_pool(handler)
         else:
             context = self._new_call_context()
         # The handler runs in the call's Context, out of it only once it has
