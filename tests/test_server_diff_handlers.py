@@ -4,6 +4,7 @@ several generic handlers answering, and add_generic_rpc_handlers()
 refusing what is not a handler. The
 scenarios both kinds of server share are in test_diff_handlers.py."""
 
+import collections
 from concurrent import futures
 
 import grpc
@@ -54,4 +55,62 @@ def test_add_generic_rpc_handlers_rejects_non_handler():
     assert attempt(pygrpc_native.server) == attempt(grpc.server) == (
         "AttributeError",
         'must conform togrpc.GenericRpcHandler type but does not have "service" method!',
+    )
+
+
+class _Tagged(grpc.GenericRpcHandler):
+    """Records what service() is given: the details' class, an attribute
+    an interceptor set, and whether it is the object the interceptor
+    passed on."""
+
+    def __init__(self, state):
+        self.state = state
+
+    def service(self, details):
+        self.state.append("seen", (type(details).__name__, getattr(details, "user", None), details is _PASSED[-1]))
+        return unary(_echo) if details.method == method("Echo") else None
+
+
+_PASSED = []
+
+
+class _TaggingInterceptor(grpc.ServerInterceptor):
+    """Passes on its own details object: the one it was given with an
+    attribute set on it, or an object of a class of its own."""
+
+    def __init__(self, own_class):
+        self.own_class = own_class
+
+    def intercept_service(self, continuation, handler_call_details):
+        if self.own_class:
+            details = _Details(handler_call_details.method, handler_call_details.invocation_metadata, "bob")
+        else:
+            details = handler_call_details
+            details.user = "alice"
+        _PASSED.append(details)
+        return continuation(details)
+
+
+class _Details(collections.namedtuple("_Details", ("method", "invocation_metadata", "user")), grpc.HandlerCallDetails):
+    pass
+
+
+@pytest.mark.parametrize("own_class", [False, True], ids=["attribute", "own-class"])
+def test_service_gets_the_details_the_interceptor_passed_on(own_class):
+    """grpcio hands a generic handler's service() the object an interceptor
+    gave its continuation; ours made a new one of the method and metadata,
+    so what the interceptor added was lost."""
+
+    def setup(server, state):
+        server.add_generic_rpc_handlers((_Tagged(state),))
+
+    def scenario(run):
+        codes = [call_unary(run.channel, method(m), b"x").code for m in ("Echo", "Unknown")]
+        return codes, run.state.wait_for("seen")
+
+    user = "bob" if own_class else "alice"
+    name = "_Details" if own_class else "_HandlerCallDetails"
+    assert same(setup, scenario, interceptors=(_TaggingInterceptor(own_class),)) == (
+        [SC.OK, SC.UNIMPLEMENTED],
+        [(name, user, True), (name, user, True)],
     )

@@ -322,16 +322,17 @@ class ServerCore:
                 if handler is not None or self.registered_fixed:
                     self._registered[f"/{service_name}/{name}"] = handler
 
-    def find_handler(self, path: str, metadata: Any) -> Optional[grpc.RpcMethodHandler]:
-        """The handler of a path: its registered one, else the first generic
-        handler's that answers."""
-        if path in self._registered:
-            return self._registered[path]
-        return self._find_generic(path, metadata)
+    def find_handler(self, details: grpc.HandlerCallDetails) -> Optional[grpc.RpcMethodHandler]:
+        """The handler of the method details name: its registered one, else
+        the first generic handler's that answers."""
+        if details.method in self._registered:
+            return self._registered[details.method]
+        return self._find_generic(details)
 
-    def _find_generic(self, path: str, metadata: Any) -> Optional[grpc.RpcMethodHandler]:
-        """The first generic handler's answer for a path (None: none)."""
-        details = _HandlerCallDetails(path, metadata)
+    def _find_generic(self, details: grpc.HandlerCallDetails) -> Optional[grpc.RpcMethodHandler]:
+        """The first generic handler's answer (None: none). Each is given
+        details as they are, the object an interceptor passed on included
+        (what it set on it, or a class of its own), as grpcio gives it."""
         with self._service_lock:
             for generic in list(self._generic):
                 handler = generic.service(details)
@@ -365,7 +366,7 @@ class ServerCore:
         def ask(details: grpc.HandlerCallDetails) -> Optional[grpc.RpcMethodHandler]:
             if base is not None and details.method == path:
                 return base
-            return find(details.method, details.invocation_metadata)
+            return find(details)
 
         return ask
 
@@ -428,7 +429,7 @@ class ServerCore:
             # The interceptors' continuation asks the handlers, once.
             return lookup
         try:
-            handler = lookup.context.run(self.find_handler, path, metadata)
+            handler = lookup.context.run(self.find_handler, lookup.details)
             if handler is not None and not per_call:
                 self._route(call_id, self._add_method(path, handler))
                 return None
