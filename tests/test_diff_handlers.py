@@ -1073,6 +1073,41 @@ def test_known_difference_a_generic_handler_that_gives_a_non_handler_sync(caplog
     ]
 
 
+def _registered_non_handler_setup(flavour):
+    def setup(server, state):
+        server.add_registered_method_handlers(SERVICE, {"Echo": flavour.unary(_echo), "Bad": (1, 2)})
+
+    return setup
+
+
+def _echo_bad_echo(run):
+    outcomes = []
+    for m in ("Echo", "Bad", "Echo"):
+        try:
+            outcomes.append(run.channel.unary_unary(method(m))(b"x", timeout=5))
+        except grpc.RpcError as err:
+            outcomes.append((err.code(), err.details()))
+    return outcomes
+
+
+def test_a_registered_handler_that_is_no_handler_aio():
+    """grpc.aio.server() starts with a registered value that isn't a
+    handler and fails only that method's calls; ours raised in start(),
+    serving nothing (and could not be started again)."""
+    bad = (SC.UNKNOWN, "Unexpected <class 'AttributeError'>: 'tuple' object has no attribute 'request_streaming'")
+    assert ASYNCIO.same(_registered_non_handler_setup(ASYNCIO), _echo_bad_echo) == [b"echo:x", bad, b"echo:x"]
+
+
+def test_known_difference_a_registered_handler_that_is_no_handler_sync():
+    """grpc.server() starts, and the first call to such a method brings its
+    serving thread down (README); ours answers it as a generic handler's
+    non-handler and serves on."""
+    from diff.harness import running
+
+    with running("native", _registered_non_handler_setup(SYNC)) as run:
+        assert _echo_bad_echo(run) == [b"echo:x", (SC.UNKNOWN, "Error in service handler!"), b"echo:x"]
+
+
 class _GivesAFunction(grpc.ServerInterceptor):
     """An interceptor that answers every call with a function, not a
     handler."""

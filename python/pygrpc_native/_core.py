@@ -394,9 +394,15 @@ class ServerCore:
     def add_registered_methods(self) -> None:
         """Adds the registered handlers' methods to Go; called at start."""
         for path, handler in self._registered.items():
-            if handler is not None:  # None: answered UNIMPLEMENTED by lookup
+            if handler is None:
+                continue  # answered UNIMPLEMENTED by lookup
+            try:
                 self._add_method(path, handler)
-                self.metrics.register(path)
+            except Exception:  # noqa: BLE001 - not a handler: its calls fail, the others are served
+                # As grpc.aio.server(), which starts and fails each call of
+                # such a method (lookup_failed, when lookup tries again).
+                continue
+            self.metrics.register(path)
 
     # Where the server's handler troubles are logged: grpcio's logger
     # (_grpc_logs); grpc.aio.server()'s is another.
