@@ -5,13 +5,14 @@ refusing what is not a handler. The
 scenarios both kinds of server share are in test_diff_handlers.py."""
 
 import collections
+import threading
 from concurrent import futures
 
 import grpc
 import pytest
 
 import pygrpc_native
-from diff.harness import call_unary, method, same, unary
+from diff.harness import both, call_unary, method, same, unary
 from diff.servicers import MapHandler
 
 pytestmark = pytest.mark.timeout(60)
@@ -114,3 +115,64 @@ def test_service_gets_the_details_the_interceptor_passed_on(own_class):
         [SC.OK, SC.UNIMPLEMENTED],
         [(name, user, True), (name, user, True)],
     )
+
+
+_LOCAL = threading.local()
+
+
+class _SetsAThreadLocal(grpc.ServerInterceptor):
+    def intercept_service(self, continuation, handler_call_details):
+        _LOCAL.method = handler_call_details.method
+        return continuation(handler_call_details)
+
+
+def test_known_difference_interceptors_run_on_the_handlers_thread():
+    """README: grpcio runs interceptors on its serving thread, so the
+    handler (on a pool thread) doesn't see a thread-local value an
+    interceptor set; ours runs them on the handler's thread."""
+
+    def setup(server, state):
+        def handler(request, context):
+            seen = getattr(_LOCAL, "method", None)
+            _LOCAL.method = None
+            return repr(seen).encode()
+
+        server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("diff.Diff", {"Echo": unary(handler)}),))
+
+    def scenario(run):
+        return call_unary(run.channel, method("Echo"), b"x").responses
+
+    ref, ours = both(setup, scenario, interceptors=(_SetsAThreadLocal(),))
+    assert (ref, ours) == ((b"None",), (repr(method("Echo")).encode(),))
+
+
+class _RefusesDeny(grpc.ServerInterceptor):
+    def intercept_service(self, continuation, handler_call_details):
+        return None if dict(handler_call_details.invocation_metadata).get("x-deny") else continuation(handler_call_details)
+
+
+def test_known_difference_calls_over_the_limit_are_refused_before_the_interceptors():
+    """README: with maximum_concurrent_rpcs, grpcio runs the interceptors
+    before it counts a call, so one that refuses the call answers it;
+    ours refuses a call over the limit in Go first."""
+    release = threading.Event()
+
+    def setup(server, state):
+        def hold(request, context):
+            state.record("held", True)
+            release.wait(10)
+            return request
+
+        server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("diff.Diff", {"Hold": unary(hold)}),))
+
+    def scenario(run):
+        release.clear()
+        held = run.channel.unary_unary(method("Hold")).future(b"x", timeout=10)
+        run.state.wait_for("held")
+        denied = call_unary(run.channel, method("Hold"), b"y", metadata=(("x-deny", "1"),)).code
+        release.set()
+        held.result(timeout=10)
+        return denied
+
+    ref, ours = both(setup, scenario, interceptors=(_RefusesDeny(),), maximum_concurrent_rpcs=1)
+    assert (ref, ours) == (SC.UNIMPLEMENTED, SC.RESOURCE_EXHAUSTED)
