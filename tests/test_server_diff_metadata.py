@@ -190,6 +190,25 @@ def test_a_request_of_any_content_type_is_served(content_type):
 
 
 @pytest.mark.parametrize(
+    "timeout,served",
+    [(" 5S", True), ("5 S", True), ("5S ", True), ("100000000S", True), ("99999999999S", True)]
+    + [("+5S", False), ("\t5S", False), ("5S!", False)],
+)
+def test_grpc_timeout_as_grpc_core_reads_it(timeout, served):
+    """grpc-core reads spaces around a grpc-timeout's number and unit, and
+    more digits than the spec's 8; ours answered those INTERNAL (grpc-go's
+    transport still does: it answers :status 400, as for any it can't
+    read)."""
+    headers = request_headers(method("Echo"), timeout=timeout)
+    ref, ours = both(_echo_setup, lambda run: _raw_unary(run.port, headers))
+    assert ref[1:] == (("0", "", b"x") if served else ("13", "Error parsing 'grpc-timeout' metadata", b""))
+    if TRANSPORT == "h2":
+        assert ours[1:] == ref[1:]
+    elif not served:
+        assert ours[1] == "13"  # in grpc-go's words
+
+
+@pytest.mark.parametrize(
     "extra,details",
     [
         ([("grpc-timeout", "soon")], "Error parsing 'grpc-timeout' metadata"),

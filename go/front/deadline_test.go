@@ -142,3 +142,32 @@ func TestDetailsOfACallThatEndedUnanswered(t *testing.T) {
 		})
 	}
 }
+
+// TestParseTimeoutAsGRPCCore: grpc-timeout values read as grpc-core reads
+// them (spaces around the number and the unit, more than the spec's 8
+// digits, a number over a billion meaning no deadline); grpcio's server
+// serves such calls, and ours answered INTERNAL.
+func TestParseTimeoutAsGRPCCore(t *testing.T) {
+	const none = time.Duration(1<<63 - 1)
+	for v, want := range map[string]time.Duration{
+		"5S":                       5 * time.Second,
+		" 5S":                      5 * time.Second,
+		"5 S":                      5 * time.Second,
+		"5S ":                      5 * time.Second,
+		"00000001m":                time.Millisecond,
+		"100000000S":               100000000 * time.Second,
+		"1000000000n":              time.Second,
+		"1000000001n":              none,
+		"99999999999999999999999S": none,
+		"99999999H":                none,
+	} {
+		if got, err := parseTimeout(v); err != nil || got != want {
+			t.Errorf("parseTimeout(%q) = %v, %v; want %v", v, got, err, want)
+		}
+	}
+	for _, v := range []string{"", "S", " ", "+5S", "-1S", "5", "5s", "5x", "\t5S", "5S5", "5 S x", "0x5S"} {
+		if got, err := parseTimeout(v); err == nil {
+			t.Errorf("parseTimeout(%q) = %v; want an error", v, got)
+		}
+	}
+}

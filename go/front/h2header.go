@@ -4,7 +4,6 @@ import (
 	"encoding/base64"
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -174,13 +173,31 @@ func decodeBase64(v string) ([]byte, error) {
 	return base64.RawStdEncoding.DecodeString(v)
 }
 
-// parseTimeout reads a grpc-timeout value: up to 8 digits and a unit.
+// parseTimeout reads a grpc-timeout value as grpc-core reads it: spaces,
+// digits, spaces, a unit, spaces. The spec allows 8 digits; grpc-core
+// takes more, and a number over a billion means no deadline (the largest
+// duration here). A sign or any other character is an error.
 func parseTimeout(v string) (time.Duration, error) {
-	if len(v) < 2 || len(v) > 9 {
-		return 0, fmt.Errorf("timeout string %q is not 2 to 9 characters", v)
+	i := skipSpaces(v, 0)
+	digits := i
+	var n int64
+	infinite := false
+	for ; i < len(v) && v[i] >= '0' && v[i] <= '9'; i++ {
+		if n > 1_000_000_000 {
+			infinite = true
+			continue
+		}
+		n = n*10 + int64(v[i]-'0')
+	}
+	if i == digits {
+		return 0, fmt.Errorf("timeout %q has no digits", v)
+	}
+	i = skipSpaces(v, i)
+	if i == len(v) {
+		return 0, fmt.Errorf("timeout %q has no unit", v)
 	}
 	var unit time.Duration
-	switch v[len(v)-1] {
+	switch v[i] {
 	case 'H':
 		unit = time.Hour
 	case 'M':
@@ -196,12 +213,10 @@ func parseTimeout(v string) (time.Duration, error) {
 	default:
 		return 0, fmt.Errorf("timeout unit in %q is not one of H, M, S, m, u, n", v)
 	}
-	n, err := strconv.ParseInt(v[:len(v)-1], 10, 64)
-	if err != nil || n < 0 {
-		return 0, fmt.Errorf("timeout value in %q is not a non-negative integer", v)
+	if skipSpaces(v, i+1) != len(v) {
+		return 0, fmt.Errorf("timeout %q has more after its unit", v)
 	}
-	const maxHours = int64(1<<63-1) / int64(time.Hour)
-	if unit == time.Hour && n > maxHours {
+	if infinite || n > 1_000_000_000 {
 		return time.Duration(1<<63 - 1), nil
 	}
 	d := time.Duration(n) * unit
@@ -209,6 +224,15 @@ func parseTimeout(v string) (time.Duration, error) {
 		return time.Duration(1<<63 - 1), nil
 	}
 	return d, nil
+}
+
+// skipSpaces is the index of the first byte at or after i that isn't a
+// space.
+func skipSpaces(v string, i int) int {
+	for i < len(v) && v[i] == ' ' {
+		i++
+	}
+	return i
 }
 
 // encodeGRPCMessage percent-encodes a status message for grpc-message:
