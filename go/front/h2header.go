@@ -148,29 +148,13 @@ func reservedGRPCKey(k string) bool {
 	return false
 }
 
-// decodeBinaryValue decodes a -bin value, padded or not; a value with
-// commas is several values joined, each decoded.
+// decodeBinaryValue decodes a -bin value as grpc-core does: base64 with
+// any '=' at its end ignored (so padded or not, even padded wrongly), and
+// the bits past its last byte zero. Anything else, a comma included (no
+// value list here: grpc-core refuses one), is an error.
 func decodeBinaryValue(v string) (string, error) {
-	if strings.IndexByte(v, ',') < 0 {
-		b, err := decodeBase64(v)
-		return string(b), err
-	}
-	var out []byte
-	for _, part := range strings.Split(v, ",") {
-		b, err := decodeBase64(strings.TrimSpace(part))
-		if err != nil {
-			return "", err
-		}
-		out = append(out, b...)
-	}
-	return string(out), nil
-}
-
-func decodeBase64(v string) ([]byte, error) {
-	if len(v)%4 == 0 {
-		return base64.StdEncoding.DecodeString(v)
-	}
-	return base64.RawStdEncoding.DecodeString(v)
+	b, err := base64.RawStdEncoding.Strict().DecodeString(strings.TrimRight(v, "="))
+	return string(b), err
 }
 
 // parseTimeout reads a grpc-timeout value as grpc-core reads it: spaces,
