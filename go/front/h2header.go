@@ -76,6 +76,13 @@ func parseRequest(r *h2Request, fields []hpack.HeaderField) *h2Reject {
 			r.add(f.Name, f.Value)
 		case "grpc-encoding":
 			r.encoding = f.Value
+			if e := f.Value; e != identity && (e == "" || encoding.GetCompressor(e) == nil) && headerErr == nil {
+				// grpc-core knows identity, deflate and gzip; any other
+				// name (none included) doesn't parse, and grpcio answers
+				// that (the spec would have UNIMPLEMENTED, which grpc-go's
+				// transport answers).
+				headerErr = status.New(codes.Internal, "Error parsing 'grpc-encoding' metadata")
+			}
 		case "grpc-accept-encoding":
 			r.add(f.Name, f.Value)
 			for _, e := range strings.Split(f.Value, ",") {
@@ -85,7 +92,7 @@ func parseRequest(r *h2Request, fields []hpack.HeaderField) *h2Reject {
 			}
 		case "grpc-timeout":
 			d, err := parseTimeout(f.Value)
-			if err != nil {
+			if err != nil && headerErr == nil {
 				headerErr = status.New(codes.Internal, "Error parsing 'grpc-timeout' metadata") // grpcio's words
 			}
 			r.timeout, r.hasTimeout = d, true
@@ -102,7 +109,9 @@ func parseRequest(r *h2Request, fields []hpack.HeaderField) *h2Reject {
 			if BinaryOnArrival(f.Name) {
 				b, err := decodeBinaryValue(v)
 				if err != nil {
-					headerErr = status.Newf(codes.Internal, "Error parsing '%s' metadata: illegal base64 encoding", f.Name) // grpcio's words
+					if headerErr == nil {
+						headerErr = status.Newf(codes.Internal, "Error parsing '%s' metadata: illegal base64 encoding", f.Name) // grpcio's words
+					}
 					continue
 				}
 				v = b
@@ -115,13 +124,8 @@ func parseRequest(r *h2Request, fields []hpack.HeaderField) *h2Reject {
 			fmt.Sprintf("num values of :authority: %d, num values of host: %d, both must only have 1 value as per HTTP/2 spec", authorities, hosts))}
 	}
 	if headerErr != nil {
-		return &h2Reject{httpStatus: http.StatusOK, st: headerErr} // as grpcio answers it
-	}
-	if e := r.encoding; e != "" && e != identity && encoding.GetCompressor(e) == nil {
-		// grpc-core knows identity, deflate and gzip; any other name
-		// doesn't parse, and grpcio answers that (the spec would have
-		// UNIMPLEMENTED, which grpc-go's transport answers).
-		return &h2Reject{httpStatus: http.StatusOK, st: status.New(codes.Internal, "Error parsing 'grpc-encoding' metadata")}
+		// As grpcio answers it, naming the first field that didn't parse.
+		return &h2Reject{httpStatus: http.StatusOK, st: headerErr}
 	}
 	if authorities == 0 {
 		if hosts == 0 {
