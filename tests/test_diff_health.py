@@ -119,3 +119,90 @@ def test_undecodable_request(flavour, request_bytes):
         assert ref[0][0] == SC.UNKNOWN and ref[0][1].startswith("Unexpected <class 'google.protobuf.message.DecodeError'>")
     else:
         assert ours == ref
+
+
+def _partial_health_setup(service, methods):
+    """Registers only ``methods`` of the server's own kind of health
+    servicer, under ``service``, as a user writing the handlers by hand."""
+
+    def setup(server, state):
+        servicer = h.servicer_for(server)
+        kinds = {"Check": grpc.unary_unary_rpc_method_handler, "Watch": grpc.unary_stream_rpc_method_handler}
+        handlers = {
+            m: kinds[m](
+                getattr(servicer, m),
+                request_deserializer=health_pb2.HealthCheckRequest.FromString,
+                response_serializer=health_pb2.HealthCheckResponse.SerializeToString,
+            )
+            for m in methods
+        }
+        server.add_registered_method_handlers(service, handlers)
+        state.record("servicer", servicer)
+
+    return setup
+
+
+@each_flavour
+@pytest.mark.parametrize(
+    "service,methods",
+    [("grpc.health.v1.Health", ("Check",)), ("grpc.health.v1.Health", ("Watch",)), ("my.Health", ("Check", "Watch"))],
+    ids=["check-only", "watch-only", "other-name"],
+)
+def test_only_the_methods_registered_at_their_paths_are_answered(flavour, service, methods):
+    """Go answered both standard paths of grpc.health.v1.Health as soon as
+    one method of our servicer was served, at any path: a server that
+    registered Check only answered Watch too, and one that registered the
+    servicer as my.Health answered the standard Check."""
+
+    def scenario(run):
+        watch = h.Watch(run.channel, "")
+        seen = [h.check(run.channel, ""), watch.next()]
+        watch.close()
+        other = f"/{service}/Check"
+        try:
+            seen.append(run.channel.unary_unary(other)(health_pb2.HealthCheckRequest().SerializeToString(), timeout=5))
+        except grpc.RpcError as err:
+            seen.append((err.code(), err.details()))
+        return seen
+
+    seen = flavour.same(_partial_health_setup(service, methods), scenario)
+    unimplemented = (SC.UNIMPLEMENTED, "Method not found!")
+    serving_bytes = health_pb2.HealthCheckResponse(status=h.SERVING).SerializeToString()
+    standard = service == "grpc.health.v1.Health"
+    assert seen == [
+        (SC.OK, "", h.SERVING) if "Check" in methods and standard else unimplemented + (None,),
+        h.SERVING if "Watch" in methods and standard else unimplemented,
+        serving_bytes if "Check" in methods else unimplemented,
+    ]
+
+
+@each_flavour
+def test_a_watcher_gets_every_status_of_a_burst(flavour):
+    """A thousand set() calls at once reach a Watch stream whose client
+    reads, every one, as on grpcio (the sync servicer); ours kept 64 and
+    dropped older ones. The aio servicer sends changes only: the last."""
+
+    def scenario(run):
+        setter = h.Setter(run.state.wait_for("servicer"), getattr(run, "on_loop", None))
+        watches = [h.Watch(run.channel, "a", timeout=20) for _ in range(3)]
+        firsts = [watch.next() for watch in watches]
+        statuses = [h.SERVING, h.NOT_SERVING] * 500
+        for status in statuses:
+            setter.set("a", status)
+        seen = []
+        for watch in watches:
+            if flavour.aio:
+                got = [watch.next()]
+                while got[-1] != statuses[-1]:
+                    got.append(watch.next())
+            else:
+                got = [watch.next() for _ in statuses]
+            watch.close()
+            seen.append((len(got), got[-1]))
+        return firsts, seen
+
+    firsts, seen = flavour.same(h.health_setup((("a", h.SERVICE_UNKNOWN),)), scenario)
+    assert firsts == [h.SERVICE_UNKNOWN] * 3
+    assert all(last == h.NOT_SERVING for _, last in seen)
+    if not flavour.aio:
+        assert seen == [(1000, h.NOT_SERVING)] * 3

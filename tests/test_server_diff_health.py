@@ -157,3 +157,38 @@ def test_set_refuses_what_is_not_a_status():
     with pytest.raises(TypeError):
         servicer.set("a", "SERVING")
     assert "a" not in servicer._server_status
+
+
+def test_set_refuses_what_the_wire_cannot_carry():
+    """A status outside int32, a bool, or a service name that isn't UTF-8
+    (README): grpcio-health-checking stores them and fails each Check of
+    the service later; ours raised from Go after changing its own table,
+    and one such value set before start() left the whole table out of Go
+    (every later set() unseen by probes)."""
+    servicer = pygrpc_native.health.HealthServicer()
+    with pytest.raises(ValueError, match="int32"):
+        servicer.set("a", 2**31)
+    with pytest.raises(TypeError):
+        servicer.set("a", True)
+    with pytest.raises(ValueError, match="can't be sent"):
+        servicer.set("\udce9", h.SERVING)
+    assert "a" not in servicer._server_status and "\udce9" not in servicer._server_status
+
+
+def test_a_table_entry_go_cannot_hold_leaves_the_others_served():
+    """An entry put in the servicer's table without set() that Go can't
+    hold: the others are still served, and later changes reach probes."""
+
+    def setup(server, state):
+        servicer = pygrpc_native.health.HealthServicer()
+        servicer.set("a", h.SERVING)
+        servicer._server_status["bad"] = 2**40
+        health_pb2_grpc.add_HealthServicer_to_server(servicer, server)
+        state.record("servicer", servicer)
+
+    with running("native", setup) as run:
+        servicer = run.state.wait_for("servicer")
+        servicer.set("a", h.NOT_SERVING)
+        servicer.set("b", h.SERVING)
+        servicer.enter_graceful_shutdown()
+        assert [h.check(run.channel, s) for s in ("a", "b", "")] == [(SC.OK, "", h.NOT_SERVING)] * 3

@@ -182,9 +182,9 @@ func pgn_metrics(h C.int64_t, out *C.pgn_buffer) C.int {
 }
 
 //export pgn_enable_health
-func pgn_enable_health(h C.int64_t, changesOnly C.int32_t) C.int {
+func pgn_enable_health(h C.int64_t, changesOnly C.int32_t, methods C.uint32_t) C.int {
 	return withFront(h, func(f *front.Front) C.int {
-		f.Health().Enable(changesOnly != 0)
+		f.Health().Enable(changesOnly != 0, front.HealthMethods(methods))
 		return C.PGN_OK
 	})
 }

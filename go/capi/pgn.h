@@ -323,8 +323,12 @@ int pgn_tls_update(int64_t front, pgn_bytes material, char **err);
  * to int). */
 int pgn_metrics(int64_t front, pgn_buffer *out);
 
-/* pgn_enable_health answers grpc.health.v1.Health in Go from now on. */
-int pgn_enable_health(int64_t front, int32_t changes_only);
+/* pgn_enable_health answers methods of grpc.health.v1.Health in Go from now
+ * on: a mask of PGN_HEALTH_CHECK and PGN_HEALTH_WATCH, added to those already
+ * answered. */
+#define PGN_HEALTH_CHECK 1
+#define PGN_HEALTH_WATCH 2
+int pgn_enable_health(int64_t front, int32_t changes_only, uint32_t methods);
 
 /* pgn_set_health sets a service's status. Fails. */
 int pgn_set_health(int64_t front, pgn_bytes service, int32_t status, char **err);

@@ -12,8 +12,8 @@ import (
 )
 
 // The two methods of grpc.health.v1.Health that a front answers itself
-// once health is enabled (Health.Enable). Other methods of the service (List)
-// are routed like any other path.
+// once enabled (Health.Enable). Other methods of the service (List) are
+// routed like any other path.
 const (
 	healthCheckPath = "/grpc.health.v1.Health/Check"
 	healthWatchPath = "/grpc.health.v1.Health/Watch"
@@ -26,8 +26,10 @@ const detailsBadRequest = "Exception deserializing request!"
 // watchBacklog bounds the statuses queued for one Watch stream whose client
 // reads slower than statuses change; past it the oldest queued one is
 // dropped, so the stream always ends on the latest status and a stalled
-// client can't make the server hold more than this.
-const watchBacklog = 64
+// client can't make the server hold more than this (16 KiB). grpcio's
+// queue has no bound: a burst of set() calls, however long, reaches a
+// client that reads, and this one is as long as a burst is likely to be.
+const watchBacklog = 4096
 
 // healthTable is a front's health status table (service name -> status).
 // Its semantics are grpcio-health-checking's: the
@@ -177,15 +179,33 @@ func (h *healthTable) unwatch(service string, w *healthWatcher) {
 // probes never wait for Python (not for the GIL, not for a free worker).
 type Health struct {
 	table atomic.Pointer[healthTable] // nil until Enable; never replaced
+	// answered: the HealthMethods answered (bits only ever added).
+	answered atomic.Uint32
 }
 
-// Enable makes the front answer grpc.health.v1.Health's Check and Watch
-// itself, from its status table, from now on. changesOnly chooses how Watch
+// HealthMethods says which of grpc.health.v1.Health's methods the front
+// answers: a server that registered only one of them (or its servicer
+// under another name) has the other answered as any other path.
+type HealthMethods uint32
+
+const (
+	HealthCheck HealthMethods = 1 << iota
+	HealthWatch
+)
+
+// Enable makes the front answer methods of grpc.health.v1.Health itself,
+// from its status table, from now on. changesOnly chooses how Watch
 // streams that start from now on follow the table (healthTable). Enabling
-// it again keeps the table.
-func (hs *Health) Enable(changesOnly bool) {
+// again keeps the table and adds methods to those answered.
+func (hs *Health) Enable(changesOnly bool, methods HealthMethods) {
 	hs.table.CompareAndSwap(nil, newHealthTable())
 	hs.table.Load().changesOnly.Store(changesOnly)
+	for {
+		old := hs.answered.Load()
+		if hs.answered.CompareAndSwap(old, old|uint32(methods)) {
+			return
+		}
+	}
 }
 
 // errHealthDisabled is Set or EnterShutdown before Enable.
@@ -226,7 +246,19 @@ func (hs *Health) cancelWatches() {
 // a path the service doesn't answer (or while it is off).
 func (hs *Health) answers(path string) *healthTable {
 	t := hs.table.Load() // first: most fronts never enable health
-	if t == nil || (path != healthCheckPath && path != healthWatchPath) {
+	if t == nil {
+		return nil
+	}
+	var m HealthMethods
+	switch path {
+	case healthCheckPath:
+		m = HealthCheck
+	case healthWatchPath:
+		m = HealthWatch
+	default:
+		return nil
+	}
+	if HealthMethods(hs.answered.Load())&m == 0 {
 		return nil
 	}
 	return t

@@ -19,7 +19,7 @@ func startHealthFront(t *testing.T, extra string) (*Front, healthpb.HealthClient
 	f, _ := startFront(t, extra, func(_ *Front, e Event) {
 		t.Errorf("a health call reached the event queue: %+v", e)
 	})
-	f.Health().Enable(false)
+	f.Health().Enable(false, HealthCheck|HealthWatch)
 	cc, err := grpc.NewClient(fmt.Sprintf("127.0.0.1:%d", f.Port()),
 		grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -133,7 +133,7 @@ func TestHealthOrderedFrontDoesNotStall(t *testing.T) {
 	// place up at once, or calls after a long Watch on the same connection
 	// would wait for the Watch to end.
 	f, _ := startFront(t, `, "ordered": true`, echo)
-	f.Health().Enable(false)
+	f.Health().Enable(false, HealthCheck|HealthWatch)
 	cc, err := grpc.NewClient(fmt.Sprintf("127.0.0.1:%d", f.Port()),
 		grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -157,7 +157,7 @@ func TestHealthOrderedFrontDoesNotStall(t *testing.T) {
 
 func TestHealthWatchChangesOnly(t *testing.T) {
 	f, hc := startHealthFront(t, "")
-	f.Health().Enable(true)
+	f.Health().Enable(true, HealthCheck|HealthWatch)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	stream, err := hc.Watch(ctx, &healthpb.HealthCheckRequest{Service: "svc"})

@@ -116,12 +116,13 @@ def _named(options: Sequence[Any]) -> Iterable[Tuple[str, Any]]:
 
 # The attribute that marks the methods of pygrpc_native.health's
 # servicers, which a server answers in Go instead of calling them. It holds
-# the function that, given such a method (bound to its servicer) and the
-# server's front, makes Go answer for the servicer, if Go can; so the
-# servers need not know the health package, which builds on them.
+# the function that, given such a method (bound to its servicer), the
+# server's front and the path the method is served at, makes Go answer for
+# the servicer, if Go can; so the servers need not know the health package,
+# which builds on them.
 NATIVE_HEALTH_HOOK = "_pygrpc_native_health"
 
-NativeHealthHook = Callable[[Any, "NativeGrpcFront"], None]
+NativeHealthHook = Callable[[Any, "NativeGrpcFront", str], None]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -385,7 +386,7 @@ class ServerCore:
             # From now on Go may answer Check and Watch before the method
             # table is consulted; the method stays registered below only for
             # a call already routed here by a lookup.
-            serve_health_natively(behavior, self.front)
+            serve_health_natively(behavior, self.front, path)
         method_id = self.front.add_method(path, bool(response_streaming), bool(request_streaming))
         if known or method_id not in self.methods:
             self.methods[method_id] = Method(path, handler if known else None)

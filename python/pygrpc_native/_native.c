@@ -1496,13 +1496,14 @@ static PyObject *Front_metrics(PyObject *self, PyObject *unused) {
 /* ---- native health service (grpc.health.v1.Health) --------------------- */
 
 static PyObject *Front_enable_health(PyObject *self, PyObject *args, PyObject *kwds) {
-    static char *kwlist[] = {"changes_only", NULL};
-    int changes_only = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|p:enable_health", kwlist, &changes_only)) {
+    static char *kwlist[] = {"changes_only", "check", "watch", NULL};
+    int changes_only = 0, check = 1, watch = 1;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|p$pp:enable_health", kwlist, &changes_only, &check, &watch)) {
         return NULL;
     }
+    uint32_t methods = (check ? PGN_HEALTH_CHECK : 0) | (watch ? PGN_HEALTH_WATCH : 0);
     int64_t h = front_handle(self);
-    if (h == 0 || failed(pgn_enable_health(h, changes_only), NULL) < 0) {
+    if (h == 0 || failed(pgn_enable_health(h, changes_only, methods), NULL) < 0) {
         return NULL;
     }
     Py_RETURN_NONE;
@@ -1680,7 +1681,8 @@ static PyMethodDef Front_methods[] = {
     {"call_details", (PyCFunction)Front_call_details, METH_O,
      "call_details($self, call_id, /)\n--\n\nA dict describing a live call."},
     {"enable_health", (PyCFunction)(void (*)(void))Front_enable_health, METH_VARARGS | METH_KEYWORDS,
-     "enable_health($self, /, changes_only=False)\n--\n\nAnswer grpc.health.v1.Health's Check and Watch in Go, "
+     "enable_health($self, /, changes_only=False, *, check=True, watch=True)\n--\n\nAnswer grpc.health.v1.Health's "
+     "Check and Watch (those of the two given True, added to those already answered) in Go, "
      "from the front's status table (\"\" starts SERVING), from now on. Watch streams send each "
      "set_health() of their service, or with changes_only=True, the latest status when it differs from the "
      "last one sent."},

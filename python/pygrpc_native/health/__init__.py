@@ -37,7 +37,9 @@ OVERALL_HEALTH: str = _reference.OVERALL_HEALTH
 
 class HealthServicer(NativeHealth, _reference.HealthServicer):
     """grpcio-health-checking's servicer whose statuses also live in Go.
-    Watch streams get every set() of their service, as with grpcio's."""
+    Watch streams get every set() of their service, as with grpcio's (up to
+    4,096 waiting for a client that reads slower than set() is called; past
+    that the oldest are dropped, the latest always sent)."""
 
     _lock: Any
     _server_status: Dict[str, int]

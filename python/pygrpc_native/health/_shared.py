@@ -20,12 +20,22 @@ def mark_native(method: Callable[..., Any]) -> Callable[..., Any]:
     return method
 
 
-def _serve_natively(behavior: Any, front: NativeGrpcFront) -> None:
-    """The hook of marked methods: Go answers Check and Watch on ``front``
-    from now on, if the servicer of ``behavior`` lets it (native_servicer)."""
+# The paths Go answers, each for the servicer method of its last part.
+_HEALTH_PATH = "/grpc.health.v1.Health/"
+
+
+def _serve_natively(behavior: Any, front: NativeGrpcFront, path: str) -> None:
+    """The hook of marked methods: Go answers ``behavior`` (Check or Watch)
+    on ``front`` from now on, if it is served at its own path of
+    grpc.health.v1.Health (a servicer registered under another name, or
+    one method of it alone, is served as any other, as on grpcio) and its
+    servicer lets Go answer (native_servicer)."""
+    name = getattr(behavior, "__name__", None)
+    if name not in ("Check", "Watch") or path != _HEALTH_PATH + name:
+        return
     servicer = native_servicer(behavior)
     if servicer is not None:
-        servicer._serve_on(front)
+        servicer._serve_on(front, name)
 
 
 class NativeHealth:
@@ -61,27 +71,50 @@ class NativeHealth:
             except RuntimeError:
                 self._fronts.discard(front)  # the front is closed: its server is gone
 
-    def _serve_on(self, front: NativeGrpcFront) -> None:
-        """Answers Check and Watch on front in Go from now on, with this
-        servicer's statuses."""
+    def _serve_on(self, front: NativeGrpcFront, method: str) -> None:
+        """Answers method ("Check" or "Watch") on front in Go from now on,
+        with this servicer's statuses (copied to the front the first time)."""
         with self._native_lock:
-            front.enable_health(changes_only=self._WATCH_CHANGES_ONLY)
+            front.enable_health(
+                changes_only=self._WATCH_CHANGES_ONLY, check=method == "Check", watch=method == "Watch"
+            )
+            if front in self._fronts:
+                return
             statuses, shut_down = self._native_state()
             for service, status in statuses.items():
-                front.set_health(service, status)
+                try:
+                    front.set_health(service, status)
+                except (TypeError, ValueError, OverflowError):
+                    # Only set() fills the table, and it refuses what Go
+                    # can't hold; an entry put there another way is left
+                    # out rather than leave the front without the others.
+                    continue
             if shut_down:
                 front.enter_health_shutdown()
             self._fronts.add(front)
 
 
 def checked(service: Any, status: Any) -> Tuple[str, int]:
-    """(service, status) of a set() call, or TypeError."""
+    """(service, status) of a set() call: TypeError for a service that
+    isn't a str or a status that isn't an int (a bool included), ValueError
+    for one the wire can't carry (a name that isn't UTF-8, a status outside
+    int32), checked before anything changes. (grpcio-health-checking stores
+    them, and each later Check or Watch of the service fails.)"""
     if not isinstance(service, str):
         raise TypeError(f"service must be a str, not {type(service).__name__}")
+    if isinstance(status, bool):
+        raise TypeError(f"status must be a HealthCheckResponse.ServingStatus value, not {status!r}")
     try:
-        return service, operator.index(status)
+        value = operator.index(status)
     except TypeError:
         raise TypeError(f"status must be a HealthCheckResponse.ServingStatus value, not {status!r}") from None
+    if not -(2**31) <= value < 2**31:
+        raise ValueError(f"status {value} is outside the enum's int32 range")
+    try:
+        service.encode("utf-8")
+    except UnicodeEncodeError as err:
+        raise ValueError(f"service {service!r} can't be sent: {err.reason}") from None
+    return service, value
 
 
 def native_servicer(behavior: Any) -> Optional[NativeHealth]:
