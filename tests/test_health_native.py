@@ -133,6 +133,27 @@ def test_low_level_health_needs_enabling():
     front.set_health("", h.NOT_SERVING)
 
 
+def test_low_level_health_answers_the_methods_enabled():
+    """enable_health(check=..., watch=...) answers those methods in Go and
+    adds to what is answered; a method not enabled is routed as any path
+    (here: unknown, so UNIMPLEMENTED in Go)."""
+    front = pygrpc_native.NativeGrpcFront("127.0.0.1:0", [])
+    front.start()
+    try:
+        front.enable_health(check=True, watch=False)
+        with grpc.insecure_channel(f"127.0.0.1:{front.port}") as channel:
+            check = h.check(channel, "")
+            watch = h.Watch(channel, "", timeout=2)
+            first = watch.next()
+            front.enable_health(watch=True, check=False)
+            again = h.Watch(channel, "", timeout=2)
+            second = again.next()
+            again.close()
+    finally:
+        front.stop(0)
+    assert (check, first, second) == ((SC.OK, "", h.SERVING), (SC.UNIMPLEMENTED, "Method not found!"), h.SERVING)
+
+
 # -- a handler holds the GIL -------------------------------------------------------
 
 
