@@ -730,3 +730,49 @@ def test_sync_handler_client_cancel():
         return cancelled, finished, run.state.event("callback").wait(0.5)
 
     same(setup, scenario)
+
+
+def test_context_calls_after_the_deadline_passed():
+    """A coroutine handler that catches the cancellation of a passed
+    deadline, then sends initial metadata or aborts, and a non-coroutine
+    handler that sends initial metadata after it: grpc.aio's sends fail
+    with its core's ExecuteBatchError; ours returned, raised AbortError
+    (as if the status had gone), and raised grpc.RpcError."""
+
+    def setup(server, state):
+        async def late(req, ctx):
+            try:
+                await asyncio.sleep(5)
+            except asyncio.CancelledError:
+                pass
+            seen = []
+            for attempt in (lambda: ctx.send_initial_metadata((("k", "v"),)), lambda: ctx.abort(SC.INTERNAL, "late")):
+                try:
+                    await attempt()
+                    seen.append("returned")
+                except Exception as exc:  # noqa: BLE001
+                    seen.append(type(exc).__name__)
+            state.record("seen", seen)
+            return b"x"
+
+        def late_sync(req, ctx):
+            # grpc.aio's sync context has no is_active(): the time left says it.
+            time.sleep(ctx.time_remaining() + 0.2)
+            try:
+                ctx.send_initial_metadata((("k", "v"),))
+                state.record("sync", "returned")
+            except Exception as exc:  # noqa: BLE001
+                state.record("sync", type(exc).__name__)
+            return b"x"
+
+        setup_handlers({"M": unary(late), "S": grpc.unary_unary_rpc_method_handler(late_sync)})(server, state)
+
+    def scenario(run):
+        codes = [call_unary(run.channel, method(m), timeout=0.3).code for m in ("M", "S")]
+        return codes, run.state.wait_for("seen"), run.state.wait_for("sync")
+
+    assert same(setup, scenario) == (
+        [SC.DEADLINE_EXCEEDED] * 2,
+        ["ExecuteBatchError", "ExecuteBatchError"],
+        "ExecuteBatchError",
+    )

@@ -170,7 +170,7 @@ class SyncContextBase(CallInfo, grpc.ServicerContext):
         if not self.is_active():
             # As grpcio: the call is gone. The error is remembered so that, if
             # the handler lets it through, it isn't reported as the handler's.
-            error = grpc.RpcError()
+            error = self._gone_error()
             call.gone_errors += (error,)
             raise error
         if call.initial_metadata_sent:
@@ -196,6 +196,10 @@ class SyncContextBase(CallInfo, grpc.ServicerContext):
             if fixed is None:
                 raise
             call.front.send_initial_metadata(call.call_id, fixed)  # refused for its content: ValueError
+
+    def _gone_error(self) -> Exception:
+        """What send_initial_metadata() raises once the call is gone."""
+        return grpc.RpcError()
 
     def _initial_metadata_again(self) -> NoReturn:
         """send_initial_metadata() once the initial metadata went out."""

@@ -232,11 +232,13 @@ class ServicerContext(AioStatus, CallInfo, grpc.aio.ServicerContext):
             return False  # the server has stopped: the call has ended
         return bool(ok)
 
-    async def _finish(self, code: Any, details: Optional[str], payload: Optional[bytes] = None) -> None:
-        """Sends the status (once). ``code`` is an int or grpc.StatusCode."""
+    async def _finish(self, code: Any, details: Optional[str], payload: Optional[bytes] = None) -> bool:
+        """Sends the status (once). ``code`` is an int or grpc.StatusCode.
+        False when the call had ended before (here, or in Go: a client
+        cancel, a deadline, a stop)."""
         call = self._call
         if call.ended:
-            return
+            return False
         call.ended = True
         if call.requests is not None:
             self._waits.ended(call.call_id)  # a reader the handler left running
@@ -245,10 +247,14 @@ class ServicerContext(AioStatus, CallInfo, grpc.aio.ServicerContext):
         metadata = call.trailing_metadata or None
         try:
             if value == 0 and payload is not None and not details and metadata is None:
-                if self._send_now(front.respond, payload) is None:
-                    await self._post(front.respond, payload)
-            elif self._send_now(front.finish, value, details, metadata, payload) is None:
-                await self._post(front.finish, value, details, metadata, payload)
+                sent = self._send_now(front.respond, payload)
+                if sent is None:
+                    sent = await self._post(front.respond, payload)
+            else:
+                sent = self._send_now(front.finish, value, details, metadata, payload)
+                if sent is None:
+                    sent = await self._post(front.finish, value, details, metadata, payload)
+            return bool(sent)
         except ValueError:
             # Metadata gRPC can't carry: Go has already ended the call.
             _LOGGER.error("Cannot send trailing metadata %r", call.trailing_metadata)
@@ -256,6 +262,7 @@ class ServicerContext(AioStatus, CallInfo, grpc.aio.ServicerContext):
             # Metadata of the wrong types: the call must end all the same.
             _LOGGER.error("Cannot send the status: %s", err)
             await self._post(front.finish, _CODE_VALUES[_UNKNOWN], f"Unexpected {type(err)}: {err}")
+        return True
 
     async def write(self, message: Any) -> None:
         try:
@@ -310,12 +317,12 @@ class ServicerContext(AioStatus, CallInfo, grpc.aio.ServicerContext):
         call.initial_metadata_sent = True  # before the await: a write meanwhile comes after it
         try:
             try:
-                await self._post(call.front.send_initial_metadata, metadata)
+                sent = await self._post(call.front.send_initial_metadata, metadata)
             except TypeError:
                 fixed = with_empty_none_keys(metadata)
                 if fixed is None:
                     raise
-                await self._post(call.front.send_initial_metadata, fixed)  # refused for its content
+                sent = await self._post(call.front.send_initial_metadata, fixed)  # refused for its content
         except TypeError:
             # Refused for its shape or types: nothing was sent, and the
             # handler may send again, as on grpc.aio.
@@ -326,6 +333,10 @@ class ServicerContext(AioStatus, CallInfo, grpc.aio.ServicerContext):
             # value that isn't printable ASCII): Go ended the call INTERNAL
             # "Invalid metadata", and grpc.aio raises its core's error.
             raise _cygrpc().ExecuteBatchError('Failed "execute_batch": invalid initial metadata') from None
+        if not sent:
+            # The call ended (a client cancel, a deadline): grpc.aio's send
+            # fails with its core's error.
+            raise _cygrpc().ExecuteBatchError('Failed "execute_batch": the call has ended')
 
     async def abort(self, code: grpc.StatusCode, details: str = "", trailing_metadata: Any = ()) -> NoReturn:
         call = self._call
@@ -337,7 +348,10 @@ class ServicerContext(AioStatus, CallInfo, grpc.aio.ServicerContext):
             raise _cygrpc().ExecuteBatchError("Failed grpc_call_start_batch: 1 with grpc_call_error value: 'GRPC_CALL_ERROR'")
         code, details = record_abort(call, code, details, trailing_metadata)
         call.keep_details()  # the handler's finally blocks may read them, as on grpc.aio
-        await self._finish(code, details)
+        if not await self._finish(code, details):
+            # The call had ended in Go (a client cancel, a deadline):
+            # grpc.aio's status op fails with its core's error.
+            raise _cygrpc().ExecuteBatchError('Failed "execute_batch": the call has ended')
         call.aborted = True
         raise grpc.aio.AbortError("Locally aborted.")
 
@@ -441,6 +455,10 @@ class SyncHandlerContext(AioStatus, SyncContextBase):
 
     def _initial_metadata_after_the_answer(self) -> None:
         raise grpc.aio.UsageError("RPC already finished.")  # as grpc.aio's
+
+    def _gone_error(self) -> Exception:
+        # grpc.aio's sync context sends through the loop: its core's error.
+        return _cygrpc().ExecuteBatchError('Failed "execute_batch": the call has ended')
 
     def set_compression(self, compression: grpc.Compression) -> None:
         # As grpc.aio's context: RuntimeError once the initial metadata is
