@@ -1080,14 +1080,20 @@ def _registered_non_handler_setup(flavour):
     return setup
 
 
-def _echo_bad_echo(run):
+def _outcomes(run, methods):
+    """The answer to b"x", or (code, details), of a unary call to each
+    method in turn."""
     outcomes = []
-    for m in ("Echo", "Bad", "Echo"):
+    for m in methods:
         try:
             outcomes.append(run.channel.unary_unary(method(m))(b"x", timeout=5))
         except grpc.RpcError as err:
             outcomes.append((err.code(), err.details()))
     return outcomes
+
+
+def _echo_bad_echo(run):
+    return _outcomes(run, ("Echo", "Bad", "Echo"))
 
 
 def test_a_registered_handler_that_is_no_handler_aio():
@@ -1130,12 +1136,7 @@ def test_known_difference_an_interceptor_that_gives_a_non_handler_sync(caplog):
     with caplog.at_level(logging.ERROR, logger="grpc._server"), running(
         "native", setup, interceptors=(_GivesAFunction(),)
     ) as run:
-        outcomes = []
-        for m in ("Echo", "Unknown", "Echo"):
-            try:
-                outcomes.append(run.channel.unary_unary(method(m))(b"x", timeout=5))
-            except grpc.RpcError as err:
-                outcomes.append((err.code(), err.details()))
+        outcomes = _outcomes(run, ("Echo", "Unknown", "Echo"))
     assert outcomes == [(SC.UNKNOWN, "Error in service handler!")] * 3
     logs = {(r.name, r.getMessage()) for r in caplog.records if r.name.startswith(("grpc.", "pygrpc_native"))}
     assert logs == {("grpc._server", "Exception servicing handler: 'function' object has no attribute 'request_streaming'")}
