@@ -102,6 +102,39 @@ def test_experimental_non_blocking_behavior_raises():
     assert ref == (SC.UNKNOWN, "Exception calling application: nb boom")
 
 
+@pytest.mark.parametrize("value", ["s", 5, bytearray(b"ba")], ids=["str", "int", "bytearray"])
+@pytest.mark.parametrize("caught", [True, False], ids=["caught", "uncaught"])
+def test_experimental_non_blocking_callback_given_what_is_not_bytes(value, caught):
+    """grpcio's callback raises TypeError to its caller for a response
+    that isn't bytes (no serializer): a behavior that catches it goes on.
+    Ours ended the call UNKNOWN at once and returned: the behavior went
+    on unaware, and what it sent later was lost."""
+
+    def setup(server, state):
+        def behavior(req, ctx, send_response_callback=None):
+            send_response_callback(b"1")
+            try:
+                send_response_callback(value)
+            except TypeError as err:
+                state.record("raised", str(err))
+                if not caught:
+                    raise
+            send_response_callback(b"3")
+            send_response_callback(None)
+
+        behavior.experimental_non_blocking = True
+        setup_handlers({"S": stream(behavior)})(server, state)
+
+    def scenario(run):
+        out = call_stream(run.channel, method("S"))
+        return out.code, out.details, out.responses, run.state.wait_for("raised")
+
+    wanted = f"Argument 'message' has incorrect type (expected bytes, got {type(value).__name__})"
+    assert same(setup, scenario) == (
+        (SC.OK, "", (b"1", b"3"), wanted) if caught else (SC.UNKNOWN, "Exception calling application: " + wanted, (b"1",), wanted)
+    )
+
+
 def test_experimental_non_blocking_is_ignored_for_unary_methods():
     def setup(server, state):
         def behavior(req, ctx, send_response_callback=None):

@@ -368,6 +368,11 @@ class CallRunner:
         cancel and deadline end it as usual) without holding a thread."""
 
         def send_response(response: Any) -> None:
+            if response is not None and serializer is None and not isinstance(response, bytes):
+                # grpcio's callback hands it to its core's send op, whose
+                # argument check raises here, to the caller; the call goes
+                # on.
+                raise TypeError(f"Argument 'message' has incorrect type (expected bytes, got {type(response).__name__})")
             if not call.ended:
                 end = self._send_response(call, response, serializer)
                 if end is not _SENT and end is not None:
