@@ -133,6 +133,44 @@ def test_handler_exception_user_defined_class():
     assert ref.code == SC.UNKNOWN and ref.details.endswith("MyError'>: mine")
 
 
+class _NotAnException(BaseException):
+    pass
+
+
+class _Unprintable(Exception):
+    def __str__(self):
+        raise RuntimeError("str() failed")
+
+
+def test_handler_raising_a_base_exception(caplog):
+    """A BaseException that isn't an Exception (nor KeyboardInterrupt or
+    SystemExit): grpc.aio logs it under its core's logger and leaves the
+    call to its deadline; ours said nothing until asyncio collected the
+    task ("Task exception was never retrieved")."""
+
+    def scenario(run):
+        caplog.clear()
+        with caplog.at_level(logging.ERROR, logger="grpc._cython.cygrpc"):
+            out = call_unary(run.channel, method("M"), timeout=0.5)
+            time.sleep(0.1)
+        logs = sorted({(r.name, r.getMessage()) for r in caplog.records if r.name == "grpc._cython.cygrpc"})
+        return out.code, logs
+
+    assert same(setup_handlers({"M": unary(_raise(_NotAnException("nae")))}), scenario) == (
+        SC.DEADLINE_EXCEEDED,
+        [("grpc._cython.cygrpc", "Exception not handled by _handle_exceptions in servicer method [/diff.Diff/M]")],
+    )
+
+
+def test_known_difference_handler_raising_an_unprintable_exception():
+    """README: an exception whose str() raises: grpc.aio's handling of it
+    fails and leaves the call to its deadline; ours answers UNKNOWN with
+    the exception's class."""
+    ref, ours = both(setup_handlers({"M": unary(_raise(_Unprintable()))}), lambda run: call_unary(run.channel, method("M"), timeout=0.5).brief())
+    assert ref[0] == SC.DEADLINE_EXCEEDED
+    assert ours == (SC.UNKNOWN, f"Unexpected {_Unprintable}")
+
+
 def test_stream_write_style_exception_midway():
     async def handler(req, ctx):
         await ctx.write(b"one")

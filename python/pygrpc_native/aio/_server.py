@@ -284,7 +284,15 @@ class _AioServer(ServerCore):
             AIO_LOG.error("Unexpected [%s] raised by servicer method [%s]", type(exc).__name__, method.path, exc_info=exc)
             if context_refs(ctx) > held:
                 call.keep_details()  # (the exception's frames may be all that holds it)
-            await ctx._finish(failure_code(call), f"Unexpected {type(exc)}: {exc}")
+            try:
+                details = f"Unexpected {type(exc)}: {exc}"
+            except Exception:  # noqa: BLE001 - its str() raised: grpc.aio never answers then (README)
+                details = f"Unexpected {type(exc)}"
+            await ctx._finish(failure_code(call), details)
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException:  # noqa: BLE001 - as grpc.aio: logged, and the call left to its deadline
+            AIO_LOG.exception("Exception not handled by _handle_exceptions in servicer method [%s]", method.path)
         finally:
             self._call_tasks.pop(call.call_id, None)
             if call.requests is not None:
