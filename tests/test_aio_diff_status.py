@@ -653,3 +653,34 @@ def test_handler_failures_are_logged_where_grpc_aio_logs_them(caplog):
             ("grpc._cython.cygrpc", "Unexpected [RuntimeError] raised by servicer method [/diff.Diff/Boom]"),
         ],
     )
+
+
+def test_status_refused_for_its_details_or_metadata_is_logged_as_grpc_aio_logs_it(caplog):
+    """Details that can't be encoded (a lone surrogate) and trailing
+    metadata gRPC can't carry (an uppercase key): grpc.aio logs them under
+    its core's logger as the handler's error and its core's refusal; ours
+    logged "Cannot send trailing metadata" for both."""
+
+    async def bad_details(req, ctx):
+        ctx.set_code(SC.NOT_FOUND)
+        ctx.set_details("bad \ud800 x")
+
+    async def bad_key(req, ctx):
+        ctx.set_trailing_metadata((("Upper", "v"),))
+        return b"r"
+
+    def scenario(run):
+        caplog.clear()
+        with caplog.at_level(logging.ERROR, logger="grpc._cython.cygrpc"):
+            codes = [call_unary(run.channel, method(m), timeout=0.5).code for m in ("D", "K")]
+            time.sleep(0.1)
+        logs = sorted({r.getMessage() for r in caplog.records if r.name == "grpc._cython.cygrpc"})
+        return codes, logs
+
+    assert same(setup_handlers({"D": unary(bad_details), "K": unary(bad_key)}), scenario) == (
+        [SC.DEADLINE_EXCEEDED, SC.INTERNAL],
+        [
+            "ExecuteBatchError raised in core by servicer method [/diff.Diff/K]",
+            "Unexpected [UnicodeEncodeError] raised by servicer method [/diff.Diff/D]",
+        ],
+    )

@@ -18,6 +18,7 @@ import grpc
 import grpc.aio
 
 from .._call_state import CallState
+from .._grpc_logs import AIO_LOG
 from .._context import CallInfo, SyncContextBase, check_binary_values, compression_name, refuse_ok_abort, with_empty_none_keys
 from ._waits import FINISHED, LoopWaits, check_open
 
@@ -255,9 +256,16 @@ class ServicerContext(AioStatus, CallInfo, grpc.aio.ServicerContext):
                 if sent is None:
                     sent = await self._post(front.finish, value, details, metadata, payload)
             return bool(sent)
+        except UnicodeEncodeError as err:
+            # Details that can't be encoded (a lone surrogate): nothing was
+            # sent, and the call is left to its deadline, as grpc.aio leaves
+            # it, which reports the error as the handler's.
+            AIO_LOG.error("Unexpected [%s] raised by servicer method [%s]", type(err).__name__, call.method, exc_info=err)
         except ValueError:
-            # Metadata gRPC can't carry: Go has already ended the call.
-            _LOGGER.error("Cannot send trailing metadata %r", call.trailing_metadata)
+            # Metadata gRPC can't carry: Go has already ended the call
+            # (INTERNAL "Invalid metadata"); logged as grpc.aio logs its
+            # core's refusal.
+            AIO_LOG.error("ExecuteBatchError raised in core by servicer method [%s]", call.method)
         except TypeError as err:
             # Metadata of the wrong types: the call must end all the same.
             _LOGGER.error("Cannot send the status: %s", err)
