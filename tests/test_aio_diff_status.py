@@ -8,6 +8,8 @@ grpc.aio's outcomes are part of the contract, so the tests pin them too.
 The representative cases also run on uvloop.
 """
 
+import array
+import decimal
 import enum
 import logging
 import time
@@ -423,8 +425,9 @@ class _Bytes(bytes):
 
 @pytest.mark.parametrize(
     "value",
-    [5, bytearray(b"ba"), memoryview(b"mv"), _Bytes(b"sub")],
-    ids=["int", "bytearray", "memoryview", "bytes-subclass"],
+    [5, bytearray(b"ba"), memoryview(b"mv"), _Bytes(b"sub"), array.array("b", b"ar"), decimal.Decimal(1)],
+    # C types are named with their module, as grpc.aio's (C) check names them.
+    ids=["int", "bytearray", "memoryview", "bytes-subclass", "array", "decimal"],
 )
 def test_response_that_is_not_bytes(value):
     # grpc.aio sends bytes only (exactly bytes: ours sent a subclass of
@@ -461,7 +464,8 @@ def test_response_that_is_not_bytes(value):
             call_stream(run.channel, method(m), timeout=2).brief() for m in ("G", "W", "PS")
         ]
 
-    expected = (SC.UNKNOWN, f"Unexpected <class 'TypeError'>: Expected bytes, got {type(value).__name__}")
+    name = {array.array: "array.array", decimal.Decimal: "decimal.Decimal"}.get(type(value), type(value).__name__)
+    expected = (SC.UNKNOWN, f"Unexpected <class 'TypeError'>: Expected bytes, got {name}")
     assert same(setup, scenario) == [expected] * 5
 
 

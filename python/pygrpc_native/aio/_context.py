@@ -146,8 +146,22 @@ def serialize(serializer: Optional[Callable[[Any], Any]], message: Any) -> bytes
     if message is None:
         return b""
     if type(message) is not bytes:
-        raise TypeError(f"Expected bytes, got {type(message).__name__}")
+        raise TypeError(f"Expected bytes, got {type_name(type(message))}")
     return message
+
+
+_IMMUTABLE_TYPE = 1 << 8  # Py_TPFLAGS_IMMUTABLETYPE: C types, static or made from a spec
+_HEAP_TYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE
+
+
+def type_name(cls: type) -> str:
+    """A type's name as C code's messages give it (tp_name), grpc.aio's
+    included: a class defined in Python by its name, a C type with its
+    module ("_asyncio.Future", "array.array"), a builtin alone ("int")."""
+    defined_in_python = cls.__flags__ & _HEAP_TYPE and not cls.__flags__ & _IMMUTABLE_TYPE
+    if defined_in_python or cls.__module__ == "builtins":
+        return cls.__name__
+    return f"{cls.__module__}.{cls.__name__}"
 
 
 def send_blocking(call: CallState, send: Callable[..., Optional[bool]], *args: Any) -> Optional[bool]:
