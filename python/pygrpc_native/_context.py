@@ -10,6 +10,7 @@ server that runs it.
 from __future__ import annotations
 
 import collections
+import logging
 import time
 from typing import Any, Callable, Dict, List, Mapping, NoReturn, Optional, Sequence, Tuple
 
@@ -54,14 +55,14 @@ def peer_identities_of(details: Mapping[str, Any]) -> Optional[List[bytes]]:
     return list(details["auth_context"][key])
 
 
-def refuse_ok_abort(code: Any, details: Any) -> Tuple[Any, Any]:
+def refuse_ok_abort(code: Any, details: Any, log: logging.Logger = SERVER_LOG) -> Tuple[Any, Any]:
     """The status an abort(code, details) ends its call with. abort() with
     OK is a misuse that grpcio's sync server answers UNKNOWN with no
     details, and grpc.aio's leaves unanswered until the call's deadline:
     both servers here answer it as the sync one (README: known
-    differences)."""
+    differences), and log it where each of grpcio's logs it (log)."""
     if code == grpc.StatusCode.OK:
-        SERVER_LOG.error("abort() called with StatusCode.OK; returning UNKNOWN")
+        log.error("abort() called with StatusCode.OK; returning UNKNOWN")
         return grpc.StatusCode.UNKNOWN, ""
     return code, details
 

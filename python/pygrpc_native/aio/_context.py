@@ -130,7 +130,7 @@ def record_abort(call: CallState, code: Any, details: Any, trailing_metadata: An
     else:
         call.details = details
     call.code = _NONE_GIVEN if code is None else code  # type: ignore[assignment]  # as AioCode.set_code
-    return refuse_ok_abort(status_code(code), details)
+    return refuse_ok_abort(status_code(code), details, AIO_LOG)
 
 
 def serialize(serializer: Optional[Callable[[Any], Any]], message: Any) -> bytes:
