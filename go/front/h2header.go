@@ -168,14 +168,11 @@ func decodeBinaryValue(v string) (string, error) {
 func parseTimeout(v string) (time.Duration, error) {
 	i := skipSpaces(v, 0)
 	digits := i
-	var n int64
-	infinite := false
+	var n int64 // once over a billion, no longer read: no deadline
 	for ; i < len(v) && v[i] >= '0' && v[i] <= '9'; i++ {
-		if n > 1_000_000_000 {
-			infinite = true
-			continue
+		if n <= 1_000_000_000 {
+			n = n*10 + int64(v[i]-'0')
 		}
-		n = n*10 + int64(v[i]-'0')
 	}
 	if i == digits {
 		return 0, fmt.Errorf("timeout %q has no digits", v)
@@ -204,7 +201,7 @@ func parseTimeout(v string) (time.Duration, error) {
 	if skipSpaces(v, i+1) != len(v) {
 		return 0, fmt.Errorf("timeout %q has more after its unit", v)
 	}
-	if infinite || n > 1_000_000_000 {
+	if n > 1_000_000_000 {
 		return time.Duration(1<<63 - 1), nil
 	}
 	d := time.Duration(n) * unit
