@@ -579,3 +579,95 @@ def test_writes_to_a_slow_reader_all_arrive(flavour, handler_kind):
         return len(got), [m[:3] for m in got] == [b"%03d" % i for i in range(count)], all(m[3:] == big for m in got)
 
     assert same(setup, scenario, loop=flavour.name) == (count, True, True)
+
+
+def _refuses_bad(message):
+    if message == b"bad":
+        raise ValueError("bad message")
+    return message
+
+
+def _iterate_past_errors(requests, got):
+    """Iterates a sync request iterator, going on past ValueErrors."""
+    for _attempt in range(3):
+        try:
+            for request in requests:
+                got.append(request)
+            return
+        except ValueError:
+            got.append("ValueError")
+
+
+async def _iterate_past_errors_async(requests, got):
+    for _attempt in range(3):
+        try:
+            async for request in requests:
+                got.append(request)
+            return
+        except ValueError:
+            got.append("ValueError")
+
+
+def test_request_iteration_ends_at_a_deserializer_error():
+    """grpc.aio's request iterator is a generator (async for a coroutine
+    handler): once the deserializer raised in a step, it has ended, and a
+    handler that catches the error and iterates again gets nothing more;
+    ours went on with the messages after the bad one."""
+
+    def setup(server, state):
+        async def coroutine(requests, ctx):
+            got = []
+            await _iterate_past_errors_async(requests, got)
+            state.record("coroutine", got)
+            return b""
+
+        def plain(requests, ctx):
+            got = []
+            _iterate_past_errors(requests, got)
+            state.record("plain", got)
+            return b""
+
+        setup_handlers(
+            {
+                "C": grpc.stream_unary_rpc_method_handler(coroutine, request_deserializer=_refuses_bad),
+                "P": grpc.stream_unary_rpc_method_handler(plain, request_deserializer=_refuses_bad),
+            }
+        )(server, state)
+
+    def scenario(run):
+        sent = [b"a", b"b", b"bad", b"c", b"d"]
+        codes = [run.channel.stream_unary(method(m)).with_call(iter(sent), timeout=WAIT)[1].code() for m in "CP"]
+        return codes, run.state.wait_for("coroutine"), run.state.wait_for("plain")
+
+    assert same(setup, scenario) == ([SC.OK, SC.OK], [b"a", b"b", "ValueError"], [b"a", b"b", "ValueError"])
+
+
+def test_request_iterators_close():
+    """grpc.aio's request iterators close as generators do (close() for a
+    non-coroutine handler's, aclose() for what a coroutine's __aiter__()
+    gives): nothing more comes through them. Ours had neither method
+    (AttributeError)."""
+
+    def setup(server, state):
+        async def coroutine(requests, ctx):
+            iterator = requests.__aiter__()  # grpc.aio's: its async generator
+            first = await iterator.__anext__()
+            await iterator.aclose()
+            state.record("coroutine", (first, [r async for r in iterator]))
+            return b""
+
+        def plain(requests, ctx):
+            first = next(requests)
+            requests.close()
+            state.record("plain", (first, list(requests)))
+            return b""
+
+        setup_handlers(
+            {"C": grpc.stream_unary_rpc_method_handler(coroutine), "P": grpc.stream_unary_rpc_method_handler(plain)}
+        )(server, state)
+
+    def scenario(run):
+        codes = [run.channel.stream_unary(method(m)).with_call(iter([b"a", b"b", b"c"]), timeout=WAIT)[1].code() for m in "CP"]
+        return codes, run.state.wait_for("coroutine"), run.state.wait_for("plain")
+
+    assert same(setup, scenario) == ([SC.OK, SC.OK], (b"a", []), (b"a", []))

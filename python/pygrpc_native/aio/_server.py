@@ -37,7 +37,7 @@ import dataclasses
 import enum
 import inspect
 from concurrent import futures
-from typing import Any, Dict, NoReturn, Optional, Sequence
+from typing import Any, Callable, Dict, NoReturn, Optional, Sequence
 
 import grpc
 import grpc.aio
@@ -438,7 +438,26 @@ class PoolRequestIterator(RequestIterator):
     is sent, next() raises grpc.aio's error (check_open), as a read on the
     loop does there."""
 
-    __slots__ = ()
+    __slots__ = ("_over",)
+
+    def __init__(self, call: CallState, deserializer: Optional[Callable[[bytes], Any]]) -> None:
+        super().__init__(call, deserializer)
+        # grpc.aio's is a generator: once a step raised (an exception, or
+        # the stream's end), or it was closed, it stays ended.
+        self._over = False
+
+    def __next__(self) -> Any:
+        if self._over:
+            raise StopIteration()
+        try:
+            return super().__next__()
+        except BaseException:
+            self._over = True
+            raise
+
+    def close(self) -> None:
+        """Ends the iteration, as closing grpc.aio's generator does."""
+        self._over = True
 
     def _end_or_raise(self) -> NoReturn:
         check_open(self._call, FINISHED)

@@ -74,6 +74,7 @@ class RequestStream:
         "_iterating",
         "_cancelled",
         "_asked_past_end",
+        "_iteration_over",
     )
 
     def __init__(self, waits: "LoopWaits", call: "CallState", deserializer: Optional[Callable[[bytes], Any]]) -> None:
@@ -89,6 +90,10 @@ class RequestStream:
         self._iterating = False  # the read waiting (_waiter) is __anext__'s
         self._cancelled = False  # ended by the client's cancel
         self._asked_past_end = False  # see _past_end
+        # The async iteration ended (the stream's end, an exception out of
+        # a step, aclose()), as grpc.aio's async generator ends: later
+        # steps stop at once; read() goes on.
+        self._iteration_over = False
         self._top_up()
 
     def _top_up(self) -> None:
@@ -186,26 +191,38 @@ class RequestStream:
     async def __anext__(self) -> Any:
         # read(), without a coroutine of its own per message. grpc.aio's
         # iterator is an async generator: stepped while a step waits, it
-        # raises.
-        call = self._call
-        check_open(call, FINISHED)
-        if self._cancelled and not self._messages:
-            await asyncio.sleep(0)
-        while not self._messages:
-            if self._waiter is not None and self._iterating:
-                raise RuntimeError("anext(): asynchronous generator is already running")
-            if self._ended:
-                self._past_end()
-                raise StopAsyncIteration()
-            if self._waiter is not None:
-                raise StopAsyncIteration()
-            self._iterating = True
-            try:
-                await self._wait()
-            finally:
-                self._iterating = False
+        # raises (and goes on); once a step raised, or it ended, it stays
+        # ended.
+        if self._iteration_over:
+            raise StopAsyncIteration()
+        if self._waiter is not None and self._iterating:
+            raise RuntimeError("anext(): asynchronous generator is already running")
+        try:
+            call = self._call
             check_open(call, FINISHED)
-        return self._take()
+            if self._cancelled and not self._messages:
+                await asyncio.sleep(0)
+            while not self._messages:
+                if self._ended:
+                    self._past_end()
+                    raise StopAsyncIteration()
+                if self._waiter is not None:
+                    raise StopAsyncIteration()
+                self._iterating = True
+                try:
+                    await self._wait()
+                finally:
+                    self._iterating = False
+                check_open(call, FINISHED)
+            return self._take()
+        except BaseException:
+            self._iteration_over = True
+            raise
+
+    async def aclose(self) -> None:
+        """Ends the async iteration, as closing grpc.aio's async generator
+        does (nothing more is read through it; read() goes on)."""
+        self._iteration_over = True
 
 
 class LoopWaits:
