@@ -16,11 +16,12 @@ opentelemetry-instrumentation-grpc's server interceptor on our servers.
 import asyncio
 import time
 from concurrent import futures
-from typing import Any, Callable, Dict, FrozenSet, Tuple
+from typing import Any, Callable, Dict, FrozenSet, List, Optional, Tuple
 
 import grpc
 import grpc.aio
 import grpc_observability
+from grpc_observability._open_telemetry_plugin import OpenTelemetryLabelInjector, OpenTelemetryPluginOption
 import pytest
 from opentelemetry import trace
 from opentelemetry.instrumentation.grpc import aio_server_interceptor, server_interceptor
@@ -109,7 +110,8 @@ SERVER_METRICS = (
 
 def server_points(reader: InMemoryMetricReader) -> Points:
     """Server metric name -> attributes -> (counter value, or histogram
-    (count, bucket counts))."""
+    (count, bucket counts, repr of the sum: 7.0 and 7 differ to an
+    exporter))."""
     out: Points = {}
     data = reader.get_metrics_data()
     for rm in data.resource_metrics if data else ():
@@ -119,7 +121,11 @@ def server_points(reader: InMemoryMetricReader) -> Points:
                     continue
                 for point in metric.data.data_points:
                     key = frozenset(point.attributes.items())
-                    value = point.value if hasattr(point, "value") else (point.count, tuple(point.bucket_counts))
+                    value = (
+                        point.value
+                        if hasattr(point, "value")
+                        else (point.count, tuple(point.bucket_counts), repr(point.sum))
+                    )
                     out.setdefault(metric.name, {})[key] = value
     return out
 
@@ -133,23 +139,34 @@ def totals(points: Points) -> Dict[str, int]:
     }
 
 
-def collect(
-    serve: Callable[[], Tuple[Any, int]],
-    stop: Callable[[Any], None],
-    calls: Callable[[int], int],
-    method_filter: Any = None,
-    pause: Callable[[float], None] = time.sleep,
-) -> Points:
-    """The server metrics a plugin records for the calls made to the server
-    serve() starts (returning it and its port). pause(seconds) waits while
-    the server goes on (an aio server's loop must run meanwhile)."""
+def new_plugin(method_filter: Any = None, **settings: Any) -> Tuple[Any, InMemoryMetricReader]:
+    """A plugin (not registered) whose meter provider has a reader, with
+    A66's latency buckets; settings: the plugin's other arguments."""
     reader = InMemoryMetricReader()
     view = View(
         instrument_name="grpc.server.call.duration",
         aggregation=ExplicitBucketHistogramAggregation(boundaries=LATENCY_BOUNDS),
     )
     provider = MeterProvider(metric_readers=[reader], views=[view])
-    plugin = grpc_observability.OpenTelemetryPlugin(meter_provider=provider, generic_method_attribute_filter=method_filter)
+    plugin = grpc_observability.OpenTelemetryPlugin(
+        meter_provider=provider, generic_method_attribute_filter=method_filter, **settings
+    )
+    return plugin, reader
+
+
+def collect(
+    serve: Callable[[], Tuple[Any, int]],
+    stop: Callable[[Any], None],
+    calls: Callable[[int], int],
+    method_filter: Any = None,
+    pause: Callable[[float], None] = time.sleep,
+    **settings: Any,
+) -> Points:
+    """The server metrics a plugin (made with settings) records for the
+    calls made to the server serve() starts (returning it and its port).
+    pause(seconds) waits while the server goes on (an aio server's loop must
+    run meanwhile)."""
+    plugin, reader = new_plugin(method_filter, **settings)
     with plugin:
         server, port = serve()
         made = calls(port)
@@ -176,8 +193,8 @@ def sync_server(factory: Callable[..., Any]) -> Tuple[Any, int]:
 
 
 def comparable(points: Points) -> Dict[str, Dict[Any, Any]]:
-    """The points less the durations' buckets (times differ run to run;
-    sizes don't)."""
+    """The points less the durations' buckets and sums (times differ run
+    to run; sizes don't)."""
     return {
         name: {k: (v[0] if name == "grpc.server.call.duration" else v) for k, v in by.items()}
         for name, by in points.items()
@@ -200,7 +217,7 @@ def assert_same(ours: Points, reference: Points) -> None:
 def slow_bucket(points: Points) -> Tuple[float, float]:
     """The duration bucket of the 50 ms call: (lower, upper) bound."""
     key = frozenset({("grpc.method", "diff.Svc/Slow"), ("grpc.status", "OK")})
-    _, buckets = points["grpc.server.call.duration"][key]
+    _, buckets, _ = points["grpc.server.call.duration"][key]
     i = [n for n, c in enumerate(buckets) if c][0]
     return LATENCY_BOUNDS[i - 1], LATENCY_BOUNDS[i] if i < len(LATENCY_BOUNDS) else float("inf")
 
@@ -224,6 +241,90 @@ def test_plugin_method_filter_matches_grpc_server() -> None:
     assert_same(ours, reference)
     methods = {dict(k)["grpc.method"] for k in ours["grpc.server.call.started"]}
     assert {"gen.Svc/Echo", "other"} <= methods  # the generic method named, the unknown one not
+
+
+class _RegionLabels(OpenTelemetryLabelInjector):
+    def get_labels_for_exchange(self) -> Dict[str, Any]:
+        return {}
+
+    def get_additional_labels(self, include_exchange_labels: bool) -> Dict[str, str]:
+        return {"app.region": "eu", "exchange": str(include_exchange_labels), b"as.bytes": b"v"}
+
+
+class _ServerOption(OpenTelemetryPluginOption):
+    """A plugin option active on servers (not xDS ones: as ours and
+    grpc.server() by default are)."""
+
+    def is_active_on_server(self, xds: bool) -> bool:
+        return not xds
+
+    def is_active_on_client_channel(self, target: str) -> bool:
+        return False
+
+    def get_label_injector(self) -> OpenTelemetryLabelInjector:
+        return _RegionLabels()
+
+
+class _ClientOption(_ServerOption):
+    def is_active_on_server(self, xds: bool) -> bool:
+        return False
+
+    def get_label_injector(self) -> OpenTelemetryLabelInjector:
+        raise AssertionError("a client option's injector is not a server's")
+
+
+def test_plugin_options_and_target_filter_as_grpc_server() -> None:
+    """The label injectors of options active on a server add their labels
+    (the started count's without exchange labels); a target filter that
+    says no adds grpc.target "other", as on grpc.server()."""
+    settings = {"plugin_options": [_ServerOption(), _ClientOption()], "target_attribute_filter": lambda target: False}
+    ours = collect(lambda: sync_server(pygrpc_native.server), lambda s: s.stop(None), make_calls, **settings)
+    reference = collect(lambda: sync_server(grpc.server), lambda s: s.stop(None), make_calls, **settings)
+    assert_same(ours, reference)
+    for name, by in ours.items():
+        for key in by:
+            labels = dict(key)
+            assert labels["app.region"] == "eu" and labels["grpc.target"] == "other", (name, labels)
+            assert labels["exchange"] == str(name != "grpc.server.call.started"), (name, labels)
+
+
+def test_plugin_deregistered_records_nothing_until_registered_again() -> None:
+    """grpc.server() records into the plugin registered when it was created
+    while that plugin is registered: nothing while it is deregistered, and
+    again once the same plugin is registered again."""
+
+    def run(factory: Callable[..., Any]) -> List[Dict[str, int]]:
+        plugin, reader = new_plugin()
+        seen = []
+
+        def calls(n: int, expected: Optional[int]) -> None:
+            """n calls, then what the reader holds once it counts expected
+            calls (None: nothing more is expected, 2 s later, the time
+            either server's records would take to come)."""
+            for _ in range(n):
+                assert channel.unary_unary("/diff.Svc/Echo")(b"hi") == b"hi"
+            deadline = time.monotonic() + (2 if expected is None else 30)
+            while totals(server_points(reader)) != dict.fromkeys(SERVER_METRICS, expected) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            seen.append(totals(server_points(reader)))
+
+        plugin.register_global()
+        server, port = sync_server(factory)
+        try:
+            with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+                calls(2, 2)
+                plugin.deregister_global()
+                calls(3, None)
+                plugin.register_global()
+                calls(4, 6)
+        finally:
+            plugin.deregister_global()
+            server.stop(None)
+        return seen
+
+    expected = [dict.fromkeys(SERVER_METRICS, n) for n in (2, 2, 6)]
+    assert run(grpc.server) == expected
+    assert run(pygrpc_native.server) == expected
 
 
 def test_plugin_metrics_match_grpc_aio_server() -> None:

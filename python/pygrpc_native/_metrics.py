@@ -9,8 +9,8 @@ configured; there are two:
   globally or as a context manager when the server is created, as
   grpc.server() looks for it: a thread of ours drains the ended calls'
   records from Go in batches and records them into the plugin's
-  instruments (a batch at a time: _otel_bulk), so handlers never pay for
-  it.
+  instruments (a batch at a time: _otel_bulk) while the plugin is
+  registered, so handlers never pay for it.
 
 Nothing is measured without either. A method is named in ``grpc.method``
 when registered (``add_registered_method_handlers``, what generated code
@@ -89,14 +89,56 @@ def _registered_plugins() -> List[Any]:
 
 class _Instruments:
     """One OpenTelemetry plugin's four server instruments, and what decides
-    its grpc.method values."""
+    the attributes of what is recorded into them."""
 
-    def __init__(self, started: Any, duration: Any, sent: Any, rcvd: Any, method_filter: Any) -> None:
+    def __init__(self, plugin: Any, recorders: Sequence[Any]) -> None:
+        self.plugin = plugin
+        """The plugin they belong to: recorded into only while it is
+        registered (as grpc.server(), which stops with deregister_global()
+        and goes on when the same plugin is registered again)."""
+        started, duration, sent, rcvd = recorders
         self.started = started
         self.duration = BulkHistogram(duration)
         self.sent = BulkHistogram(sent)
         self.rcvd = BulkHistogram(rcvd)
-        self.method_filter = method_filter
+        settings = getattr(plugin, "_plugin", None)
+        self.method_filter: Any = getattr(settings, "generic_method_attribute_filter", None)
+        self.target_filter: Any = getattr(settings, "target_attribute_filter", None)
+        # The label injectors of the plugin options active on a server
+        # (grpcio activates them as its servers are made, never xDS here).
+        self.injectors = [
+            option.get_label_injector()
+            for option in getattr(settings, "plugin_options", None) or ()
+            if hasattr(option, "is_active_on_server")
+            and option.is_active_on_server(False)
+            and hasattr(option, "get_label_injector")
+        ]
+
+    def attributes(self, method: str, status: Optional[str]) -> Dict[str, str]:
+        """A record's attributes, made as grpcio's plugin makes them: the
+        method (as named for this plugin), the status (None for the started
+        count), then the options' label injectors (the started count's
+        without exchange labels) and the target filter's grpc.target.
+        Injectors are asked again for each batch: their labels may change."""
+        labels: Dict[Any, Any] = {"grpc.method": method}
+        exchange = status is not None
+        if exchange:
+            labels["grpc.status"] = status
+            for injector in self.injectors:
+                if hasattr(injector, "deserialize_labels"):
+                    labels = injector.deserialize_labels(labels)
+        for injector in self.injectors:
+            if hasattr(injector, "get_additional_labels"):
+                labels.update(injector.get_additional_labels(exchange))
+        out = {_text(key): _text(value) for key, value in labels.items()}
+        if self.target_filter is not None and not self.target_filter(out.get("grpc.target", "")):
+            out["grpc.target"] = "other"
+        return out
+
+
+def _text(value: Any) -> str:
+    """An attribute key or value as the plugin writes it."""
+    return value.decode("utf-8", errors="replace") if isinstance(value, bytes) else str(value)
 
 
 def _instruments_of(plugin: Any) -> Optional[_Instruments]:
@@ -106,9 +148,7 @@ def _instruments_of(plugin: Any) -> Optional[_Instruments]:
     found = [recorders.get(name) for name in (_STARTED, _DURATION, _SENT, _RCVD)]
     if None in found:
         return None
-    method_filter = getattr(getattr(plugin, "_plugin", None), "generic_method_attribute_filter", None)
-    started, duration, sent, rcvd = found
-    return _Instruments(started, duration, sent, rcvd, method_filter)
+    return _Instruments(plugin, found)
 
 
 class ServerMetrics:
@@ -156,18 +196,20 @@ class _Bridge:
         self._names: List[str] = []  # by slot: each plugin's grpc.method values below
         self._methods: List[List[str]] = [[] for _ in instruments]
         self._started: List[int] = []  # by slot: started counts already added
-        # (plugin, slot, code) -> the attributes of a duration/size record.
-        self._attributes: Dict[Tuple[int, int, int], Dict[str, str]] = {}
 
     def run(self) -> None:
         try:
             while True:
                 batch = self._front._metrics_drain(_BATCH_RECORDS, _DRAIN_WAIT_S)
-                self._add_started()
+                # What ended while no plugin of ours was registered is
+                # drained and dropped, as grpc.server() drops it.
+                live = {id(plugin) for plugin in _registered_plugins()}
+                recorded = [p for p, i in enumerate(self._instruments) if id(i.plugin) in live]
+                self._add_started(recorded)
                 if batch is None:
                     return
-                if batch:
-                    self._record(batch)
+                if batch and recorded:
+                    self._record(batch, recorded)
                 if len(batch) < _BATCH_RECORDS * _RECORD.size:
                     time.sleep(_GATHER_S)
         except Exception:  # a broken meter provider must not go unnoticed
@@ -184,7 +226,9 @@ class _Bridge:
             names.append(name)
         return names[slot]
 
-    def _add_started(self) -> None:
+    def _add_started(self, recorded: List[int]) -> None:
+        """Adds the calls started since the last batch to the plugins at
+        the indexes recorded (into _instruments)."""
         counts = self._front._metrics_methods()
         if len(counts) > len(self._names):
             self._names = [name for name, _ in counts]
@@ -193,27 +237,28 @@ class _Bridge:
             delta = started - self._started[slot]
             if delta:
                 self._started[slot] = started
-                for p, instruments in enumerate(self._instruments):
-                    instruments.started.add(delta, {"grpc.method": self._method_name(p, slot)})
+                for p in recorded:
+                    instruments = self._instruments[p]
+                    instruments.started.add(delta, instruments.attributes(self._method_name(p, slot), None))
 
-    def _record(self, batch: bytes) -> None:
+    def _record(self, batch: bytes, recorded: List[int]) -> None:
         # Grouped by (method slot, code): each group's values go to the SDK
         # in one step per histogram (_otel_bulk).
-        groups: Dict[Tuple[int, int], Tuple[List[float], List[int], List[int]]] = {}
+        groups: Dict[Tuple[int, int], Tuple[List[float], List[float], List[float]]] = {}
         for slot, code, duration_ns, sent_bytes, rcvd_bytes in _RECORD.iter_unpack(batch):
             group = groups.get((slot, code))
             if group is None:
                 group = groups[(slot, code)] = ([], [], [])
             group[0].append(duration_ns / 1e9)
-            group[1].append(sent_bytes)
-            group[2].append(rcvd_bytes)
-        for p, instruments in enumerate(self._instruments):
+            # floats, as grpcio's plugin records sizes (an exporter shows
+            # a sum of 7 as 7.0 then)
+            group[1].append(float(sent_bytes))
+            group[2].append(float(rcvd_bytes))
+        for p in recorded:
+            instruments = self._instruments[p]
             for (slot, code), (durations, sent, rcvd) in groups.items():
-                attrs = self._attributes.get((p, slot, code))
-                if attrs is None:
-                    status = _STATUS_NAMES[code] if code < len(_STATUS_NAMES) else "UNKNOWN"
-                    attrs = {"grpc.method": self._method_name(p, slot), "grpc.status": status}
-                    self._attributes[(p, slot, code)] = attrs
+                status = _STATUS_NAMES[code] if code < len(_STATUS_NAMES) else "UNKNOWN"
+                attrs = instruments.attributes(self._method_name(p, slot), status)
                 # The sizes before the durations, as grpcio's plugin gets
                 # them: a reader that sees a call's duration sees its sizes
                 # (and its start: _add_started ran before this batch).
