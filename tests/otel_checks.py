@@ -89,7 +89,7 @@ def make_calls(port: int) -> int:
         assert list(channel.stream_stream("/diff.Svc/Bidi")(iter([b"a" * 2000, b"b"]))) == [b"a" * 2000, b"b"]
         assert channel.unary_unary("/gen.Svc/Echo")(b"g") == b"g"
         with pytest.raises(grpc.RpcError) as err:
-            channel.unary_unary("/no.Such/Method")(b"")
+            channel.unary_unary("/no.Such/Method")(b"x" * 50)  # never read: 0 bytes received
         assert err.value.code() == grpc.StatusCode.UNIMPLEMENTED
         calls += 7
     return calls

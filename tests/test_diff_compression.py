@@ -5,6 +5,8 @@ express are in test_server_diff_compression.py and
 test_aio_diff_compression.py.
 """
 
+import random
+
 import grpc
 import pytest
 
@@ -277,6 +279,33 @@ def test_empty_messages_go_uncompressed(flavour):
     setup = flavour.handlers({"Empty": flavour.unary(empty), "Mixed": flavour.stream(empty_then_body)})
     ref = flavour.same(setup, on_wire(calls([("Empty", False), ("Mixed", True)])), compression=grpc.Compression.Gzip)
     assert ref == ([b"", [b"", BODY]], [[0], [0, 1]])
+
+
+@each_flavour
+def test_messages_compression_would_not_shrink_go_uncompressed(flavour):
+    """grpc-core sends a message uncompressed (flag 0) in a compressed call
+    unless compressing makes it smaller: short messages and random bytes.
+    Ours gzipped them all (b"ok" in 26 bytes); grpc-go's transport still
+    does (README)."""
+    noise = random.Random(7).randbytes(300)
+
+    async def short(req, ctx):
+        return b"ok"
+
+    async def random_bytes(req, ctx):
+        return noise
+
+    async def mixed(req, ctx):
+        yield b"ok"
+        yield req
+        yield noise
+
+    setup = flavour.handlers({"Short": flavour.unary(short), "Random": flavour.unary(random_bytes), "Mixed": flavour.stream(mixed)})
+    scenario = on_wire(calls([("Short", False), ("Random", False), ("Mixed", True)]))
+    for compression in (grpc.Compression.Gzip, grpc.Compression.Deflate):
+        ref, ours = flavour.both(setup, scenario, compression=compression)
+        assert ref == ([b"ok", noise, [b"ok", BODY, noise]], [[0], [0], [0, 1, 0]])
+        assert ours == ((ref[0], [[1], [1], [1, 1, 1]]) if TRANSPORT == "grpcgo" else ref)
 
 
 @each_flavour

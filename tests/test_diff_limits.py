@@ -238,6 +238,36 @@ def test_maximum_concurrent_rpcs_after_the_method_lookup(flavour):
 
 
 @each_flavour
+def test_maximum_concurrent_rpcs_refuses_before_the_request(flavour):
+    """At the limit a unary call is refused at once, as grpcio refuses it
+    before reading its request: one that sends none gets RESOURCE_EXHAUSTED
+    (not "requires exactly one request message"), one whose request is
+    still coming doesn't wait for it (ours did, on h2)."""
+
+    def late():
+        time.sleep(2)
+        yield b"late"
+
+    def scenario(run):
+        first = run.channel.unary_unary(method("Block")).future(b"", timeout=10)
+        assert run.state.event("entered").wait(WAIT)
+        as_stream = run.channel.stream_unary(method("Echo"))
+        outcomes = []
+        for requests in (iter([]), late()):
+            started = time.monotonic()
+            try:
+                as_stream(requests, timeout=WAIT)
+                outcomes.append("served")
+            except grpc.RpcError as err:
+                outcomes.append((err.code(), err.details(), time.monotonic() - started < 1))
+        run.state.event("release").set()
+        return first.result(timeout=WAIT), outcomes
+
+    ref = flavour.same(_blocking_setup(flavour), scenario, maximum_concurrent_rpcs=1)
+    assert ref[1] == [(SC.RESOURCE_EXHAUSTED, "Concurrent RPC limit exceeded!", True)] * 2
+
+
+@each_flavour
 def test_maximum_concurrent_rpcs_counts_streams(flavour):
     def scenario(run):
         call = run.channel.unary_stream(method("S"))(b"", timeout=10)

@@ -182,7 +182,7 @@ func (c *CallMetrics) MethodNames() []string {
 	return out
 }
 
-// callMeasure is one call's state between Begin and End. Message and End
+// callMeasure is one call's state between Begin and End. Messages and End
 // come from one goroutine at a time (CallStats), so its fields are plain.
 type callMeasure struct {
 	m          *methodSeries
@@ -205,10 +205,10 @@ func (c *CallMetrics) Begin(method string, t time.Time) any {
 // grpc-go count the message alone).
 const messageHeader = 5
 
-// Message implements CallStats.
-func (c *CallMetrics) Message(call any, out bool, wireSize int) {
+// Messages implements CallStats.
+func (c *CallMetrics) Messages(call any, out bool, count, wireSize int) {
 	cm := call.(*callMeasure)
-	n := uint64(max(wireSize-messageHeader, 0))
+	n := uint64(max(wireSize-count*messageHeader, 0))
 	if out {
 		cm.sent += n
 	} else {

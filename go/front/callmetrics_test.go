@@ -32,8 +32,8 @@ func TestBucketOfIsUpperInclusive(t *testing.T) {
 func measure(c *CallMetrics, method string, d time.Duration, in, out int, code codes.Code) {
 	t0 := time.Unix(1000, 0)
 	call := c.Begin(method, t0)
-	c.Message(call, false, in+messageHeader)
-	c.Message(call, true, out+messageHeader)
+	c.Messages(call, false, 1, in+messageHeader)
+	c.Messages(call, true, 1, out+messageHeader)
 	c.End(call, t0.Add(d), code, false)
 }
 
@@ -181,8 +181,8 @@ func BenchmarkCallMetrics(b *testing.B) {
 		t0 := time.Now()
 		for pb.Next() {
 			call := c.Begin(sayPath, t0)
-			c.Message(call, false, 100)
-			c.Message(call, true, 100)
+			c.Messages(call, false, 1, 100)
+			c.Messages(call, true, 1, 100)
 			c.End(call, t0.Add(time.Millisecond), codes.OK, false)
 		}
 	})

@@ -122,11 +122,11 @@ func (g grpcgoStats) HandleRPC(ctx context.Context, s stats.RPCStats) {
 		c.call, c.begun = g.cs.Begin(c.method, s.BeginTime), true
 	case *stats.InPayload:
 		if c.begun {
-			g.cs.Message(c.call, false, s.WireLength)
+			g.cs.Messages(c.call, false, 1, s.WireLength)
 		}
 	case *stats.OutPayload:
 		if c.begun {
-			g.cs.Message(c.call, true, s.WireLength)
+			g.cs.Messages(c.call, true, 1, s.WireLength)
 		}
 	case *stats.OutTrailer:
 		c.trailers = true

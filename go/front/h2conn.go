@@ -810,6 +810,7 @@ func (c *h2Conn) endStream(s *h2Stream, code codes.Code, reset bool) {
 	c.mu.Unlock()
 	tellEnd(hook)
 	if cs := c.srv.stats; cs != nil && s.stats != nil {
+		s.reportMessages(cs)
 		cs.End(s.stats, time.Now(), code, reset)
 	}
 	if kick {

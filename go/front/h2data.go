@@ -162,13 +162,14 @@ func (c *h2Conn) requestData(s *h2Stream, pl *framePayload, end bool) error {
 		}
 		taken += k
 		if s.body.left() == 0 {
+			wire := messageHeader + len(s.body.b)
 			msg, err := c.decode(s)
 			if err != nil {
 				s.refuse(err)
 				break
 			}
 			s.prefixLen = 0
-			s.message(msg)
+			s.message(msg, wire)
 		}
 	}
 	if err := pl.skip(); err != nil {
@@ -205,16 +206,10 @@ func (c *h2Conn) decode(s *h2Stream) (mem.BufferSlice, error) {
 		// wrappers in the stream's memory (see h2Stream.firstMsg).
 		s.firstMsgTaken = true
 		s.firstMsg = s.body.takeBytes()
-		if cs := c.srv.stats; cs != nil && s.stats != nil {
-			cs.Message(s.stats, false, len(s.firstMsg)+5)
-		}
 		s.firstMsgBufs[0] = &s.firstMsg
 		return s.firstMsgBufs[:1:1], nil
 	}
 	body := s.body.take()
-	if cs := c.srv.stats; cs != nil && s.stats != nil {
-		cs.Message(s.stats, false, body.Len()+5)
-	}
 	if s.prefix[0]&1 == 0 {
 		return mem.BufferSlice{body}, nil
 	}

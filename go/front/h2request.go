@@ -17,28 +17,65 @@ import (
 // front (Request for a unary request; the RequestSink under credit for a
 // request stream). Everything here is under the stream's rmu.
 
-// message queues one complete request message.
-func (s *h2Stream) message(m mem.BufferSlice) {
+// queuedMessage is a request message waiting to be handed over, and its
+// size on the wire (compressed, with its gRPC message header).
+type queuedMessage struct {
+	m    mem.BufferSlice
+	wire int
+}
+
+// messageTally counts messages and their wire bytes, for the stream's
+// stats (CallStats.Messages at its end: see h2Conn.endStream). taken is
+// under rmu.
+type messageTally struct{ count, wire int }
+
+// sentTally is the messages sent: added to by whichever goroutine sends,
+// read at the stream's end.
+type sentTally struct{ count, wire atomic.Int64 }
+
+func (t *sentTally) add(wire int) {
+	t.count.Add(1)
+	t.wire.Add(int64(wire))
+}
+
+// message queues one complete request message of wire bytes.
+func (s *h2Stream) message(m mem.BufferSlice, wire int) {
 	s.rmu.Lock()
 	if s.msgs == nil {
 		s.msgs = s.msgsBuf[:0]
 	}
-	s.msgs = append(s.msgs, m)
+	s.msgs = append(s.msgs, queuedMessage{m, wire})
 	s.requestArrivedLocked()
 	s.rmu.Unlock()
 }
 
 // popMsgLocked takes the oldest queued message (msgs is not empty; rmu
-// held). Its slot is cleared, and once none is left msgs starts over at
-// msgsBuf.
+// held) and counts it as taken. Its slot is cleared, and once none is left
+// msgs starts over at msgsBuf.
 func (s *h2Stream) popMsgLocked() mem.BufferSlice {
-	m := s.msgs[0]
-	s.msgs[0] = nil
+	q := s.msgs[0]
+	s.msgs[0] = queuedMessage{}
 	s.msgs = s.msgs[1:]
 	if len(s.msgs) == 0 {
 		s.msgs = s.msgsBuf[:0]
 	}
-	return m
+	s.taken.count++
+	s.taken.wire += q.wire
+	return q.m
+}
+
+// reportMessages tells the stats the messages sent and taken so far, at
+// the stream's end (the one report: CallStats.Messages comes before End).
+func (s *h2Stream) reportMessages(cs CallStats) {
+	s.rmu.Lock()
+	taken := s.taken
+	s.rmu.Unlock()
+	if taken.count > 0 {
+		cs.Messages(s.stats, false, taken.count, taken.wire)
+	}
+	if n := s.sent.count.Load(); n > 0 {
+		cs.Messages(s.stats, true, int(n), int(s.sent.wire.Load()))
+	}
 }
 
 // refuse records the status of a request message the transport refused

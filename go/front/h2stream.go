@@ -76,11 +76,12 @@ type h2Stream struct {
 
 	// Request hand-off, under rmu.
 	rmu  sync.Mutex
-	msgs []mem.BufferSlice // complete messages not yet handed over
+	msgs []queuedMessage // complete messages not yet handed over
 	// msgsBuf is msgs' backing array while few messages wait (message,
 	// popMsgLocked): a unary request, or a stream taken as it comes,
 	// queues its messages without allocating.
-	msgsBuf    [1]mem.BufferSlice
+	msgsBuf    [1]queuedMessage
+	taken      messageTally // the messages handed over (popMsgLocked)
 	recvEnd    bool  // the client half-closed
 	recvErr    error // the transport refused a message (status error)
 	backlog    int   // window held back while msgs wait for credit
@@ -104,6 +105,10 @@ type h2Stream struct {
 	firstMsg      mem.SliceBuffer
 	firstMsgBufs  [1]mem.Buffer
 	firstMsgTaken bool
+
+	// sent counts the messages that went out, from whichever goroutine
+	// sends them; the stream's end reports them with taken (endStream).
+	sent sentTally
 
 	// callMem is the memory of the front's call for this stream (see
 	// callMemory), taken once (callMemTaken) by the goroutine serving the
@@ -305,15 +310,19 @@ func (s *h2Stream) SendMessage(b mem.BufferSlice, uncompressed bool) (err error)
 	var prefix [5]byte
 	var parts [][]byte
 	if s.compressor != compressNone && !uncompressed && b.Len() > 0 {
-		// An empty message goes uncompressed, as grpcio and grpc-go send
-		// it (gzip would make 23 bytes of it).
+		// A message goes compressed only if that makes it smaller, as
+		// grpc-core sends it: not an empty one (gzip would make 23 bytes
+		// of it), nor short or random ones.
 		z, err := compress(s.compressor, b)
 		if err != nil {
 			return status.Errorf(codes.Internal, "grpc: error while compressing: %v", err)
 		}
-		prefix[0] = 1
-		parts = [][]byte{z}
-	} else {
+		if len(z) < b.Len() {
+			prefix[0] = 1
+			parts = [][]byte{z}
+		}
+	}
+	if parts == nil {
 		parts = make([][]byte, 0, len(b))
 		for _, buf := range b {
 			parts = append(parts, buf.ReadOnlyData())
@@ -333,8 +342,8 @@ func (s *h2Stream) SendMessage(b mem.BufferSlice, uncompressed bool) (err error)
 		}
 		return err
 	}
-	if s.c.srv.stats != nil && s.stats != nil {
-		s.c.srv.stats.Message(s.stats, true, n+5)
+	if s.stats != nil {
+		s.sent.add(n + 5)
 	}
 	return nil
 }

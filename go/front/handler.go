@@ -138,7 +138,11 @@ func (h *handler) serve(st ServerStream) error {
 // request is in (h2) whether the call to path is wanted at once instead:
 // request streams, relayed calls, and paths the front answers or looks up
 // without reading a request first. Only known unary-request methods and
-// health wait for their request.
+// health wait for their request, unless every place under
+// maximum_concurrent_rpcs is taken: then the call is wanted at once, to be
+// refused without waiting for its request, as grpcio refuses it (on a
+// worker: should a place free up meanwhile, it waits for its request
+// there).
 //
 // inline says that serving the call won't wait (serve returns errDriven or
 // ends the call at once): the transport may serve it on its reader.
@@ -147,6 +151,9 @@ func (h *handler) dispatchAtHeaders(path string) (atHeaders, inline bool) {
 		return false, false
 	}
 	if _, m, ok := h.methods.lookup(path); ok {
+		if !m.ClientStreaming && !m.Fallback && h.calls.slots.full() {
+			return true, false
+		}
 		return m.ClientStreaming || m.Fallback, !m.Fallback
 	}
 	return true, false
@@ -163,10 +170,7 @@ func (h *handler) relayToFallback(st ServerStream, path string) error {
 // the call as the method Python routes it to (route), or ends it as Python
 // says.
 func (h *handler) resolve(st ServerStream, path string) error {
-	c, err := h.newCall(st, path, lookupMethodID, false)
-	if err != nil {
-		return err
-	}
+	c := h.newCall(st, path, lookupMethodID, false)
 	c.awaitingRoute.Store(true)
 	lookup := Event{Kind: EventLookup, CallID: c.id, MethodID: -1, Payload: mem.BufferSlice{mem.SliceBuffer(path)}, ClientKey: c.clientKey, call: c}
 	if err := h.deliver(c, lookup, true); err != nil {
@@ -192,35 +196,37 @@ func (h *handler) route(st ServerStream, c *call, methodID int32) error {
 // otherwise.
 func (h *handler) serveMethod(st ServerStream, methodID int32, c *call) error {
 	m, _ := h.methods.get(methodID)
+	first := c == nil
+	// The call's place under maximum_concurrent_rpcs comes before its
+	// request, as on grpcio: a call over the limit is refused at once,
+	// without waiting for (or counting) a request it would never use.
+	if first {
+		if !h.calls.slots.take() {
+			return h.refuse(st.Context(), status.Error(codes.ResourceExhausted, detailsConcurrencyLimit))
+		}
+	} else if err := h.takeRoutedSlot(c); err != nil {
+		return err
+	}
 	var req mem.BufferSlice
 	if !m.ClientStreaming {
 		var err error
 		if req, err = st.Request(); err != nil {
 			err = requestMissing(st, err)
-			if c != nil {
+			if !first {
 				// Started when Python saw its lookup, so it ends with an
-				// outcome, never as a refusal (metrics invariant).
+				// outcome, never as a refusal (metrics invariant); ending
+				// gives its place back.
 				h.calls.end(c, abandonedOutcome(c.ctx, err))
 				return err
 			}
+			h.calls.slots.give()
 			return h.refuse(st.Context(), err)
-		}
-	}
-	first := c == nil
-	if !first {
-		if err := h.takeRoutedSlot(c); err != nil {
-			req.Free()
-			return err
 		}
 	}
 	_, drive := st.(inlineStream)
 	drive = drive && first // a looked-up call is served where it was routed
 	if first {
-		var err error
-		if c, err = h.newCall(st, m.Path, methodID, drive); err != nil {
-			req.Free()
-			return err
-		}
+		c = h.newCall(st, m.Path, methodID, drive)
 	}
 	c.methodID, c.unary = methodID, !m.ServerStreaming
 	if m.ClientStreaming {
@@ -317,18 +323,16 @@ type baseContexter interface {
 // (EventLookup) until Python routes it.
 const lookupMethodID = -1
 
-// newCall starts a call, unless the concurrency limit refuses it: taking
-// its slot is one atomic step (slots.take), so a burst can't run more calls
-// than the limit. A lookup's call starts slotless (call.slotless) and
-// takes its slot when routed (serveMethod). driven: the call will be
-// driven by its ops (stream.driven), so no goroutine waits for them and its
-// queue needs no ready channel.
-func (h *handler) newCall(st ServerStream, path string, methodID int32, driven bool) (*call, error) {
+// newCall starts a call. A method's call has taken its place under the
+// concurrency limit (serveMethod: taking it is one atomic step,
+// slots.take, so a burst can't run more calls than the limit); a lookup's
+// call starts slotless (call.slotless) and takes its place when routed
+// (takeRoutedSlot). driven: the call will be driven by its ops
+// (stream.driven), so no goroutine waits for them and its queue needs no
+// ready channel.
+func (h *handler) newCall(st ServerStream, path string, methodID int32, driven bool) *call {
 	ctx := st.Context()
 	lookup := methodID == lookupMethodID
-	if !lookup && !h.calls.slots.take() {
-		return nil, h.refuse(ctx, status.Error(codes.ResourceExhausted, detailsConcurrencyLimit))
-	}
 	c := newCallMemory(st)
 	*c = call{
 		methodID: methodID,
@@ -354,7 +358,7 @@ func (h *handler) newCall(st ServerStream, path string, methodID int32, driven b
 	c.conn = st.Conn()
 	c.clientKey = clientKeyFrom(ctx, c.conn)
 	h.calls.start(c)
-	return c, nil
+	return c
 }
 
 // deliver queues an event of c: its first in the connection's order

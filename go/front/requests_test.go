@@ -490,8 +490,8 @@ func (r *recordedStats) Begin(method string, at time.Time) any {
 	return method
 }
 
-func (r *recordedStats) Message(call any, out bool, wireSize int) {
-	r.add(fmt.Sprintf("%v out=%v %d", call, out, wireSize))
+func (r *recordedStats) Messages(call any, out bool, count, wireSize int) {
+	r.add(fmt.Sprintf("%v out=%v %d/%d", call, out, count, wireSize))
 }
 
 func (r *recordedStats) End(call any, _ time.Time, code codes.Code, reset bool) {
@@ -518,7 +518,7 @@ func TestCallStatsSeeACall(t *testing.T) {
 	if _, err := say(context.Background(), cc, "ping"); err != nil {
 		t.Fatal(err)
 	}
-	want := fmt.Sprint([]string{"begin " + sayPath, sayPath + " out=false 9", sayPath + " out=true 10", sayPath + " end OK reset=false"})
+	want := fmt.Sprint([]string{"begin " + sayPath, sayPath + " out=false 1/9", sayPath + " out=true 1/10", sayPath + " end OK reset=false"})
 	waitFor(t, func() bool {
 		rec.mu.Lock()
 		defer rec.mu.Unlock()

@@ -29,6 +29,11 @@ func (s *slots) take() bool {
 	}
 }
 
+// full reports whether take would refuse now (a later take may not).
+func (s *slots) full() bool {
+	return s.limit < 0 || s.limit > 0 && s.used.Load() >= s.limit
+}
+
 // give gives a place back.
 func (s *slots) give() {
 	if s.limit > 0 {

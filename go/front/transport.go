@@ -134,10 +134,12 @@ type CallStats interface {
 	// Begin: the call's first HEADERS arrived at t. The returned value is
 	// passed back for the call's later stats.
 	Begin(method string, t time.Time) any
-	// Message: one message of wireSize bytes (compressed size, as sent or
-	// received, with its 5-byte gRPC message header) went out (out) or came
-	// in.
-	Message(call any, out bool, wireSize int)
+	// Messages: count messages of wireSize bytes in all (their compressed
+	// sizes, as sent or received, each with its 5-byte gRPC message header)
+	// went out (out) or were taken in by the front (a message the front
+	// never asked for, as a refused call's request, is not counted: grpcio
+	// counts what its application reads). Called before End, never after.
+	Messages(call any, out bool, count, wireSize int)
 	// End: the call ended at t, with the status sent in the trailers (code)
 	// or reset (reset true, code meaningless).
 	End(call any, t time.Time, code codes.Code, reset bool)
