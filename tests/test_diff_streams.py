@@ -517,6 +517,34 @@ def test_a_refused_message_to_a_call_whose_client_stopped_reading(flavour):
     assert ref == ({3: "0"}, {1: "8"})
 
 
+@each_flavour
+def test_a_message_with_an_undefined_flag(flavour):
+    """A message whose flag byte is 2 (only bit 0 is defined; no gRPC client
+    sends one): grpcio reads it as an empty message and ends the request
+    stream there, quietly; both our
+    transports end the call INTERNAL as grpc-go does (README). The default
+    transport read it as a plain message."""
+
+    async def body(requests, ctx, state):
+        async for r in requests:
+            yield b"e:" + r
+
+    def scenario(run):
+        with RawH2(run.port) as raw:
+            raw.headers(1, request_headers(method("M")))
+            raw.data(1, grpc_message(b"p1") + b"\x02\x00\x00\x00\x02hi" + grpc_message(b"p3"))
+            frames = raw.collect(lambda fs: bool(fs) and fs[-1].stream_id == 1 and (fs[-1].end_stream or fs[-1].kind == "rst"))
+        end = frames[-1].headers
+        answers = b"".join(f.data for f in frames if f.kind == "data")
+        return answers, end.get("grpc-status"), end.get("grpc-message")
+
+    ref, ours = flavour.both(streams.serving(flavour, "stream_stream", {"M": body}), scenario)
+    # grpcio: p1, then an empty message, and no more
+    assert ref[1] == "0" and ref[0] == grpc_message(b"e:p1") + grpc_message(b"e:")
+    assert ours[1:] == ("13", "grpc: received unexpected payload format 2")
+    assert ours[0] in (b"", grpc_message(b"e:p1"))  # the end may overtake the answer
+
+
 # -- compression -----------------------------------------------------------------------------
 
 

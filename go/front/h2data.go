@@ -150,6 +150,12 @@ func (c *h2Conn) requestData(s *h2Stream, pl *framePayload, end bool) error {
 				break
 			}
 			size := int(binary.BigEndian.Uint32(s.prefix[1:]))
+			if s.prefix[0] > 1 {
+				// Only bit 0 (compressed) is defined; answered as grpc-go
+				// answers it (README: requests no gRPC client sends).
+				s.refuse(status.Errorf(codes.Internal, "grpc: received unexpected payload format %d", s.prefix[0]))
+				break
+			}
 			if size > limit {
 				s.refuse(receivedTooLarge(size, limit))
 				break
