@@ -172,7 +172,7 @@ class RawH2:
         if isinstance(frame, PingFrame):
             if "ACK" not in frame.flags and self.auto_ack:
                 self._ack(PingFrame(0, frame.opaque_data, flags=["ACK"]))
-            return Received("ping", 0)
+            return Received("ping", 0, data=frame.opaque_data)
         if isinstance(frame, WindowUpdateFrame):
             return Received("window", frame.stream_id)
         return Received("other", frame.stream_id)

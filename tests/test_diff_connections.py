@@ -19,6 +19,7 @@ from diff import TRANSPORT
 from diff.flavours import each_flavour, sleep
 from diff.harness import KINDS, method, serving
 from h2_raw import RawH2, connection_closed
+from hyperframe.frame import PingFrame
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -341,3 +342,114 @@ def test_a_client_that_shuts_its_side_gets_its_calls_ended():
     from diff.harness import for_both
 
     assert for_both(_half_closed) == (("14", "Socket closed"), True)
+
+
+def _pings(kind, pings, *, options=(), busy=False, answered_between=False):
+    """A raw client pings pings times in a row (each once the last one's
+    ack is in): what the server sent back, in order ("ack", ("goaway",
+    code, debug), "closed"). busy: a call waits meanwhile; answered_between:
+    a call is answered between pings (the server writes headers and data)."""
+    release = threading.Event()
+
+    def setup(server, state):
+        def wait(request, context):
+            release.wait(5)
+            return b""
+
+        server.add_generic_rpc_handlers(
+            (
+                grpc.method_handlers_generic_handler(
+                    "diff.Diff",
+                    {
+                        "Wait": grpc.unary_unary_rpc_method_handler(wait),
+                        "Echo": grpc.unary_unary_rpc_method_handler(lambda request, context: request),
+                    },
+                ),
+            )
+        )
+
+    seen = []
+    try:
+        with serving(kind, setup, options=list(options)) as served:
+            with RawH2(served.ports[0]) as conn:
+                if busy:
+                    conn.unary(1, method("Wait"))
+                stream = 3
+                for i in range(pings):
+                    opaque = b"%08d" % i
+                    conn.send(PingFrame(0, opaque_data=opaque))
+                    want = {opaque}  # its ack (not the server's own pings)
+                    if answered_between:
+                        conn.unary(stream, method("Echo"), b"x")
+                        want.add(stream)
+                        stream += 2
+
+                    def done(frames, want=want):
+                        f = frames[-1] if frames else None
+                        if f is not None:
+                            if f.kind == "ping":
+                                want.discard(f.data)
+                            if f.kind == "headers" and f.end_stream:
+                                want.discard(f.stream_id)
+                        return not want or (f is not None and f.kind == "goaway")
+
+                    frames = conn.collect(done, timeout=5)
+                    seen += [
+                        ("goaway", f.error_code, f.data) if f.kind == "goaway" else "ack"
+                        for f in frames
+                        if f.kind == "goaway" or (f.kind == "ping" and f.data == opaque)
+                    ]
+                    if seen[-1] != "ack":
+                        break
+                closed, frames = connection_closed(conn, timeout=0.5)
+                seen += [("goaway", f.error_code, f.data) for f in frames if f.kind == "goaway"]
+                if closed:
+                    seen.append("closed")
+    finally:
+        release.set()
+    return seen
+
+
+@pytest.mark.parametrize(
+    "pings,kwargs,policed",
+    [
+        (3, {}, False),
+        (4, {}, True),
+        (7, {"busy": True}, True),
+        (8, {"answered_between": True}, False),
+        (8, {"options": [("grpc.http2.max_ping_strikes", 0)]}, False),
+        (6, {"options": [("grpc.http2.max_ping_strikes", 4)]}, True),
+        (
+            8,
+            {"options": [("grpc.keepalive_permit_without_calls", 1), ("grpc.http2.min_ping_interval_without_data_ms", 0)]},
+            False,
+        ),
+        (4, {"options": [("grpc.http2.min_ping_interval_without_data_ms", 0)]}, True),
+    ],
+    ids=["three", "four", "busy", "answered-between", "no-strike-limit", "four-strikes", "no-interval", "idle-still-policed"],
+)
+def test_client_pings_are_policed_as_grpcio(pings, kwargs, policed):
+    """grpcio's server counts a ping sooner than the allowed interval after
+    the last one as a strike (5 minutes, or 2 hours on a connection without
+    calls unless keepalive is permitted without them), forgives them when
+    it sends headers or data, and past grpc.http2.max_ping_strikes (2) acks
+    the ping and closes the connection with GOAWAY ENHANCE_YOUR_CALM
+    "too_many_pings". Ours acked every ping."""
+    ref, ours = (_pings(kind, pings, **kwargs) for kind in KINDS)
+    if TRANSPORT == "grpcgo":
+        # The same rules, with grpc-go's fixed limit of two strikes, and
+        # its close after the GOAWAY comes later (README).
+        assert (("goaway", 11, b"too_many_pings") in ours) == policed, ours
+        return
+    if "busy" in kwargs:
+        # grpcio's first ack carries a WINDOW_UPDATE for the call's
+        # request, which forgives the strikes so far: it allows a ping more
+        # than ours (which sends window updates by a quarter of the window).
+        assert ref == ["ack"] * 5 + [("goaway", 11, b"too_many_pings"), "closed"]
+        assert ours == ["ack"] * 4 + [("goaway", 11, b"too_many_pings"), "closed"]
+        return
+    assert ref == ours
+    if policed:
+        assert ref == ["ack"] * pings + [("goaway", 11, b"too_many_pings"), "closed"]
+    else:
+        assert ref == ["ack"] * pings

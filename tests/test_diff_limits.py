@@ -80,8 +80,6 @@ def test_ignored_options(flavour):
         ("grpc.some_option_nobody_knows", 1),
         ("grpc.primary_user_agent", "diff-suite"),
         ("grpc.http2.max_frame_size", 16384),
-        ("grpc.http2.min_ping_interval_without_data_ms", 1000),
-        ("grpc.http2.max_ping_strikes", 2),
         ("grpc.enable_retries", 0),
         ("grpc.default_compression_algorithm", 0),
         ("grpc.optimization_target", "latency"),

@@ -365,7 +365,6 @@ def test_unknown_and_client_only_options_are_ignored():
         ("grpc.some_option_nobody_knows", 1),
         ("grpc.primary_user_agent", "ua"),
         ("grpc.http2.max_frame_size", 16384),
-        ("grpc.http2.min_ping_interval_without_data_ms", 1000),
         ("grpc.enable_retries", 0),
     ]
     with started_front(options=opts) as front, grpc.insecure_channel(f"127.0.0.1:{front.port}") as ch:

@@ -98,8 +98,13 @@ type Limits struct {
 	KeepaliveTime          time.Duration
 	KeepaliveTimeout       time.Duration
 	KeepalivePermitNoCalls bool
-	ReusePort              bool
-	HandshakeTimeout       time.Duration
+	// The client ping policy (grpc.http2.min_ping_interval_without_data_ms,
+	// grpc.http2.max_ping_strikes), as grpc-core polices pings: see
+	// pingPolicy.
+	PingMinInterval  time.Duration
+	PingStrikes      int
+	ReusePort        bool
+	HandshakeTimeout time.Duration
 	// Connection lifetime (grpc.max_connection_idle_ms, _age_ms,
 	// _age_grace_ms); 0 means no limit, as in grpcio.
 	MaxConnectionIdle     time.Duration
@@ -142,6 +147,8 @@ func defaultLimits() Limits {
 		MaxHeaderListSize:    16 << 10,
 		KeepaliveTime:        2 * time.Hour,
 		KeepaliveTimeout:     20 * time.Second,
+		PingMinInterval:      5 * time.Minute,
+		PingStrikes:          2,
 		HandshakeTimeout:     120 * time.Second,
 		// grpc-go's "infinity", which its keepalive settings take as unset.
 		MaxConnectionIdle:     infinity,
@@ -356,6 +363,10 @@ func (l *Limits) apply(name string, n int64, seen *optionsSeen) error {
 		}
 	case "grpc.keepalive_permit_without_calls":
 		l.KeepalivePermitNoCalls = n != 0
+	case "grpc.http2.min_ping_interval_without_data_ms":
+		l.PingMinInterval = milliseconds(max(n, 0))
+	case "grpc.http2.max_ping_strikes":
+		l.PingStrikes = int(min(max(n, 0), math.MaxInt32))
 	case "grpc.so_reuseport":
 		l.ReusePort = n == 1
 	}

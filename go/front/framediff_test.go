@@ -21,7 +21,6 @@ import (
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/keepalive"
 )
 
 // The frame-differential test: every server in frameDiffServers gets the
@@ -95,6 +94,7 @@ var frameDiffOwn = map[string]map[string]string{
 		"stream window past 2^31-1":                 "RFC 9113 6.9.1: a stream window past 2^31-1 is a stream error FLOW_CONTROL_ERROR; grpc-go ignores it",
 		"FuzzWire seed: DATA on an unopened stream": "RFC 9113 5.1: DATA on an idle stream is a connection error PROTOCOL_ERROR; grpc-go ignores it",
 		"HEADERS on an even stream":                 "the same GOAWAY PROTOCOL_ERROR; grpc-go acknowledges the client's SETTINGS first, h2 closes at once",
+		"100 PINGs":                                 "the same acks, then GOAWAY ENHANCE_YOUR_CALM (too_many_pings); h2 closes at once, as grpc-core does, grpc-go later",
 		"stream ids going backwards":                "the same GOAWAY PROTOCOL_ERROR; grpc-go acknowledges the client's SETTINGS first, h2 closes at once",
 		"trailers end the request":                  "RFC 9113 8.1: a request may end with trailers (HEADERS with END_STREAM), h2 takes them as the half-close; grpc-go's transport takes any second HEADERS on a stream as a connection error PROTOCOL_ERROR",
 		"trailers with a pseudo-header":             "RFC 9113 8.1: trailers with a pseudo-header are malformed, a stream error PROTOCOL_ERROR; grpc-go's transport takes any second HEADERS on a stream as a connection error PROTOCOL_ERROR",
@@ -143,7 +143,7 @@ func startPlainGRPCGo(t *testing.T) string {
 		grpc.MaxRecvMsgSize(l.MaxRecvMsgSize),
 		grpc.MaxConcurrentStreams(l.MaxConcurrentStreams),
 		grpc.MaxHeaderListSize(transportHeaderListLimit),
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: time.Nanosecond, PermitWithoutStream: true}),
+		grpc.KeepaliveEnforcementPolicy(grpcgoPingPolicy(&l)),
 	)
 	s.RegisterService(&grpc.ServiceDesc{
 		ServiceName: "echo.Echo",

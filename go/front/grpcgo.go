@@ -54,8 +54,7 @@ func newGRPCGoServer(l *Limits, h *handler, tls bool, cs CallStats, open *openCo
 			MaxConnectionAge:      l.MaxConnectionAge,
 			MaxConnectionAgeGrace: l.MaxConnectionAgeGrace,
 		}),
-		// Client pings are accepted, not policed (README: server options).
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: time.Nanosecond, PermitWithoutStream: true}),
+		grpc.KeepaliveEnforcementPolicy(grpcgoPingPolicy(l)),
 		// Stop returns only after every handler has queued its last event,
 		// so the queues can be closed behind them.
 		grpc.WaitForHandlers(true),
@@ -87,6 +86,18 @@ func newGRPCGoServer(l *Limits, h *handler, tls bool, cs CallStats, open *openCo
 type grpcgoServer struct {
 	*grpc.Server
 	open *openConns
+}
+
+// grpcgoPingPolicy is the client ping policy (pingPolicy) as grpc-go can
+// hold it: its interval and keepalive-without-calls rule, with grpc-go's
+// fixed limit of two strikes; max_ping_strikes 0 (no limit) lets every ping
+// through.
+func grpcgoPingPolicy(l *Limits) keepalive.EnforcementPolicy {
+	if l.PingStrikes == 0 {
+		return keepalive.EnforcementPolicy{MinTime: time.Nanosecond, PermitWithoutStream: true}
+	}
+	// grpc-go takes a MinTime of 0 as its default, 5 minutes.
+	return keepalive.EnforcementPolicy{MinTime: max(l.PingMinInterval, time.Nanosecond), PermitWithoutStream: l.KeepalivePermitNoCalls}
 }
 
 func (g grpcgoServer) Stop() {

@@ -105,6 +105,7 @@ type h2Conn struct {
 	// streamSlab is where the reader takes its next streams' memory (see
 	// newStream).
 	streamSlab []h2Stream
+	pings      pingPolicy
 	recvWindow int64 // connection window left to the client
 	connUnack  int
 	// lastRead is when a frame last arrived (keepalive), in Unix ns.
@@ -419,6 +420,10 @@ func (c *h2Conn) frame(f http2.Frame) error {
 			return nil
 		}
 		c.reply(true, func(b []byte) []byte { return appendPing(b, true, f.Data) })
+		if c.pingTooSoon() {
+			c.goAwayError(http2.ErrCodeEnhanceYourCalm, "too_many_pings")
+			return errors.New("too many pings from the client")
+		}
 	case *http2.WindowUpdateFrame:
 		return c.windowUpdate(f)
 	case *http2.RSTStreamFrame:
@@ -705,7 +710,7 @@ func (c *h2Conn) returnStreamWindow(s *h2Stream, n int) {
 	}
 	c.mu.Unlock()
 	if incr > 0 {
-		c.w.control(func(b []byte) []byte { return appendWindowUpdate(b, s.id, uint32(incr)) })
+		c.w.windowUpdate(s.id, uint32(incr))
 	}
 }
 

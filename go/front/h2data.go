@@ -93,7 +93,7 @@ func (c *h2Conn) data(id uint32, n int, end bool, pl *framePayload) error {
 		incr := c.connUnack
 		c.connUnack = 0
 		c.recvWindow += int64(incr)
-		c.w.control(func(b []byte) []byte { return appendWindowUpdate(b, 0, uint32(incr)) })
+		c.w.windowUpdate(0, uint32(incr))
 	}
 	s := c.stream(id)
 	if s == nil {

@@ -82,9 +82,9 @@ type h2Stream struct {
 	// queues its messages without allocating.
 	msgsBuf    [1]queuedMessage
 	taken      messageTally // the messages handed over (popMsgLocked)
-	recvEnd    bool  // the client half-closed
-	recvErr    error // the transport refused a message (status error)
-	backlog    int   // window held back while msgs wait for credit
+	recvEnd    bool         // the client half-closed
+	recvErr    error        // the transport refused a message (status error)
+	backlog    int          // window held back while msgs wait for credit
 	sink       RequestSink
 	credit     int
 	delivering bool // a goroutine is handing messages to sink

@@ -81,6 +81,10 @@ type h2Writer struct {
 	windowWait     *sync.Cond
 	backlogWaiters int
 
+	// sentSincePing: HEADERS, DATA or a WINDOW_UPDATE went into buf since
+	// the client's last ping was counted (pingPolicy; cleared there).
+	sentSincePing bool
+
 	// onError is called (once, without mu) with the first write error.
 	onError func(error)
 }
@@ -218,6 +222,14 @@ func putWriteBuf(b []byte) {
 // control queues a small frame (SETTINGS ack, PING ack, WINDOW_UPDATE,
 // RST_STREAM, GOAWAY) and writes it out. The socket never waits for the
 // peer (h2Socket), so the reader may do this itself.
+// windowUpdate sends a WINDOW_UPDATE at once.
+func (w *h2Writer) windowUpdate(streamID, incr uint32) {
+	w.control(func(b []byte) []byte {
+		w.sentSincePing = true
+		return appendWindowUpdate(b, streamID, incr)
+	})
+}
+
 func (w *h2Writer) control(f func(b []byte) []byte) {
 	w.mu.Lock()
 	if w.err == nil {
@@ -311,6 +323,7 @@ type headerField struct{ name, value string }
 // appendHeadersLocked encodes fields as one header block (HEADERS, then
 // CONTINUATION frames past the peer's frame size) for streamID. mu held.
 func (w *h2Writer) appendHeadersLocked(streamID uint32, endStream bool, fields []headerField) {
+	w.sentSincePing = true
 	w.hbuf.Reset()
 	for _, f := range fields {
 		_ = w.henc.WriteField(hpack.HeaderField{Name: f.name, Value: f.value})
@@ -395,6 +408,7 @@ func (w *h2Writer) sendMessage(s *h2Stream, prefix [5]byte, parts [][]byte, mayW
 		s.sendWindow -= avail
 		left -= n
 		w.buf = frameHeader(w.buf, n, http2.FrameData, 0, s.id)
+		w.sentSincePing = true
 		for n > 0 {
 			if len(pending) == 0 {
 				pending = parts[pi]

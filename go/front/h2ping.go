@@ -1,0 +1,53 @@
+package front
+
+import "time"
+
+// pingPolicy polices a connection's client pings as grpc-core's server
+// does: a ping sooner than the allowed interval after the last one is a
+// strike, unless the server sent HEADERS, DATA or a WINDOW_UPDATE in
+// between (which forgives every strike: pings among real traffic are not
+// abuse); a strike past Limits.PingStrikes (0: no limit) ends the
+// connection with GOAWAY ENHANCE_YOUR_CALM "too_many_pings", after the
+// ping's ack. The interval is Limits.PingMinInterval, or two hours on a
+// connection without calls unless grpc.keepalive_permit_without_calls
+// (the TCP keepalive floor grpc-core applies there). Reader only.
+type pingPolicy struct {
+	last    time.Time // the last ping's arrival; zero: none since a reset
+	strikes int
+}
+
+// idlePingInterval is the interval between pings on a connection without
+// calls, unless the server permits keepalive without calls.
+const idlePingInterval = 2 * time.Hour
+
+// received counts a ping that arrived at now. sent: the server wrote
+// headers, data or a window update since the last ping; idle: the
+// connection has no calls. True when the strikes are past the limit.
+func (p *pingPolicy) received(now time.Time, sent, idle bool, l *Limits) bool {
+	if sent {
+		*p = pingPolicy{}
+	}
+	interval := l.PingMinInterval
+	if idle && !l.KeepalivePermitNoCalls {
+		interval = idlePingInterval
+	}
+	early := !p.last.IsZero() && now.Before(p.last.Add(interval))
+	p.last = now
+	if !early {
+		return false
+	}
+	p.strikes++
+	return l.PingStrikes != 0 && p.strikes > l.PingStrikes
+}
+
+// pingTooSoon applies the ping policy to a ping the reader just read.
+func (c *h2Conn) pingTooSoon() bool {
+	c.w.mu.Lock()
+	sent := c.w.sentSincePing
+	c.w.sentSincePing = false
+	c.w.mu.Unlock()
+	c.mu.Lock()
+	idle := len(c.streams) == 0
+	c.mu.Unlock()
+	return c.pings.received(time.Now(), sent, idle, c.srv.limits)
+}
