@@ -250,20 +250,30 @@ def test_goaway_frames_say_why(options, end, why, code):
     assert ref[-1][0] == code and {text for _, text in ref} <= set(why), ref
 
 
+def _wait_and_echo(release):
+    """A setup serving diff.Diff/Wait (answers once release is set) and
+    diff.Diff/Echo."""
+
+    def setup(server, state):
+        def wait(request, context):
+            release.wait(5)
+            return b""
+
+        handlers = {
+            "Wait": grpc.unary_unary_rpc_method_handler(wait),
+            "Echo": grpc.unary_unary_rpc_method_handler(lambda request, context: request),
+        }
+        server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("diff.Diff", handlers),))
+
+    return setup
+
+
 def _keepalive_pings(kind, permit, busy, seconds=1.0):
     """The PING frames a raw client (which acks them) gets in `seconds` from
     a server of kind with a 100 ms keepalive time and a 1 s timeout; busy: a
     call is in flight meanwhile."""
     release = threading.Event()
-
-    def setup(server, state):
-        def handler(request, context):
-            release.wait(5)
-            return b""
-
-        server.add_generic_rpc_handlers(
-            (grpc.method_handlers_generic_handler("diff.Diff", {"Wait": grpc.unary_unary_rpc_method_handler(handler)}),)
-        )
+    setup = _wait_and_echo(release)
 
     options = [
         ("grpc.keepalive_time_ms", 100),
@@ -350,23 +360,7 @@ def _pings(kind, pings, *, options=(), busy=False, answered_between=False):
     code, debug), "closed"). busy: a call waits meanwhile; answered_between:
     a call is answered between pings (the server writes headers and data)."""
     release = threading.Event()
-
-    def setup(server, state):
-        def wait(request, context):
-            release.wait(5)
-            return b""
-
-        server.add_generic_rpc_handlers(
-            (
-                grpc.method_handlers_generic_handler(
-                    "diff.Diff",
-                    {
-                        "Wait": grpc.unary_unary_rpc_method_handler(wait),
-                        "Echo": grpc.unary_unary_rpc_method_handler(lambda request, context: request),
-                    },
-                ),
-            )
-        )
+    setup = _wait_and_echo(release)
 
     seen = []
     try:
@@ -401,7 +395,9 @@ def _pings(kind, pings, *, options=(), busy=False, answered_between=False):
                     ]
                     if seen[-1] != "ack":
                         break
-                closed, frames = connection_closed(conn, timeout=0.5)
+                # After a GOAWAY the close is due; otherwise, a moment for
+                # a GOAWAY that isn't.
+                closed, frames = connection_closed(conn, timeout=5 if seen[-1] != "ack" else 0.5)
                 seen += [("goaway", f.error_code, f.data) for f in frames if f.kind == "goaway"]
                 if closed:
                     seen.append("closed")
