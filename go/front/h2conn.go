@@ -112,6 +112,9 @@ type h2Conn struct {
 	lastRead atomic.Int64
 	// goAwaySent: a GOAWAY with an error went out; the close lingers.
 	goAwaySent atomic.Bool
+	// trueBinary: the client takes -bin values raw (see
+	// settingTrueBinary), from its SETTINGS.
+	trueBinary atomic.Bool
 	// maxStreamID is the largest stream id the client opened (written by
 	// the reader only; read by finalGoAway).
 	maxStreamID atomic.Uint32
@@ -240,6 +243,7 @@ func (c *h2Conn) handshake() error {
 			// (h2HeaderListLimit) for those that don't, which admission
 			// refuses.
 			http2.Setting{ID: http2.SettingMaxHeaderListSize, Val: limits.MaxHeaderListSize},
+			http2.Setting{ID: settingTrueBinary, Val: 1},
 		)
 		return appendWindowUpdate(b, 0, h2ConnWindow-65535)
 	})
@@ -476,6 +480,8 @@ func (c *h2Conn) settings(f *http2.SettingsFrame) error {
 			c.w.maxFrame = int(s.Val)
 		case http2.SettingHeaderTableSize:
 			c.w.henc.SetMaxDynamicTableSizeLimit(s.Val)
+		case settingTrueBinary:
+			c.trueBinary.Store(s.Val == 1)
 		}
 		return nil
 	})

@@ -152,11 +152,15 @@ func reservedGRPCKey(k string) bool {
 	return false
 }
 
-// decodeBinaryValue decodes a -bin value as grpc-core does: base64 with
+// decodeBinaryValue decodes a -bin value as grpc-core does: raw after a
+// NUL byte (settingTrueBinary), else base64 with
 // any '=' at its end ignored (so padded or not, even padded wrongly), and
 // the bits past its last byte zero. Anything else, a comma included (no
 // value list here: grpc-core refuses one), is an error.
 func decodeBinaryValue(v string) (string, error) {
+	if v != "" && v[0] == 0 {
+		return v[1:], nil // raw (settingTrueBinary)
+	}
 	b, err := base64.RawStdEncoding.Strict().DecodeString(strings.TrimRight(v, "="))
 	return string(b), err
 }

@@ -102,7 +102,9 @@ func (h *headerReader) done() {
 // readMetaFrame does and keeps it while the list limit allows. After an
 // invalid field or the limit, the decoder emits nothing more in the block.
 func (h *headerReader) field(f hpack.HeaderField) {
-	if !httpguts.ValidHeaderFieldValue(f.Value) {
+	// A raw -bin value (settingTrueBinary) is any bytes after a NUL.
+	raw := f.Value != "" && f.Value[0] == 0 && BinaryOnArrival(f.Name)
+	if !raw && !httpguts.ValidHeaderFieldValue(f.Value) {
 		h.invalid = true
 	}
 	if strings.HasPrefix(f.Name, ":") {

@@ -270,24 +270,42 @@ func (s *h2Stream) responseHeader(fields []headerField, md Metadata) []headerFie
 		fields = append(fields, headerField{"grpc-encoding", s.compressor})
 	}
 	fields = append(fields, headerField{"grpc-accept-encoding", s.c.srv.acceptEncoding})
-	return appendMetadata(fields, md)
+	return appendMetadata(fields, md, s.c.trueBinary.Load())
 }
 
 // appendMetadata adds metadata as header fields, in order (values of -bin
-// keys in base64), leaving out what the transport writes itself, with the
-// values grpcio's server would send (asGRPCCoreSends).
-func appendMetadata(fields []headerField, md Metadata) []headerField {
+// keys encoded by binaryValue), leaving out what the transport writes
+// itself, with the values grpcio's server would send (asGRPCCoreSends).
+func appendMetadata(fields []headerField, md Metadata, trueBinary bool) []headerField {
 	for _, kv := range md {
 		k, v := kv[0], asGRPCCoreSends(kv[0], kv[1])
 		if leftOutOfResponse(k) {
 			continue
 		}
 		if binaryKey(k) {
-			v = base64.RawStdEncoding.EncodeToString([]byte(v))
+			v = binaryValue(v, trueBinary)
 		}
 		fields = append(fields, headerField{k, v})
 	}
 	return fields
+}
+
+// settingTrueBinary is grpc-core's SETTINGS parameter (0xfe03, "grpc
+// allow true binary metadata"): a peer that sends 1 takes -bin values raw,
+// a NUL byte then the bytes, instead of base64, as grpcio's clients and
+// servers do with each other. Raw values are 3/4 of the size, which
+// matters against grpcio's client metadata limits (8 KiB soft, 16 KiB
+// hard, counted as sent): large rich error details get through as often
+// as from grpcio's server. The server sends 1 too, and reads raw values.
+const settingTrueBinary http2.SettingID = 0xfe03
+
+// binaryValue is a -bin value as sent: raw after a NUL to a client that
+// takes it (settingTrueBinary), base64 to any other.
+func binaryValue(v string, trueBinary bool) string {
+	if trueBinary {
+		return "\x00" + v
+	}
+	return base64.RawStdEncoding.EncodeToString([]byte(v))
 }
 
 // SendMessage writes one message (headers first if not sent), compressed
@@ -431,10 +449,10 @@ func (s *h2Stream) finish(st *status.Status, trailer Metadata, reset bool) {
 	// grpc-message even when empty, as grpcio's and grpc-go's servers send it.
 	fields = append(fields, headerField{"grpc-status", strconv.Itoa(int(code))}, headerField{"grpc-message", encodeGRPCMessage(msg)})
 	if details != nil {
-		fields = append(fields, headerField{statusDetailsKey, base64.RawStdEncoding.EncodeToString(details)})
+		fields = append(fields, headerField{statusDetailsKey, binaryValue(string(details), s.c.trueBinary.Load())})
 		trailer = trailer.without(statusDetailsKey)
 	}
-	fields = appendMetadata(fields, trailer)
+	fields = appendMetadata(fields, trailer, s.c.trueBinary.Load())
 	// A client still sending is told to stop (RST_STREAM NO_ERROR after
 	// the trailers), as HTTP/2 allows a server that has answered.
 	var after func([]byte) []byte
