@@ -11,6 +11,7 @@ test_server_diff_status.py and test_aio_diff_status.py.
 """
 
 import asyncio
+import json
 
 import grpc
 import grpc.aio
@@ -18,7 +19,8 @@ import pytest
 
 from diff import status_details
 from diff.flavours import ASYNCIO, SYNC, each_flavour, each_flavour_and_uvloop
-from diff.harness import call_stream, call_unary, method
+from diff.harness import SERVICE, call_stream, call_unary, method
+from h2_raw import RawH2, grpc_message
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -459,6 +461,76 @@ def test_set_code_and_details_with_response(flavour):
 
     ref = flavour.unary_case(handler)
     assert ref.brief() == (SC.NOT_FOUND, "not here ü") and ref.responses == ()
+
+
+@each_flavour
+def test_set_code_with_a_normal_return_sends_headers_first(flavour):
+    """A unary-response handler that sets a code and returns: grpc.server()
+    sends the message it returned (none for None) before the status,
+    grpc.aio an empty one whatever it returned; either way the client has
+    response headers, which commit the call. Ours sent Trailers-Only, which
+    a client's retry policy retries: the handler ran again."""
+
+    def setup(server, state):
+        async def with_message(req, ctx):
+            state.append("runs", "M")
+            ctx.set_code(SC.UNAVAILABLE)
+            return b"ignored"
+
+        async def with_none(req, ctx):
+            state.append("runs", "N")
+            ctx.set_code(SC.UNAVAILABLE)
+
+        async def stream_in(reqs, ctx):
+            async for _ in reqs:
+                pass
+            ctx.set_code(SC.UNAVAILABLE)
+            return b"ignored"
+
+        handlers = {"M": flavour.unary(with_message), "N": flavour.unary(with_none), "S": flavour.stream_unary(stream_in)}
+        flavour.handlers(handlers)(server, state)
+
+    retries = {
+        "methodConfig": [
+            {
+                "name": [{"service": SERVICE}],
+                "retryPolicy": {
+                    "maxAttempts": 3,
+                    "initialBackoff": "0.01s",
+                    "maxBackoff": "0.01s",
+                    "backoffMultiplier": 1,
+                    "retryableStatusCodes": ["UNAVAILABLE"],
+                },
+            }
+        ]
+    }
+
+    def scenario(run):
+        wire = {}
+        with RawH2(run.port) as raw:
+            for stream_id, name in ((1, "M"), (3, "N"), (5, "S")):
+                raw.unary(stream_id, method(name), b"x")
+                frames = raw.collect(lambda fs, i=stream_id: any(f.stream_id == i and f.end_stream for f in fs))
+                wire[name] = [(f.kind, f.data) for f in frames if f.stream_id == stream_id and f.kind in ("headers", "data")]
+        run.state.records.pop("runs", None)
+        options = [("grpc.enable_retries", 1), ("grpc.service_config", json.dumps(retries))]
+        codes = []
+        with grpc.insecure_channel(f"127.0.0.1:{run.port}", options=options) as channel:
+            for name in "MN":
+                try:
+                    channel.unary_unary(method(name))(b"x", timeout=10)
+                except grpc.RpcError as err:
+                    codes.append(err.code())
+        return wire, codes, run.state.records.get("runs")
+
+    ref = flavour.same(setup, scenario)
+    empty = [("headers", b""), ("data", grpc_message(b"")), ("headers", b"")]
+    if flavour is SYNC:
+        assert ref[0] == {"M": [("headers", b""), ("data", grpc_message(b"ignored")), ("headers", b"")], "N": [("headers", b"")], "S": [("headers", b""), ("data", grpc_message(b"ignored")), ("headers", b"")]}
+        assert ref[1:] == ([SC.UNAVAILABLE] * 2, ["M", "N", "N", "N"])  # Trailers-Only is retried
+    else:
+        assert ref[0] == {"M": empty, "N": empty, "S": empty}
+        assert ref[1:] == ([SC.UNAVAILABLE] * 2, ["M", "N"])
 
 
 @each_flavour

@@ -99,26 +99,27 @@ func (s *stream) apply(o op) (err error, done bool) {
 	return s.finish(o), true
 }
 
-// finish performs an opFinish: the last message, if any (only with status
-// OK), the trailers and the status.
+// finish performs an opFinish: the last message, if any, the trailers and
+// the status. The message goes out whatever the code, as grpcio's servers
+// send a message with a status a handler set (grpc.server() the one its
+// handler returned, grpc.aio an empty one): a client then has the
+// response headers, and retries nothing.
 func (s *stream) finish(o op) error {
 	c := s.c
-	if o.code == codes.OK {
-		msg, has := o.message, o.hasMessage
-		if c.unary && !has {
-			// The message sent earlier, if any. Without one the call ends
-			// OK with no message, as grpcio's does.
-			msg, has = c.heldReply, c.holdsReply
-		} else if c.unary && c.holdsReply {
-			return s.failed(status.Error(codes.Internal, detailsSecondMessage))
-		}
-		if has {
-			if err := s.send(msg); err != nil {
-				if err == errSendWouldWait {
-					return err // nothing done: the op is tried again
-				}
-				return s.failed(err)
+	msg, has := o.message, o.hasMessage
+	if c.unary && !has {
+		// The message sent earlier, if any. Without one the call ends
+		// with no message (Trailers-Only), as grpcio's does.
+		msg, has = c.heldReply, c.holdsReply
+	} else if c.unary && c.holdsReply {
+		return s.failed(status.Error(codes.Internal, detailsSecondMessage))
+	}
+	if has {
+		if err := s.send(msg); err != nil {
+			if err == errSendWouldWait {
+				return err // nothing done: the op is tried again
 			}
+			return s.failed(err)
 		}
 	}
 	var st *status.Status // nil: OK, without allocating one per call

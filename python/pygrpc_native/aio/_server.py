@@ -268,7 +268,15 @@ class _AioServer(ServerCore):
                 if context_refs(ctx) > held:
                     call.keep_details()  # the handler left its context to someone
                 code = call.code or _OK
-                body = serialize(call.serializer, response) if code is _OK and not streaming else None
+                if streaming:
+                    body = None
+                elif code is _OK:
+                    body = serialize(call.serializer, response)
+                else:
+                    # grpc.aio sends an empty message with a status the
+                    # handler set, whatever it returned (so the client has
+                    # headers, and retries nothing).
+                    body = b""
                 await ctx._finish(code, call.details, body)  # type: ignore[arg-type]  # _finish() checks them
         except asyncio.CancelledError:
             pass  # the client has its status already
