@@ -5,6 +5,8 @@ on grpc.server() and pygrpc_native.server()."""
 import asyncio
 import contextlib
 import gc
+import os
+import socket
 import subprocess
 import sys
 import threading
@@ -543,6 +545,71 @@ def test_a_started_server_dropped_without_stop_stops():
             pool.shutdown(wait=False)
 
     assert for_both(check) == (SC.OK, True, SC.UNAVAILABLE)
+
+
+def test_a_server_dropped_without_stop_lets_its_calls_in_flight_finish():
+    """grpcio's server, collected while a call runs, shuts down without a
+    time limit: the call finishes (new calls are refused: the test above).
+    Ours cancelled it (stop(None))."""
+
+    def check(kind):
+        pool = futures.ThreadPoolExecutor(2)
+        entered = threading.Event()
+
+        def slow(request, context):
+            entered.set()
+            time.sleep(1)
+            return b"done"
+
+        try:
+            server = factory(kind)(pool)
+            setup_handlers({"Slow": unary(slow)})(server, None)
+            port = server.add_insecure_port("127.0.0.1:0")
+            server.start()
+            with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+                in_flight = channel.unary_unary(method("Slow")).future(b"", timeout=10)
+                assert entered.wait(WAIT)
+                del server
+                gc.collect()
+                return future_outcome(in_flight), in_flight.result() if in_flight.done() else None
+        finally:
+            pool.shutdown(wait=False)
+
+    assert for_both(check) == ("ok", b"done")
+
+
+def _descriptors():
+    return len(os.listdir("/proc/self/fd"))
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts descriptors in /proc")
+def test_servers_never_started_leak_no_descriptors():
+    """A server() created and dropped without start(), with or without a
+    port that could not be bound or a stop(), gives back what it opened.
+    Ours kept a pipe (two descriptors) for each."""
+    busy = socket.socket()
+    busy.bind(("127.0.0.1", 0))
+    busy.listen()
+    pool = futures.ThreadPoolExecutor(1)
+    try:
+        for variant in ("created", "port in use", "stopped"):
+            server = pygrpc_native.server(pool)
+            del server
+            gc.collect()
+            before = _descriptors()
+            for _ in range(10):
+                server = pygrpc_native.server(pool)
+                if variant != "created":
+                    with contextlib.suppress(RuntimeError):
+                        server.add_insecure_port(f"127.0.0.1:{busy.getsockname()[1]}")
+                if variant == "stopped":
+                    server.stop(None)
+                del server
+                gc.collect()
+            assert wait_until(lambda: _descriptors() <= before), (variant, before, _descriptors())
+    finally:
+        busy.close()
+        pool.shutdown(wait=False)
 
 
 # A server kept in a module's globals until the interpreter exits, in each

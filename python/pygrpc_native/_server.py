@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import collections
 import logging
+import math
 import sys
 import threading
 import time
@@ -185,17 +186,22 @@ class _Server(ServerCore):
     def collected(self) -> None:
         """The user's handle was deallocated (or its ``__del__`` called, as
         grpcio's tests do): the server stops, as grpcio's does: new calls
-        are refused and wait_for_termination() returns once it has stopped.
+        are refused, the calls in flight run to their end (no grace limit,
+        no cancel) and wait_for_termination() returns once it has stopped.
         The stop runs on a thread of its own: nothing waits here, and no
         lock is taken by a collection that may run while this thread holds
         it."""
+        if self._monitor is None:
+            # No monitor ever ran (never started, or with no port): nothing
+            # else gives its wake-up's pipe back.
+            self._monitor_wake.close()
         if self._termination.is_set() or sys.is_finalizing():
             # At interpreter exit (a server kept in a module's globals) the
             # process takes the server with it; and no thread can start then:
             # before 3.12 Thread.start() waits for it forever.
             return
         try:
-            threading.Thread(target=self.stop, args=(None,), name="pygrpc_native-del", daemon=True).start()
+            threading.Thread(target=self.stop, args=(math.inf,), name="pygrpc_native-del", daemon=True).start()
         except RuntimeError:
             pass  # interpreter shutdown (3.12+ refuses new threads): the process is ending anyway
 
