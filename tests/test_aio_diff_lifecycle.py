@@ -331,6 +331,41 @@ def test_wait_for_termination_timeout_and_after_stop():
     assert for_both(check) == (True, True, False)
 
 
+@pytest.mark.parametrize("method_name", ["stop", "wait_for_termination"])
+def test_stop_awaited_on_another_loop_raises(method_name):
+    """stop() or wait_for_termination() awaited on a loop other than the
+    server's (asyncio.run() in the main thread, the server on a loop
+    thread): grpc.aio's awaits a future of the server's loop, which asyncio
+    refuses at once (RuntimeError "... attached to a different loop"); a
+    stop has begun by then. Ours waited for good."""
+
+    def check(kind):
+        s = _Server(kind)
+        try:
+            s.start()
+
+            async def elsewhere():
+                coro = s.server.stop(0) if method_name == "stop" else s.server.wait_for_termination()
+                try:
+                    await asyncio.wait_for(coro, 5)
+                except RuntimeError as err:
+                    return "different loop" in str(err)
+                except asyncio.TimeoutError:
+                    return "waited"
+                return "returned"
+
+            raised = asyncio.run(elsewhere())
+            if method_name == "wait_for_termination":
+                s.run(s.server.stop(0))
+            with grpc.insecure_channel(f"127.0.0.1:{s.port}") as channel:
+                stopped = wait_until(lambda: call_unary(channel, method("Echo"), b"x", timeout=1).code == SC.UNAVAILABLE)
+            return raised, stopped
+        finally:
+            s.close()
+
+    assert for_both(check) == (True, True)
+
+
 def test_del_stops_a_started_server():
     def check(kind):
         s = _Server(kind)

@@ -129,10 +129,20 @@ class _AioServer(ServerCore):
         # only shorten it (calls are cancelled at the earliest deadline), as
         # in grpc.aio.
         self.front.stop(grace_of(grace), wait=False)
+        self._check_loop()
         # The loop keeps running the calls meanwhile; _on_events sets
         # _terminated once Go's queue has ended, that is once the front has
         # stopped.
         await self._terminated.wait()
+
+    def _check_loop(self) -> None:
+        """grpc.aio's stop() and wait_for_termination() await futures of the
+        loop the server started on, which asyncio refuses on another loop
+        (RuntimeError; a stop has begun by then). The same error here, at
+        once: waiting there on _terminated, which the server's loop sets,
+        would hang."""
+        if self._loop is not None and asyncio.get_running_loop() is not self._loop:
+            raise RuntimeError(f"Task {asyncio.current_task()!r} got Future <Future pending> attached to a different loop")
 
     def collected(self) -> None:
         """The user's handle of a started server was deallocated (or its
@@ -149,6 +159,7 @@ class _AioServer(ServerCore):
 
     async def wait_for_termination(self, timeout: Optional[float] = None) -> bool:
         """Returns True if the timeout passed first, as grpc.aio does."""
+        self._check_loop()
         try:
             await asyncio.wait_for(asyncio.shield(self._terminated.wait()), timeout)
         except asyncio.TimeoutError:
