@@ -117,6 +117,33 @@ def test_localhost_binds_both_loopbacks(flavour):
     assert for_both(check) == ["ipv4:127.0.0.1:<port>", "ipv6:%5B::1%5D:<port>"]
 
 
+@each_flavour
+@pytest.mark.parametrize("host", ["localhost", "LOCALHOST"])
+def test_localhost_with_its_ipv4_port_taken_binds_the_ipv6_one(flavour, host):
+    """grpcio binds what it can of localhost's two loopbacks and succeeds
+    when either binds: with 127.0.0.1:P held by another socket,
+    "localhost:P" serves on [::1]:P. Ours raised; and it read "LOCALHOST"
+    as a host name, binding one loopback."""
+
+    def check(kind):
+        with socket.socket() as busy, socket.socket(socket.AF_INET6) as probe:
+            busy.bind(("127.0.0.1", 0))
+            busy.listen()
+            port = busy.getsockname()[1]
+            try:
+                probe.bind(("::1", port))  # the test needs [::1]:P free
+            except OSError:
+                return "skip"
+            probe.close()
+            with flavour.serving(kind, _peer_setup(flavour), _insecure(f"{host}:{port}")) as served:
+                return served.ports == [port], peer_shape(_call(f"[::1]:{port}").split()[0])
+
+    results = for_both(check)
+    if "skip" in results:
+        pytest.skip("[::1] is not free on the port taken on 127.0.0.1")
+    assert results == (True, "ipv6:%5B::1%5D:<port>")
+
+
 @pytest.fixture(scope="module")
 def pki():
     return make_pki()

@@ -43,7 +43,7 @@ func parseBindAddress(address string) (bindAddress, error) {
 	if err != nil {
 		return bindAddress{}, err
 	}
-	if host == "localhost" {
+	if strings.EqualFold(host, "localhost") {
 		host = "127.0.0.1"
 	}
 	return bindAddress{network: "tcp", address: net.JoinHostPort(host, port)}, nil
@@ -108,7 +108,7 @@ func isLocalhost(address string) bool {
 		return false
 	}
 	host, _, err := splitHostPort(address)
-	return err == nil && host == "localhost"
+	return err == nil && strings.EqualFold(host, "localhost")
 }
 
 // unixFile is a socket file address. An empty path binds an unnamed socket

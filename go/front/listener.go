@@ -80,23 +80,39 @@ type listenerSet struct {
 }
 
 // bind listens on address and returns the bound port. For "localhost" it
-// binds both loopbacks on one port, as grpcio does; the IPv6 one is
-// skipped where it can't be bound, as grpcio skips it.
+// binds both loopbacks on one port, as grpcio does, and, as grpcio,
+// succeeds when either can be bound (the IPv4 one first; the IPv6 one is
+// skipped where it can't be bound).
 func (s *listenerSet) bind(address string, sec *PortSecurity) (int, error) {
 	lis, err := listen(address, s.limits, sec, s.m, &s.open)
+	local := isLocalhost(address)
 	if err != nil {
-		return 0, err
+		_, port, perr := splitHostPort(address)
+		if !local || perr != nil {
+			return 0, err
+		}
+		lis6, err6 := listen(net.JoinHostPort("::1", port), s.limits, sec, s.m, &s.open)
+		if err6 != nil {
+			return 0, err
+		}
+		s.add(lis6)
+		return lis6.port(), nil
 	}
+	s.add(lis)
+	if local {
+		if lis6, err := listen(fmt.Sprintf("[::1]:%d", lis.port()), s.limits, sec, s.m, &s.open); err == nil {
+			s.add(lis6)
+		}
+	}
+	return lis.port(), nil
+}
+
+// add keeps a bound listener; the first one's port is firstPort.
+func (s *listenerSet) add(lis *listener) {
 	if len(s.all) == 0 {
 		s.first.Store(int32(lis.port()))
 	}
 	s.all = append(s.all, lis)
-	if isLocalhost(address) {
-		if lis6, err := listen(fmt.Sprintf("[::1]:%d", lis.port()), s.limits, sec, s.m, &s.open); err == nil {
-			s.all = append(s.all, lis6)
-		}
-	}
-	return lis.port(), nil
 }
 
 func (s *listenerSet) empty() bool { return len(s.all) == 0 }
