@@ -192,17 +192,18 @@ def test_a_watcher_gets_every_status_of_a_burst(flavour):
         seen = []
         for watch in watches:
             if flavour.aio:
+                # changes only, coalesced as the watcher keeps up: how many
+                # reach it depends on timing (one or two), on either server
                 got = [watch.next()]
                 while got[-1] != statuses[-1]:
                     got.append(watch.next())
+                seen.append(got[-1])
             else:
                 got = [watch.next() for _ in statuses]
+                seen.append((len(got), got[-1]))
             watch.close()
-            seen.append((len(got), got[-1]))
         return firsts, seen
 
     firsts, seen = flavour.same(h.health_setup((("a", h.SERVICE_UNKNOWN),)), scenario)
     assert firsts == [h.SERVICE_UNKNOWN] * 3
-    assert all(last == h.NOT_SERVING for _, last in seen)
-    if not flavour.aio:
-        assert seen == [(1000, h.NOT_SERVING)] * 3
+    assert seen == ([h.NOT_SERVING] * 3 if flavour.aio else [(1000, h.NOT_SERVING)] * 3)

@@ -1,11 +1,13 @@
 package front
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
 	"os"
 	"strings"
+	"time"
 )
 
 // bindAddress is an address of add_insecure_port() / add_secure_port() in
@@ -19,8 +21,7 @@ type bindAddress struct {
 
 // parseBindAddress reads grpcio's address forms:
 //
-//	host:port, [v6]:port      TCP ("localhost": the IPv4 loopback; Bind adds
-//	                          the IPv6 one, see isLocalhost); a port left
+//	host:port, [v6]:port      TCP (a host name: see hostAddresses); a port left
 //	                          out or empty is 443, grpc-core's default
 //	unix:path, unix:/abs      a Unix socket file, relative or absolute
 //	unix:///abs               the same, as a URI
@@ -101,15 +102,38 @@ func numericPort(port string) string {
 	return digits
 }
 
-// isLocalhost reports a TCP address on "localhost", which grpcio binds on
-// both loopback interfaces.
-func isLocalhost(address string) bool {
+// hostAddresses is what a TCP address's host name stands for, and its
+// port: "localhost" (in any case) its two loopbacks, the IPv4 one first, as
+// grpcio binds them; another name, the addresses the resolver gives (within
+// nameLookupTimeout). nil for an address that names no host (an IP
+// literal, a wildcard, a Unix socket) and for a name that doesn't resolve:
+// those are bound as given, so that the error says why.
+func hostAddresses(address string) ([]string, string) {
 	if strings.HasPrefix(address, "unix:") || strings.HasPrefix(address, "unix-abstract:") {
-		return false
+		return nil, ""
 	}
-	host, _, err := splitHostPort(address)
-	return err == nil && strings.EqualFold(host, "localhost")
+	host, port, err := splitHostPort(address)
+	if err != nil || host == "" || net.ParseIP(host) != nil {
+		return nil, ""
+	}
+	if strings.EqualFold(host, "localhost") {
+		return []string{"127.0.0.1", "::1"}, port
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), nameLookupTimeout)
+	defer cancel()
+	ips, err := net.DefaultResolver.LookupIPAddr(ctx, host)
+	if err != nil || len(ips) == 0 {
+		return nil, ""
+	}
+	hosts := make([]string, len(ips))
+	for i, ip := range ips {
+		hosts[i] = ip.String()
+	}
+	return hosts, port
 }
+
+// nameLookupTimeout bounds the resolution of a host name to bind.
+const nameLookupTimeout = 10 * time.Second
 
 // unixFile is a socket file address. An empty path binds an unnamed socket
 // that Linux names itself (autobind).

@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -190,5 +191,31 @@ func TestConnectionLimitClosesExtraConnections(t *testing.T) {
 	}
 	if _, err := callTarget(t, target, insecure.NewCredentials()); err == nil {
 		t.Error("a second connection was served over the limit of 1")
+	}
+}
+
+// A host name is bound on every address it stands for, as grpc-core binds
+// it; addresses that name no host are bound as given.
+func TestHostAddresses(t *testing.T) {
+	for _, c := range []struct {
+		address string
+		hosts   []string
+		port    string
+	}{
+		{"localhost:5", []string{"127.0.0.1", "::1"}, "5"},
+		{"LocalHost:0", []string{"127.0.0.1", "::1"}, "0"},
+		{"localhost", []string{"127.0.0.1", "::1"}, defaultPort},
+		{"127.0.0.1:0", nil, ""},
+		{"[::1]:0", nil, ""},
+		{"[::]:0", nil, ""},
+		{":0", nil, ""},
+		{"unix:localhost", nil, ""},
+		{"unix-abstract:localhost", nil, ""},
+		{"no-such-host.invalid:0", nil, ""},
+	} {
+		hosts, port := hostAddresses(c.address)
+		if !slices.Equal(hosts, c.hosts) || port != c.port {
+			t.Errorf("%q: %v %q, want %v %q", c.address, hosts, port, c.hosts, c.port)
+		}
 	}
 }

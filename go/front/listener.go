@@ -2,8 +2,10 @@ package front
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -79,32 +81,45 @@ type listenerSet struct {
 	open   openConns
 }
 
-// bind listens on address and returns the bound port. For "localhost" it
-// binds both loopbacks on one port, as grpcio does, and, as grpcio,
-// succeeds when either can be bound (the IPv4 one first; the IPv6 one is
-// skipped where it can't be bound).
+// bind listens on address and returns the bound port. A host name is
+// bound on every address it stands for (hostAddresses), on one port, as
+// grpc-core binds them, and the bind succeeds when any of them does
+// (grpc-core logs the others); an IP address, a wildcard or a Unix socket
+// is bound as given.
 func (s *listenerSet) bind(address string, sec *PortSecurity) (int, error) {
-	lis, err := listen(address, s.limits, sec, s.m, &s.open)
-	local := isLocalhost(address)
-	if err != nil {
-		_, port, perr := splitHostPort(address)
-		if !local || perr != nil {
+	hosts, port := hostAddresses(address)
+	if hosts == nil {
+		lis, err := listen(address, s.limits, sec, s.m, &s.open)
+		if err != nil {
 			return 0, err
 		}
-		lis6, err6 := listen(net.JoinHostPort("::1", port), s.limits, sec, s.m, &s.open)
-		if err6 != nil {
-			return 0, err
-		}
-		s.add(lis6)
-		return lis6.port(), nil
+		s.add(lis)
+		return lis.port(), nil
 	}
-	s.add(lis)
-	if local {
-		if lis6, err := listen(fmt.Sprintf("[::1]:%d", lis.port()), s.limits, sec, s.m, &s.open); err == nil {
-			s.add(lis6)
+	var firstErr error
+	bound := 0
+	for _, host := range hosts {
+		if bound != 0 {
+			port = strconv.Itoa(bound) // port 0: the others take the first's
 		}
+		lis, err := listen(net.JoinHostPort(host, port), s.limits, sec, s.m, &s.open)
+		if err != nil {
+			if firstErr == nil {
+				firstErr = err
+			}
+			continue
+		}
+		s.add(lis)
+		bound = lis.port()
 	}
-	return lis.port(), nil
+	if bound == 0 {
+		var be *BindError
+		if errors.As(firstErr, &be) {
+			return 0, &BindError{Address: address, Err: be.Err} // named as given
+		}
+		return 0, firstErr
+	}
+	return bound, nil
 }
 
 // add keeps a bound listener; the first one's port is firstPort.
