@@ -9,14 +9,13 @@ order across different keys is a known difference.
 """
 
 import collections
-import json
 
 import grpc
 import pytest
 
 from diff import TRANSPORT
 from diff.flavours import SYNC, each_flavour, record_outcome
-from diff.harness import SERVICE, call_stream, call_unary, method
+from diff.harness import call_stream, call_unary, method, retrying_channel_options
 from h2_raw import RawH2, grpc_message, request_headers
 
 pytestmark = pytest.mark.timeout(60)
@@ -701,23 +700,6 @@ def test_keys_grpc_core_keeps_apart_come_first(flavour):
 def test_retried_calls_show_the_attempt_count(flavour):
     """A client that retries (grpcio's retry policy) sends
     grpc-previous-rpc-attempts; grpcio's handlers see it, first."""
-    config = json.dumps(
-        {
-            "methodConfig": [
-                {
-                    "name": [{"service": SERVICE}],
-                    "retryPolicy": {
-                        "maxAttempts": 3,
-                        "initialBackoff": "0.01s",
-                        "maxBackoff": "0.01s",
-                        "backoffMultiplier": 1,
-                        "retryableStatusCodes": ["UNAVAILABLE"],
-                    },
-                }
-            ]
-        }
-    )
-
     async def handler(req, ctx, state):
         seen = [kv for kv in ctx.invocation_metadata() if kv[0] != "user-agent"]
         state.append("attempts", seen)
@@ -726,7 +708,7 @@ def test_retried_calls_show_the_attempt_count(flavour):
         return b"third time"
 
     def scenario(run):
-        with grpc.insecure_channel(run.target, options=[("grpc.enable_retries", 1), ("grpc.service_config", config)]) as channel:
+        with grpc.insecure_channel(run.target, options=retrying_channel_options()) as channel:
             out = call_unary(channel, method("M"), metadata=(("x-a", "1"),))
         return out.code, out.responses, run.state.wait_for("attempts")
 

@@ -11,7 +11,6 @@ test_server_diff_status.py and test_aio_diff_status.py.
 """
 
 import asyncio
-import json
 
 import grpc
 import grpc.aio
@@ -19,7 +18,7 @@ import pytest
 
 from diff import status_details
 from diff.flavours import ASYNCIO, SYNC, each_flavour, each_flavour_and_uvloop
-from diff.harness import SERVICE, call_stream, call_unary, method
+from diff.harness import call_stream, call_unary, method, retrying_channel_options
 from h2_raw import RawH2, grpc_message
 
 pytestmark = pytest.mark.timeout(60)
@@ -490,21 +489,6 @@ def test_set_code_with_a_normal_return_sends_headers_first(flavour):
         handlers = {"M": flavour.unary(with_message), "N": flavour.unary(with_none), "S": flavour.stream_unary(stream_in)}
         flavour.handlers(handlers)(server, state)
 
-    retries = {
-        "methodConfig": [
-            {
-                "name": [{"service": SERVICE}],
-                "retryPolicy": {
-                    "maxAttempts": 3,
-                    "initialBackoff": "0.01s",
-                    "maxBackoff": "0.01s",
-                    "backoffMultiplier": 1,
-                    "retryableStatusCodes": ["UNAVAILABLE"],
-                },
-            }
-        ]
-    }
-
     def scenario(run):
         wire = {}
         with RawH2(run.port) as raw:
@@ -513,9 +497,8 @@ def test_set_code_with_a_normal_return_sends_headers_first(flavour):
                 frames = raw.collect(lambda fs, i=stream_id: any(f.stream_id == i and f.end_stream for f in fs))
                 wire[name] = [(f.kind, f.data) for f in frames if f.stream_id == stream_id and f.kind in ("headers", "data")]
         run.state.records.pop("runs", None)
-        options = [("grpc.enable_retries", 1), ("grpc.service_config", json.dumps(retries))]
         codes = []
-        with grpc.insecure_channel(f"127.0.0.1:{run.port}", options=options) as channel:
+        with grpc.insecure_channel(f"127.0.0.1:{run.port}", options=retrying_channel_options()) as channel:
             for name in "MN":
                 try:
                     channel.unary_unary(method(name))(b"x", timeout=10)
