@@ -44,9 +44,6 @@ func parseBindAddress(address string) (bindAddress, error) {
 	if err != nil {
 		return bindAddress{}, err
 	}
-	if strings.EqualFold(host, "localhost") {
-		host = "127.0.0.1"
-	}
 	return bindAddress{network: "tcp", address: net.JoinHostPort(host, port)}, nil
 }
 

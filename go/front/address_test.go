@@ -19,7 +19,7 @@ func TestParseBindAddress(t *testing.T) {
 	for _, c := range []struct{ in, network, address, path string }{
 		{"127.0.0.1:0", "tcp", "127.0.0.1:0", ""},
 		{"[::]:50051", "tcp", "[::]:50051", ""},
-		{"localhost:1", "tcp", "127.0.0.1:1", ""},
+		{"localhost:1", "tcp", "localhost:1", ""},
 		{"unix:rel/s.sock", "unix", "rel/s.sock", "rel/s.sock"},
 		{"unix:/abs/s.sock", "unix", "/abs/s.sock", "/abs/s.sock"},
 		{"unix:///abs/s.sock", "unix", "/abs/s.sock", "/abs/s.sock"},
@@ -28,12 +28,12 @@ func TestParseBindAddress(t *testing.T) {
 		// with white space around it or a "+", a bare IPv6 address.
 		{"127.0.0.1", "tcp", "127.0.0.1:443", ""},
 		{"127.0.0.1:", "tcp", "127.0.0.1:443", ""},
-		{"localhost", "tcp", "127.0.0.1:443", ""},
+		{"localhost", "tcp", "localhost:443", ""},
 		{"[::1]", "tcp", "[::1]:443", ""},
 		{"[::1]:", "tcp", "[::1]:443", ""},
 		{"::1", "tcp", "[::1]:443", ""},
 		{"127.0.0.1:0 ", "tcp", "127.0.0.1:0", ""},
-		{"localhost:\t+8080\n", "tcp", "127.0.0.1:8080", ""},
+		{"localhost:\t+8080\n", "tcp", "localhost:8080", ""},
 		{"127.0.0.1:http", "tcp", "127.0.0.1:http", ""},
 		{"127.0.0.1:0x10", "tcp", "127.0.0.1:0x10", ""},
 		{":50051", "tcp", ":50051", ""},
