@@ -90,7 +90,7 @@ func TestIdleConnectionClosedAfterItsLastCall(t *testing.T) {
 			if answered.IsZero() {
 				t.Fatalf("GOAWAY (%q) while the call was still running", line)
 			}
-			if after := time.Since(answered); after < idle-50*time.Millisecond || after > idle+400*time.Millisecond {
+			if after := time.Since(answered); after < idle-50*time.Millisecond || after > idle+time.Second {
 				t.Fatalf("GOAWAY %v after the last call ended, want about %v", after, idle)
 			}
 			return
@@ -218,7 +218,7 @@ func TestPingAckTakenAlongStopsItsTimer(t *testing.T) {
 func TestPingAckWaitsForTheNextWrite(t *testing.T) {
 	saved := ackDelay
 	t.Cleanup(func() { ackDelay = saved })
-	ackDelay = 400 * time.Millisecond
+	ackDelay = time.Second // well apart from hold, for a loaded machine
 	const hold = 150 * time.Millisecond
 	f, _ := startFront(t, `, "options": [["grpc.pygrpc_native.transport", "h2"]]`, func(f *Front, e Event) {
 		if e.Kind == EventCall {
