@@ -10,8 +10,11 @@ from diff.harness import both, method, setup_handlers, unary
 pytestmark = pytest.mark.timeout(60)
 
 
+SLEEP = 1.0
+
+
 def _sleepy(request, context):
-    time.sleep(0.5)
+    time.sleep(SLEEP)
     return request
 
 
@@ -26,9 +29,10 @@ def test_blocking_handlers_run_side_by_side(calls):
 
     (ref, ref_took), (ours, ours_took) = both(setup_handlers({"Sleep": unary(_sleepy)}), scenario, workers=4)
     assert ours == ref == [b"%d" % i for i in range(calls)]
-    # Side by side: about one handler's time, not `calls` of them.
-    assert ref_took < 0.5 * calls - 0.2
-    assert ours_took < 0.5 * calls - 0.2
+    # Side by side: about one handler's time, not `calls` of them (the
+    # margin is for a loaded 2-core machine).
+    assert ref_took < SLEEP * calls - 0.4
+    assert ours_took < SLEEP * calls - 0.4
 
 
 def test_a_call_behind_a_slow_one_is_not_held_up():
