@@ -105,6 +105,53 @@ def test_callback_runs_outside_the_handler_thread():
     assert same(_setup_callbacks_on_finish, scenario) is False
 
 
+def test_callbacks_run_while_the_pool_serves_the_next_call():
+    """A handler takes a pooled resource (a connection) and gives it back in
+    a callback; with one pool thread, the next call's handler waits for it.
+    grpcio runs callbacks on its serving thread, so every call gets it; ours
+    ran them in the pool, behind that waiting handler: each call after the
+    first waited out its 2 s and failed."""
+
+    def setup(server, state):
+        connections = threading.BoundedSemaphore(1)
+
+        def handler(req, ctx):
+            if not connections.acquire(timeout=2):
+                ctx.abort(SC.RESOURCE_EXHAUSTED, "no free connection")
+            ctx.add_callback(connections.release)
+            return req
+
+        setup_handlers({"M": unary(handler)})(server, state)
+
+    def scenario(run):
+        outcomes = []
+        for i in range(4):
+            started = time.monotonic()
+            out = call_unary(run.channel, method("M"), b"%d" % i, timeout=10)
+            outcomes.append((out.code, time.monotonic() - started < 1.0))
+        return outcomes
+
+    assert same(setup, scenario, workers=1) == [(SC.OK, True)] * 4
+
+
+def test_callbacks_run_outside_the_pool():
+    """grpcio's serving thread runs callbacks, not a pool thread (a pool
+    whose threads all serve calls would hold them up)."""
+
+    def setup(server, state):
+        def handler(req, ctx):
+            ctx.add_callback(lambda: state.record("callback thread", threading.current_thread().name))
+            return req
+
+        setup_handlers({"M": unary(handler)})(server, state)
+
+    def scenario(run):
+        call_unary(run.channel, method("M"), b"")
+        return run.state.wait_for("callback thread").startswith(f"diff-{run.kind}")
+
+    assert same(setup, scenario) is False
+
+
 @pytest.mark.parametrize("end", ["answer", "abort", "client cancel"])
 def test_callback_reads_the_context_after_the_end(end):
     """A callback (an access log) reads the peer, the metadata and the time

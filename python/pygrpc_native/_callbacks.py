@@ -1,17 +1,31 @@
 """The add_callback() callbacks of pygrpc_native.server()'s calls.
 
-As in grpcio, callbacks run once their call ends, never in the handler's
-thread: a call its handler finished has them run in the server's pool; a
-call that ends without its handler finishing it (client cancel, deadline)
-is *watched*: Go reports its end on a queue of its own, which a thread
-started on first use drains, so those callbacks run at once even while
-every pool thread is busy.
+As grpcio runs them on its serving thread, callbacks run once their call
+ends, one call's after another's, on a thread of their own: never in the
+handler's thread, and never in the server's pool, whose threads may all
+be serving calls (a callback that gives back what the next call needs,
+a pooled connection, would then wait behind that call).
+
+Two threads, each started on first use:
+
+* the *runner* runs the callbacks of the calls put on its queue, and
+  ends after _RUNNER_IDLE with nothing to run (the next call started
+  again);
+* the *watcher* waits in Go for the ends of calls that end without their
+  handler finishing them (client cancel, deadline, the server's stop):
+  add_callback() has Go watch its call, and the watcher hands the calls
+  Go reports to the runner.
+
+A call its handler finished is handed to the runner by the handler's
+thread. Whichever of the two comes first takes the call from ``_watched``,
+so its callbacks run once.
 """
 
 from __future__ import annotations
 
+import queue
 import threading
-from typing import TYPE_CHECKING, Callable, Dict, Optional
+from typing import TYPE_CHECKING, Dict, Optional
 
 from ._call_state import CallState
 from ._grpc_logs import SERVER_LOG
@@ -22,22 +36,27 @@ if TYPE_CHECKING:
 
 # Ends of watched calls taken from Go at once.
 _ENDS_BATCH = 64
+# How long the runner waits for more calls before its thread ends.
+_RUNNER_IDLE = 1.0
 
 
 class CallbackRunner:
-    """Runs each call's callbacks once. ``submit(fn, *args)`` runs fn in the
-    server's pool (False if the pool refused it)."""
+    """Runs each watched call's callbacks once, after the call ended."""
 
-    def __init__(self, front: NativeGrpcFront, submit: Callable[..., bool]) -> None:
+    def __init__(self, front: NativeGrpcFront) -> None:
         self._front = front
-        self._submit = submit
         self._watched: Dict[int, CallState] = {}  # call id -> call
-        self._thread_lock = threading.Lock()
-        self._thread: Optional[threading.Thread] = None
+        # Guards starting the two threads, and the runner's end: a call is
+        # put on _due under it, and the runner ends only under it with
+        # _due empty, so no call is left behind a runner that is leaving.
+        self._lock = threading.Lock()
+        self._watcher: Optional[threading.Thread] = None
+        self._runner: Optional[threading.Thread] = None
+        self._due: queue.SimpleQueue[CallState] = queue.SimpleQueue()
 
     def watch(self, call: CallState) -> bool:
-        """Makes the call's callbacks run if it ends without its handler
-        finishing it; False if the call has already ended."""
+        """Makes the call's callbacks run when it ends; False if the call
+        has already ended."""
         call_id = call.call_id
         self._watched[call_id] = call
         try:
@@ -47,27 +66,47 @@ class CallbackRunner:
         if not watching:
             self._watched.pop(call_id, None)
             return False
-        if self._thread is None:
-            with self._thread_lock:
-                if self._thread is None:
-                    self._thread = threading.Thread(
-                        target=self._run_ended_calls, name="pygrpc_native-callbacks", daemon=True
+        if self._watcher is None:
+            with self._lock:
+                if self._watcher is None:
+                    self._watcher = threading.Thread(
+                        target=self._hand_over_ended_calls, name="pygrpc_native-watcher", daemon=True
                     )
-                    self._thread.start()
+                    self._watcher.start()
         return True
 
     def call_ended(self, call: CallState) -> None:
-        """Runs, in the pool, the callbacks of a call that ended in its
-        handler's thread (unless they ran already)."""
+        """Has the callbacks of a call that ended in its handler's thread
+        run (unless they ran already)."""
         if self._watched.pop(call.call_id, None) is not None:
-            self._submit(run_callbacks, call)
+            self._run_later(call)
 
-    def _run_ended_calls(self) -> None:
+    def _run_later(self, call: CallState) -> None:
+        with self._lock:
+            self._due.put(call)
+            if self._runner is None:
+                self._runner = threading.Thread(target=self._run_due, name="pygrpc_native-callbacks", daemon=True)
+                self._runner.start()
+
+    def _run_due(self) -> None:
+        due = self._due
+        while True:
+            try:
+                call = due.get(timeout=_RUNNER_IDLE)
+            except queue.Empty:
+                with self._lock:
+                    if due.empty():
+                        self._runner = None
+                        return
+                continue
+            run_callbacks(call)
+
+    def _hand_over_ended_calls(self) -> None:
         while (events := self._front.recv_watched(_ENDS_BATCH)) is not None:
             for _kind, call_id, _method_id, _payload, _client in events:
                 call = self._watched.pop(call_id, None)
                 if call is not None:
-                    run_callbacks(call)
+                    self._run_later(call)
 
 
 def run_callbacks(call: CallState) -> None:

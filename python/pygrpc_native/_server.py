@@ -34,8 +34,9 @@ Threads, and why:
   just before running it (one look at Go's call table, a fraction of a
   percent of a call's cost): a client that closes its connection right
   after sending is usually noticed by then.
-* Callbacks (add_callback) run once their call ends, never in the
-  handler's thread, as in grpcio (_callbacks.CallbackRunner).
+* Callbacks (add_callback) run once their call ends, on a thread of their
+  own, as on grpcio's serving thread: never in the handler's thread, nor
+  in the pool (_callbacks.CallbackRunner).
 * Lookups of methods only generic handlers (or interceptors) know run on
   the thread that took them from Go, the monitor or a drain task, one at a
   time, as grpcio's serving thread runs them: a call no handler serves is
@@ -105,7 +106,7 @@ _PendingCall = Tuple[Method, int, Optional[bytes]]
 class _Server(ServerCore):
     def __init__(self, arguments: ServerArguments) -> None:
         super().__init__(arguments)
-        self._call_runner = CallRunner(self, CallbackRunner(self.front, self._submit))
+        self._call_runner = CallRunner(self, CallbackRunner(self.front))
         self._pending: Deque[_PendingCall] = collections.deque()
         # Guards the task counts below (not the per-call path).
         self._tasks_lock = threading.Lock()
