@@ -211,3 +211,44 @@ def test_calls_abandoned_while_queued_are_not_run():
     assert native_ran < calls // 2, (native_ran, grpcio_ran)
     assert native_took < 1.0, (native_took, grpcio_took)
     assert grpcio_ran < calls // 2 and grpcio_took < 1.0, "the control itself"
+
+
+def _longest_job_wait(kind: str) -> float:
+    """Two clients keep calls coming (4 at a time each) to a server on a
+    pool of one thread, which the application also gives jobs of its own,
+    one every 50 ms for a second: the longest a job waited to start."""
+    pool = futures.ThreadPoolExecutor(1)
+    waits = []
+    with _serving(kind, pool, {"Fast": unary(lambda request, context: request)}) as channel:
+        stub = channel.unary_unary(method("Fast"))
+        stop = threading.Event()
+
+        def client() -> None:
+            while not stop.is_set():
+                for f in [stub.future(b"x", timeout=WAIT) for _ in range(4)]:
+                    f.result()
+
+        clients = [threading.Thread(target=client) for _ in range(2)]
+        for c in clients:
+            c.start()
+        try:
+            time.sleep(0.2)
+            until = time.monotonic() + 1.0
+            while time.monotonic() < until:
+                queued = time.monotonic()
+                waits.append(pool.submit(lambda queued=queued: time.monotonic() - queued).result(timeout=WAIT))
+                time.sleep(0.05)
+        finally:
+            stop.set()
+            for c in clients:
+                c.join(WAIT)
+    return max(waits)
+
+
+def test_jobs_sharing_the_pool_are_not_held_up_by_calls():
+    """grpcio submits each call to the pool as a job of its own, so the
+    application's jobs in the same pool take their turn between calls
+    (waits of a few ms here); ours kept the pool's thread running calls as
+    long as they came: jobs waited up to 0.3-1.6 s."""
+    waits = {kind: _longest_job_wait(kind) for kind in KINDS}
+    assert all(wait < 0.2 for wait in waits.values()), waits

@@ -23,9 +23,11 @@ Threads, and why:
   times a second for nothing (~60 ms of CPU a second with 8 of them here,
   where grpc.server() spends ~5).
 * A task gives its thread back when there is nothing to do for ``_IDLE``,
-  when another task already waits for Go's next batch, or when more tasks
+  when another task already waits for Go's next batch, when more tasks
   run than the monitor last wanted (it lowers the number after every look
-  that finds no task held up).
+  that finds no task held up), or, after a call, when a job that isn't
+  ours waits for the pool (a pool shared with the application's jobs):
+  a task of ours then queues behind that job for the calls left.
 * While no task runs, the monitor itself waits for calls in Go and starts
   the first task when some arrive.
 * Calls whose client has gone (cancelled, deadline passed, connection
@@ -372,6 +374,7 @@ class _Server(ServerCore):
         on a task that is leaving."""
         pending = self._pending
         call_runner = self._call_runner
+        pool_queue = _work_queue(self.thread_pool)
         while True:
             try:
                 method, call_id, payload = pending.popleft()
@@ -398,6 +401,17 @@ class _Server(ServerCore):
                         task.call_id = None
                         self._end_task_locked(task)
                         return
+            if pool_queue is not None and pool_queue.qsize() > self._tasks_starting:
+                # Work of others waits for the pool (the user's own jobs
+                # share it): the thread goes back, and the calls left wait
+                # behind that work, as on grpcio, whose every call is a job
+                # of its own.
+                with self._tasks_lock:
+                    task.call_id = None
+                    if pending:
+                        self._spawn()
+                    self._end_task_locked(task)
+                    return
 
     def _lookup(self, call_id: int, path: str) -> None:
         """Resolves a path Go doesn't know: a handler of ours, or the
@@ -441,6 +455,13 @@ class _Server(ServerCore):
                 _, call_id, _ = self._pending.popleft()
                 self._call_runner.reject(call_id, _UNAVAILABLE, "Server thread pool is shut down")
             return False
+
+
+def _work_queue(pool: futures.Executor) -> Any:
+    """The queue of a ThreadPoolExecutor's jobs not started yet (None for
+    another executor): read for its size only."""
+    work_queue = getattr(pool, "_work_queue", None) if isinstance(pool, futures.ThreadPoolExecutor) else None
+    return work_queue if callable(getattr(work_queue, "qsize", None)) else None
 
 
 def server(
