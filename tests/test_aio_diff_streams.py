@@ -7,6 +7,7 @@ share are in test_diff_streams.py.
 """
 
 import asyncio
+import logging
 import time
 
 import grpc
@@ -412,6 +413,147 @@ def test_a_write_waiting_for_room_when_the_call_ends(flavour, end):
     ref = same(setup, scenario, loop=flavour.name)
     code = SC.CANCELLED if end == "cancel" else SC.DEADLINE_EXCEEDED
     assert ref == (code, ["ExecuteBatchError", "then CancelledError"])
+
+
+def _discard(call, pause):
+    """Reads a response stream to its end, keeping nothing, pausing after
+    each message."""
+    try:
+        for _ in call:
+            time.sleep(pause)
+    except grpc.RpcError:
+        pass
+
+
+def _logged(caplog):
+    """grpc.aio's log records at DEBUG and above, as (level, message)."""
+    return sorted(
+        {
+            (r.levelname, r.getMessage())
+            for r in caplog.records
+            if r.name == "grpc._cython.cygrpc" and not r.getMessage().startswith("[_cygrpc]")
+        }
+    )
+
+
+@each_loop
+@pytest.mark.parametrize("end", ["cancel", "deadline"])
+def test_a_writer_that_never_waits_meets_the_cancellation(flavour, end, caplog):
+    """A fast producer (`while True: await ctx.write(...)`, writes that
+    never wait for room) whose client cancels or whose deadline passes:
+    grpc.aio's write waits for its core, where the task's cancellation
+    lands: CancelledError, and only a DEBUG record. Ours raised
+    ExecuteBatchError from the write, logged as the handler's ERROR with a
+    traceback for every client that left."""
+
+    def setup(server, state):
+        async def writes(request, ctx):
+            state.event("writing").set()
+            try:
+                while True:
+                    await ctx.write(b"x" * 100)
+            except asyncio.CancelledError:
+                state.record("raised", "CancelledError")
+                raise
+            except Exception as exc:  # noqa: BLE001 - what the test observes
+                state.record("raised", type(exc).__name__)
+                raise
+
+        setup_handlers({"S": grpc.unary_stream_rpc_method_handler(writes)})(server, state)
+
+    def scenario(run):
+        caplog.clear()
+        with caplog.at_level(logging.DEBUG, logger="grpc._cython.cygrpc"):
+            call = run.channel.unary_stream(method("S"))(b"", timeout=10 if end == "cancel" else 0.3)
+            if end == "cancel":
+                for _ in range(3):
+                    next(call)
+                call.cancel()
+            else:
+                _discard(call, pause=0.001)
+            raised = run.state.wait_for("raised")
+            time.sleep(0.2)
+        return raised, _logged(caplog)
+
+    ref = same(setup, scenario, loop=flavour.name)
+    assert ref == ("CancelledError", [("DEBUG", "RPC cancelled for servicer method [/diff.Diff/S]")])
+
+
+@pytest.mark.parametrize("op", ["write", "abort", "send_initial_metadata"])
+def test_ops_after_the_cancellation_are_refused_quietly(op, caplog):
+    """A handler that caught the cancellation of a call its client
+    cancelled, then writes, aborts or sends headers: grpc.aio's op raises
+    its core's error at once, which its server ignores for a call the client
+    closed. Ours logged it as the handler's ERROR."""
+
+    def setup(server, state):
+        async def handler(request, ctx):
+            state.event("in").set()
+            try:
+                await asyncio.sleep(WAIT)
+            except asyncio.CancelledError:
+                started = time.monotonic()
+                try:
+                    if op == "write":
+                        await ctx.write(b"late")
+                    elif op == "abort":
+                        await ctx.abort(SC.INTERNAL, "late")
+                    else:
+                        await ctx.send_initial_metadata((("k", "v"),))
+                except Exception as exc:  # noqa: BLE001 - what the test observes
+                    state.record("raised", (type(exc).__name__, time.monotonic() - started < 0.3))
+                    raise
+
+        setup_handlers({"S": grpc.unary_stream_rpc_method_handler(handler)})(server, state)
+
+    def scenario(run):
+        caplog.clear()
+        with caplog.at_level(logging.DEBUG, logger="grpc._cython.cygrpc"):
+            call = run.channel.unary_stream(method("S"))(b"", timeout=10)
+            assert run.state.event("in").wait(WAIT)
+            call.cancel()
+            raised = run.state.wait_for("raised")
+            time.sleep(0.2)
+        return raised, _logged(caplog)
+
+    assert same(setup, scenario) == (("ExecuteBatchError", True), [])
+
+
+def test_a_write_after_the_stop_ended_the_call(caplog):
+    """stop(grace) ends a stream whose handler catches the cancellation and
+    writes again: grpc.aio's write raises _ServerStoppedError, and its
+    server logs a WARNING (no traceback). Ours raised ExecuteBatchError,
+    logged as the handler's ERROR."""
+
+    def setup(server, state):
+        async def handler(request, ctx):
+            await ctx.write(b"first")
+            try:
+                await asyncio.sleep(WAIT)
+            except asyncio.CancelledError:
+                try:
+                    await ctx.write(b"late")
+                except Exception as exc:  # noqa: BLE001 - what the test observes
+                    state.record("raised", type(exc).__name__)
+                    raise
+
+        setup_handlers({"S": grpc.unary_stream_rpc_method_handler(handler)})(server, state)
+
+    def scenario(run):
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="grpc._cython.cygrpc"):
+            call = run.channel.unary_stream(method("S"))(b"", timeout=10)
+            next(call)
+            run.on_loop(run.server.stop(0.2))
+            raised = run.state.wait_for("raised")
+            time.sleep(0.2)
+        return raised, call.code(), _logged(caplog)
+
+    assert same(setup, scenario) == (
+        "_ServerStoppedError",
+        SC.UNAVAILABLE,
+        [("WARNING", "Aborting method [/diff.Diff/S] due to server stop.")],
+    )
 
 
 # -- the context's state -------------------------------------------------------------------

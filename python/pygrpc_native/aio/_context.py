@@ -102,6 +102,39 @@ def _cygrpc() -> Any:
     return cygrpc
 
 
+# Marks the errors of ops on a call that its client closed (ended_error).
+_CLIENT_CLOSED = "_pygrpc_native_client_closed"
+
+# How long an op that found its call ended in Go waits for its task's
+# cancellation to land (ServicerContext._ended_in_go).
+_CANCEL_LANDS = 0.5
+# A write that waited for room at least this long when its call ended was
+# stuck, as grpc.aio's is in flow control when the client stops reading;
+# a shorter wait is only the call's buffer being written out (grpc-core
+# would have taken the message), so the write meets the cancellation.
+_STUCK = 0.25
+
+
+def ended_error() -> Exception:
+    """grpc.aio's error for an op on a call that its client closed (a
+    cancel, a deadline): its core's, which grpc.aio's server ignores once
+    the client has closed the call (client_closed_error says whether it is
+    one)."""
+    err = _cygrpc().ExecuteBatchError('Failed "execute_batch": the call has ended')
+    setattr(err, _CLIENT_CLOSED, True)
+    return err
+
+
+def client_closed_error(exc: BaseException) -> bool:
+    """Whether exc is ended_error()'s."""
+    return getattr(exc, _CLIENT_CLOSED, False)
+
+
+def server_stopped_error() -> Exception:
+    """What grpc.aio's ops raise once the server's stop has ended the call."""
+    return _cygrpc()._ServerStoppedError("Server already stopped.")
+
+
 def check_details(details: Any) -> None:
     """grpc.aio's contexts take details as a str (or None), refusing
     anything else where it is given (a str subclass, such as a str Enum's
@@ -279,7 +312,11 @@ class ServicerContext(AioStatus, CallInfo, grpc.aio.ServicerContext):
             # Metadata gRPC can't carry: Go has already ended the call
             # (INTERNAL "Invalid metadata"); logged as grpc.aio logs its
             # core's refusal.
-            AIO_LOG.error("ExecuteBatchError raised in core by servicer method [%s]", call.method)
+            AIO_LOG.error(
+                "ExecuteBatchError raised in core by servicer method [%s]",
+                call.method,
+                exc_info=_cygrpc().ExecuteBatchError('Failed "execute_batch": invalid trailing metadata'),
+            )
         except TypeError as err:
             # Metadata of the wrong types: the call must end all the same.
             _LOGGER.error("Cannot send the status: %s", err)
@@ -289,13 +326,42 @@ class ServicerContext(AioStatus, CallInfo, grpc.aio.ServicerContext):
     async def write(self, message: Any) -> None:
         try:
             body = self._write_now(message)
-            if body is not None:
-                await self._write_later(body)
         except CallEnded:
-            # grpc.aio's send fails on a call that ended (a client cancel,
-            # a deadline, a stop) with its core's error, an Exception; the
-            # task itself is cancelled at its next await.
-            raise _cygrpc().ExecuteBatchError('Failed "execute_batch": the call has ended') from None
+            await self._ended_in_go()
+        if body is None:
+            return
+        loop = self._waits.loop
+        waited_from = loop.time()
+        try:
+            await self._write_later(body)
+        except CallEnded:
+            if loop.time() - waited_from < _STUCK:
+                await self._ended_in_go()
+            # The call ended while the write was stuck (its client had
+            # stopped reading): grpc.aio's send, stuck in HTTP/2 flow
+            # control, fails with its core's error, an Exception (a
+            # handler's `except Exception` cleanup runs); the task's
+            # cancellation meets its next await.
+            raise ended_error() from None
+
+    async def _ended_in_go(self) -> NoReturn:
+        """An op found its call ended in Go at once (a client cancel, a
+        deadline, a stop), and this context didn't end it. grpc.aio's op
+        waits for its core, and the task's cancellation lands there: a
+        handler that writes without ever waiting (a fast producer) gets
+        CancelledError, not an error its server would log. Ours didn't
+        wait: Go's news of the end may not have reached the loop yet, so
+        the op waits for the cancellation here, up to _CANCEL_LANDS. Where
+        it landed already (the handler caught it) or never comes, the op
+        raises grpc.aio's error: _ServerStoppedError once the server's stop
+        has begun, else its core's."""
+        if self._waits.stopping:
+            raise server_stopped_error()
+        task = asyncio.current_task()
+        cancelling = getattr(task, "cancelling", None)  # Python 3.11+
+        if cancelling is None or not cancelling():
+            await asyncio.sleep(_CANCEL_LANDS)
+        raise ended_error()
 
     def _write_now(self, message: Any) -> Optional[bytes]:
         """write() as far as it goes without an await, which is all of it
@@ -356,9 +422,7 @@ class ServicerContext(AioStatus, CallInfo, grpc.aio.ServicerContext):
             # "Invalid metadata", and grpc.aio raises its core's error.
             raise _cygrpc().ExecuteBatchError('Failed "execute_batch": invalid initial metadata') from None
         if not sent:
-            # The call ended (a client cancel, a deadline): grpc.aio's send
-            # fails with its core's error.
-            raise _cygrpc().ExecuteBatchError('Failed "execute_batch": the call has ended')
+            await self._ended_in_go()
 
     async def abort(self, code: grpc.StatusCode, details: str = "", trailing_metadata: Any = ()) -> NoReturn:
         call = self._call
@@ -371,9 +435,7 @@ class ServicerContext(AioStatus, CallInfo, grpc.aio.ServicerContext):
         code, details = record_abort(call, code, details, trailing_metadata)
         call.keep_details()  # the handler's finally blocks may read them, as on grpc.aio
         if not await self._finish(code, details):
-            # The call had ended in Go (a client cancel, a deadline):
-            # grpc.aio's status op fails with its core's error.
-            raise _cygrpc().ExecuteBatchError('Failed "execute_batch": the call has ended')
+            await self._ended_in_go()
         call.aborted = True
         raise grpc.aio.AbortError("Locally aborted.")
 
@@ -480,7 +542,7 @@ class SyncHandlerContext(AioStatus, SyncContextBase):
 
     def _gone_error(self) -> Exception:
         # grpc.aio's sync context sends through the loop: its core's error.
-        return _cygrpc().ExecuteBatchError('Failed "execute_batch": the call has ended')
+        return ended_error()
 
     def set_compression(self, compression: grpc.Compression) -> None:
         # As grpc.aio's context: RuntimeError once the initial metadata is

@@ -41,6 +41,7 @@ from typing import Any, Callable, Dict, NoReturn, Optional, Sequence
 
 import grpc
 import grpc.aio
+from grpc._cython import cygrpc
 
 from .._call_state import CallState, context_refs
 from .._calls import _HandlerCallDetails, Method, RequestIterator, behavior_of
@@ -48,11 +49,13 @@ from .._core import Lookup, ServerArguments, ServerCore, Stage, aio_rpc_limit, f
 from .._events import EVENT_CALL, EVENT_CANCEL, EVENT_LOOKUP
 from .._grpc_logs import AIO_LOG
 from .._handle import AioServerHandle
-from ._context import ServicerContext, SyncHandlerContext, failure_code, send_blocking, serialize
+from ._context import ServicerContext, SyncHandlerContext, client_closed_error, failure_code, send_blocking, serialize
 from ._waits import FINISHED, LoopWaits, check_open
 
 
 _OK = grpc.StatusCode.OK
+_EXECUTE_BATCH_ERROR = cygrpc.ExecuteBatchError
+_SERVER_STOPPED = cygrpc._ServerStoppedError
 _UNKNOWN = grpc.StatusCode.UNKNOWN
 _UNIMPLEMENTED = grpc.StatusCode.UNIMPLEMENTED
 # grpc.aio's details for an AbortError a handler raises without abort().
@@ -121,6 +124,8 @@ class _AioServer(ServerCore):
             if self.stage is Stage.NEW:
                 return  # as grpc.aio: nothing to stop yet; start() still works
             self.stage = Stage.STOPPED
+        if self._waits is not None:
+            self._waits.stopping = True
         if self._event_fd is None:
             self.front.stop(None)  # releases a bound port
             self._terminated.set()
@@ -290,7 +295,10 @@ class _AioServer(ServerCore):
                     body = b""
                 await ctx._finish(code, call.details, body)  # type: ignore[arg-type]  # _finish() checks them
         except asyncio.CancelledError:
-            pass  # the client has its status already
+            # The client has its status already.
+            AIO_LOG.debug("RPC cancelled for servicer method [%s]", method.path)
+        except _SERVER_STOPPED:
+            AIO_LOG.warning("Aborting method [%s] due to server stop.", method.path)
         except grpc.aio.AbortError:
             if not call.ended:
                 # Raised by the handler itself, not by abort(): grpc.aio's
@@ -299,6 +307,14 @@ class _AioServer(ServerCore):
                 if context_refs(ctx) > held:
                     call.keep_details()
                 await ctx._finish(failure_code(call), _ABORT_REPLACED)
+        except _EXECUTE_BATCH_ERROR as exc:
+            # An op the handler made failed: ignored where the client had
+            # closed the call, as grpc.aio ignores it; otherwise logged as
+            # grpc.aio logs it (Go has ended the call: metadata it refused;
+            # one the handler raised itself is ended here).
+            if not client_closed_error(exc):
+                AIO_LOG.error("ExecuteBatchError raised in core by servicer method [%s]", method.path, exc_info=exc)
+                await ctx._finish(failure_code(call), f"Unexpected {type(exc)}: {exc}")
         except Exception as exc:  # noqa: BLE001 - grpc.aio's outcome for any exception
             AIO_LOG.error("Unexpected [%s] raised by servicer method [%s]", type(exc).__name__, method.path, exc_info=exc)
             if context_refs(ctx) > held:

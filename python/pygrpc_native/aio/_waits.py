@@ -228,10 +228,13 @@ class RequestStream:
 class LoopWaits:
     """The calls that wait for something from Go, by call id."""
 
-    __slots__ = ("loop", "ahead_messages", "_front", "_streams", "_room")
+    __slots__ = ("loop", "ahead_messages", "stopping", "_front", "_streams", "_room")
 
     def __init__(self, loop: asyncio.AbstractEventLoop, front: NativeGrpcFront, fixed_window: bool = False) -> None:
         self.loop = loop
+        # The server's stop() has begun: calls Go ends from now on, the
+        # stop ended (its grace passed). Set by the server, on the loop.
+        self.stopping = False
         # How many messages a request stream may read ahead of its handler.
         self.ahead_messages = 1 if fixed_window else _AHEAD_MESSAGES
         self._front = front
