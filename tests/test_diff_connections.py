@@ -165,6 +165,30 @@ def test_no_age_by_default(flavour):
     assert flavour.same(_setup(flavour), scenario) is True
 
 
+def _closes_a_silent_connection_after(kind: str, options) -> float:
+    """Seconds until a server of kind (options given) closes a TCP
+    connection that never sends the HTTP/2 preface; 10 if it never does."""
+    with serving(kind, lambda server, state: None, options=options) as served:
+        with socket.create_connection(("127.0.0.1", served.ports[0])) as sock:
+            sock.settimeout(10)
+            opened = time.monotonic()
+            try:
+                while sock.recv(4096):
+                    pass
+            except socket.timeout:
+                return 10.0
+            except ConnectionResetError:
+                pass
+            return time.monotonic() - opened
+
+
+def test_server_handshake_timeout_closes_silent_connections():
+    """grpc.server_handshake_timeout_ms bounds how long a connection may go
+    without its preface (slowloris): 0.4 s here; ours kept 120 s."""
+    took = {kind: _closes_a_silent_connection_after(kind, [("grpc.server_handshake_timeout_ms", 400)]) for kind in KINDS}
+    assert all(0.3 < t < 2.0 for t in took.values()), took
+
+
 # -- the end of a stop's grace ----------------------------------------------------------
 
 

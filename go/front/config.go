@@ -323,9 +323,16 @@ func (l *Limits) apply(name string, n int64, seen *optionsSeen) error {
 		l.MaxConnectionAge = lifetime(n)
 	case "grpc.max_connection_age_grace_ms":
 		l.MaxConnectionAgeGrace = lifetime(n)
-		if n == 0 {
-			// No grace at all; grpc-go would read 0 as "unset".
+		if n <= 0 {
+			// No grace at all, as grpc-core reads 0 and less; grpc-go
+			// would read 0 as "unset".
 			l.MaxConnectionAgeGrace = time.Nanosecond
+		}
+	case "grpc.server_handshake_timeout_ms":
+		// 0 and less close every connection at once, as grpc-core does.
+		l.HandshakeTimeout = time.Nanosecond
+		if n > 0 {
+			l.HandshakeTimeout = milliseconds(n)
 		}
 	case "grpc.max_allowed_incoming_connections":
 		if n > 0 && n <= math.MaxInt32 {

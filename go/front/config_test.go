@@ -1,6 +1,7 @@
 package front
 
 import (
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -72,6 +73,16 @@ func TestParseConfigConnectionAndCompressionOptions(t *testing.T) {
 	if l.MaxConnectionAge != 1500*time.Millisecond || l.MaxConnectionAgeGrace != time.Nanosecond ||
 		l.MaxConnectionIdle != infinity || l.MaxConnections != 3 || l.Compression.Algorithm != "gzip" || l.Compression.LevelSet {
 		t.Fatalf("limits: %+v", l)
+	}
+	for n, want := range map[int64]time.Duration{-1000: time.Nanosecond, 0: time.Nanosecond, 250: 250 * time.Millisecond} {
+		cfg, err := ParseConfig([]byte(fmt.Sprintf(`{"address": "x:1", "methods": [], "options": [
+			["grpc.max_connection_age_grace_ms", %d], ["grpc.server_handshake_timeout_ms", %d]]}`, n, n)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g, h := cfg.Limits.MaxConnectionAgeGrace, cfg.Limits.HandshakeTimeout; g != want || h != want {
+			t.Errorf("grace and handshake timeout %d ms: %v, %v; want %v", n, g, h, want)
+		}
 	}
 	for _, opt := range []string{`["grpc.default_compression_algorithm", 3]`, `["grpc.default_compression_level", 7]`} {
 		_, err := ParseConfig([]byte(`{"address": "x:1", "methods": [], "options": [` + opt + `]}`))
