@@ -152,6 +152,37 @@ def test_callbacks_run_outside_the_pool():
     assert same(setup, scenario) is False
 
 
+def test_a_stream_ended_by_the_send_limit_runs_its_callbacks():
+    """An endless response stream whose message is over
+    grpc.max_send_message_length: grpcio ends the call RESOURCE_EXHAUSTED,
+    closes the generator and runs the callbacks. Ours ended the call but
+    never told the handler's side: the callbacks (an unsubscribe, a
+    release) never ran, not even after stop()."""
+
+    def setup(server, state):
+        def endless(request, ctx):
+            ctx.add_callback(lambda: state.record("callback ran", True))
+            try:
+                yield b"a" * 20
+                while True:
+                    time.sleep(0.02)
+                    yield b"a"
+            finally:
+                state.record("generator closed", True)
+
+        setup_handlers({"S": stream(endless)})(server, state)
+
+    def scenario(run):
+        out = call_stream(run.channel, method("S"), b"", timeout=5)
+        return out.brief(), run.state.wait_for("callback ran"), run.state.wait_for("generator closed")
+
+    assert same(setup, scenario, options=[("grpc.max_send_message_length", 10)]) == (
+        (SC.RESOURCE_EXHAUSTED, "SERVER: Sent message larger than max (20 vs. 10)"),
+        True,
+        True,
+    )
+
+
 @pytest.mark.parametrize("end", ["answer", "abort", "client cancel"])
 def test_callback_reads_the_context_after_the_end(end):
     """A callback (an access log) reads the peer, the metadata and the time

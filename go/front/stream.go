@@ -71,7 +71,7 @@ func (s *stream) apply(o op) (err error, done bool) {
 			if err == errSendWouldWait {
 				return err, false
 			}
-			return s.failed(err), true
+			return s.failedMidCall(err), true
 		}
 		return nil, false
 	case opRoute:
@@ -155,11 +155,26 @@ func sendMessage(out ServerStream, b mem.BufferSlice, uncompressed bool, limit i
 }
 
 // failed ends a call whose answer could not be written. A status error is
-// the server's verdict (e.g. too large) and goes to the client; anything
-// else means the stream is gone, which Python learns as a cancellation.
+// the server's verdict (e.g. too large) and goes to the client; the call
+// counts as completed. Anything else means the stream is gone, which
+// Python learns as a cancellation.
 func (s *stream) failed(err error) error {
 	if _, ok := status.FromError(err); ok && s.c.ctx.Err() == nil {
 		s.h.calls.end(s.c, outcomeCompleted)
+		return err
+	}
+	return s.abandon(err)
+}
+
+// failedMidCall is failed for a message sent before the call's finish:
+// Python has not finished the call, so a watcher (Calls.Watch) hears of
+// its end, as of a cancellation (server() then runs the call's
+// callbacks); the main queue still gets nothing, as documented.
+func (s *stream) failedMidCall(err error) error {
+	if _, ok := status.FromError(err); ok && s.c.ctx.Err() == nil {
+		if watched, seen := s.h.calls.end(s.c, outcomeCompleted); watched {
+			s.h.events.cancelled(s.c, watched, seen)
+		}
 		return err
 	}
 	return s.abandon(err)
