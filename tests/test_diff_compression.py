@@ -90,12 +90,15 @@ ECHO_AND_STREAM = [("Echo", False), ("Stream", True)]
         {"compression": "2"},
         {"options": [("grpc.default_compression_algorithm", 2)]},
         {"options": [("grpc.default_compression_algorithm", 1)]},
+        # Given by name, as grpc-core reads it too (ours ignored names).
+        {"options": [("grpc.default_compression_algorithm", "gzip")]},
+        {"options": [("grpc.default_compression_algorithm", b"deflate"), ("grpc.default_compression_algorithm", 2)]},
         # The option wins over the compression= argument, as in grpcio.
         {"options": [("grpc.default_compression_algorithm", 2)], "compression": grpc.Compression.NoCompression},
         {"options": [("grpc.default_compression_level", 1)]},
         {"options": [("grpc.default_compression_level", 3)]},
     ],
-    ids=["gzip", "deflate", "int", "true", "float", "str", "option-gzip", "option-deflate", "option-wins", "level-low", "level-high"],
+    ids=["gzip", "deflate", "int", "true", "float", "str", "option-gzip", "option-deflate", "option-name", "option-name-first", "option-wins", "level-low", "level-high"],
 )
 def test_server_default_compression(flavour, kwargs):
     # set_compression(NoCompression) leaves the server's default in place on

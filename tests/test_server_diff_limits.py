@@ -4,6 +4,8 @@ pygrpc_native refuses. The limits both kinds of server share (sizes against
 the configured maximums, ignored options, maximum_concurrent_rpcs) are in
 test_diff_limits.py."""
 
+import decimal
+import fractions
 import threading
 import time
 from concurrent import futures
@@ -106,10 +108,19 @@ def test_response_over_client_receive_limit():
 # -- options ----------------------------------------------------------------------
 
 
+class _IntLike:
+    """A value that isn't an int but has __int__ (as numpy's integers,
+    Decimal and Fraction): grpcio takes it as a pointer, which no server
+    option reads (ours raised TypeError)."""
+
+    def __int__(self) -> int:
+        return 1024
+
+
 @pytest.mark.parametrize(
     "value",
-    ["1024", b"1024", 1024.0],
-    ids=["str", "bytes", "float"],
+    ["1024", b"1024", 1024.0, _IntLike(), decimal.Decimal(1024), fractions.Fraction(1024)],
+    ids=["str", "bytes", "float", "__int__", "Decimal", "Fraction"],
 )
 def test_non_integer_option_value_is_ignored(value):
     # grpcio ignores a limit that isn't an integer: the 4 MiB default holds.

@@ -66,6 +66,16 @@ func (c *Compression) setAlgorithm(n int64) error {
 	return nil
 }
 
+// setAlgorithmName reads grpc.default_compression_algorithm given as a
+// name, as grpc-core does: "gzip" and "deflate" (exactly so) choose one,
+// any other name is ignored ("identity" is no compression, the default).
+func (c *Compression) setAlgorithmName(name string) {
+	switch name {
+	case compressGzip, compressDeflate:
+		c.Algorithm = name
+	}
+}
+
 func (c *Compression) setLevel(n int64) error {
 	if n < 0 || n > 3 {
 		return configErrorf("grpc.default_compression_level must be 0 (none), 1 (low), 2 (medium) or 3 (high), got %d", n)

@@ -274,6 +274,9 @@ func ParseConfig(doc []byte) (*Config, error) {
 		}
 		n, isInt := intValue(kv[1])
 		if !isInt {
+			if text, isText := kv[1].(string); isText && name == "grpc.default_compression_algorithm" {
+				cfg.Limits.Compression.setAlgorithmName(text)
+			}
 			continue
 		}
 		if err := cfg.Limits.apply(name, n, &opts); err != nil {

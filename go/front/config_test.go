@@ -84,6 +84,12 @@ func TestParseConfigConnectionAndCompressionOptions(t *testing.T) {
 			t.Errorf("grace and handshake timeout %d ms: %v, %v; want %v", n, g, h, want)
 		}
 	}
+	for value, want := range map[string]string{`"deflate"`: "deflate", `"gzip"`: "gzip", `"identity"`: compressNone, `"GZIP"`: compressNone, `"2"`: compressNone} {
+		cfg, err := ParseConfig([]byte(`{"address": "x:1", "methods": [], "options": [["grpc.default_compression_algorithm", ` + value + `]]}`))
+		if err != nil || cfg.Limits.Compression.Algorithm != want {
+			t.Errorf("algorithm %s: %v, %v; want %q", value, cfg, err, want)
+		}
+	}
 	for _, opt := range []string{`["grpc.default_compression_algorithm", 3]`, `["grpc.default_compression_level", 7]`} {
 		_, err := ParseConfig([]byte(`{"address": "x:1", "methods": [], "options": [` + opt + `]}`))
 		if _, ok := err.(*ConfigError); !ok || !strings.Contains(err.Error(), "compression") {

@@ -148,8 +148,10 @@ class ServerArguments:
 def check_option_values(options: Optional[Sequence[Any]]) -> None:
     """Refuses options as grpcio's servers do when they are created, with
     its exceptions: an entry that isn't a (name, value) pair, a value that
-    is neither a number, str nor bytes, an int that isn't a C int (grpcio
-    reads it as a C long, then narrows it: each step has its words)."""
+    is neither an int, str, bytes nor anything with __int__ (which grpcio
+    takes as a pointer: a float, a numpy integer, a Decimal), an int that
+    isn't a C int (grpcio reads it as a C long, then narrows it: each step
+    has its words)."""
     for option in options or ():
         _name, value = option  # ValueError / TypeError as grpcio's unpacking
         if isinstance(value, int):
@@ -157,7 +159,7 @@ def check_option_values(options: Optional[Sequence[Any]]) -> None:
                 raise OverflowError("Python int too large to convert to C long")
             if not -(2**31) <= value < 2**31:
                 raise OverflowError("value too large to convert to int")
-        elif not isinstance(value, (float, str, bytes)):
+        elif not isinstance(value, (str, bytes)) and not hasattr(value, "__int__"):
             raise TypeError(f"Expected int, bytes, or behavior, got {type(value)}")
 
 

@@ -34,12 +34,17 @@ _check_core_constants()
 
 
 def _option_value(value: Any) -> Any:
-    # grpcio ignores option values that are not integers; Go does the same,
-    # so non-integers travel as strings and are only checked for the options
-    # that must be refused whatever their value.
+    # An option's value as Go reads it: integers and strings (bytes as
+    # UTF-8, as grpcio reads them) go as they are; grpcio takes any other
+    # value (a float, a numpy integer: anything with __int__) as a pointer,
+    # which no server option reads: None, which Go ignores.
     if isinstance(value, int):
         return int(value)
-    return str(value)
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    if isinstance(value, str):
+        return str(value)
+    return None
 
 
 def _config_json(
