@@ -409,6 +409,11 @@ pool = None
 if pool_given == "shut down":
     pool = futures.ThreadPoolExecutor(2)
     pool.shutdown()
+if pool_given == "submit raises":
+    class Refusing(futures.Executor):
+        def submit(self, fn, /, *args, **kwargs):
+            raise ValueError("no")
+    pool = Refusing()
 server = (grpc.server if kind == "grpcio" else pygrpc_native.server)(pool)
 handler = grpc.unary_unary_rpc_method_handler(lambda req, ctx: req)
 server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("diff.Diff", {"Echo": handler}),))
@@ -427,15 +432,17 @@ os._exit(0)
 """
 
 
-@pytest.mark.parametrize("pool", ["None", "shut down"])
+@pytest.mark.parametrize("pool", ["None", "shut down", "submit raises"])
 def test_known_difference_call_to_server_without_thread_pool(pool):
-    """README "Known differences": with thread_pool=None, or a pool shut
-    down, neither server can run a handler, and the first call that needs
-    one brings grpcio's down (AttributeError 'NoneType' object has no
-    attribute 'submit'; RuntimeError cannot schedule new futures after
-    shutdown): its serving thread dies, that call and every later one wait
-    for their deadline, and stop() never completes. pygrpc_native ends
-    calls at once with UNAVAILABLE, and stop() returns."""
+    """README "Known differences": with thread_pool=None, a pool shut
+    down, or one whose submit() raises, neither server can run a handler,
+    and the first call that needs one brings grpcio's down (AttributeError
+    'NoneType' object has no attribute 'submit'; RuntimeError cannot
+    schedule new futures after shutdown; the ValueError): its serving
+    thread dies, that call and every later one wait for their deadline,
+    and stop() never completes. pygrpc_native answers each call at once
+    with UNAVAILABLE (the pool is tried again for the next), and stop()
+    returns. Ours stopped serving at a ValueError, with nothing printed."""
     outcomes = {}
     for kind in KINDS:
         done = subprocess.run(

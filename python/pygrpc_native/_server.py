@@ -445,16 +445,23 @@ class _Server(ServerCore):
         return bool(self._pending)
 
     def _submit(self, fn: Any, *args: Any) -> bool:
+        """Submits fn to the pool; False if the pool refused it, and the
+        calls waiting for it are then answered UNAVAILABLE. The server goes
+        on: a later call tries the pool again."""
         try:
             self.thread_pool.submit(fn, *args)
             return True
         except RuntimeError:
             # The executor was shut down: calls can no longer be served.
             _LOGGER.error("pygrpc_native: the thread pool refused work (was it shut down?)")
-            while self._pending:
-                _, call_id, _ = self._pending.popleft()
-                self._call_runner.reject(call_id, _UNAVAILABLE, "Server thread pool is shut down")
-            return False
+            details = "Server thread pool is shut down"
+        except Exception:  # noqa: BLE001 - an executor of the user's whose submit() failed
+            _LOGGER.exception("pygrpc_native: the thread pool's submit() failed")
+            details = "Server thread pool refused the call"
+        while self._pending:
+            _, call_id, _ = self._pending.popleft()
+            self._call_runner.reject(call_id, _UNAVAILABLE, details)
+        return False
 
 
 def _work_queue(pool: futures.Executor) -> Any:
