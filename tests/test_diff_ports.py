@@ -298,3 +298,25 @@ def test_max_allowed_incoming_connections(flavour):
         return a, b, again
 
     assert for_both(check) == ("OK", SC.UNAVAILABLE, "OK")
+
+
+@each_flavour
+def test_max_allowed_incoming_connections_counts_per_listening_address(flavour):
+    """grpcio counts the limit per listening address: with a limit of 1 and
+    two ports, one connection to each is served (ours counted the whole
+    server: the second port refused its first connection)."""
+
+    def check(kind):
+        options = [("grpc.max_allowed_incoming_connections", 1)]
+        ports = _insecure("127.0.0.1:0") + _insecure("127.0.0.1:0")
+        with flavour.serving(kind, _peer_setup(flavour), ports, options=options) as served:
+            channels = [grpc.insecure_channel(f"127.0.0.1:{port}") for port in served.ports]
+            try:
+                return [ch.unary_unary(method("Peer"))(b"", timeout=5) and "OK" for ch in channels]
+            except grpc.RpcError as err:
+                return err.code()
+            finally:
+                for ch in channels:
+                    ch.close()
+
+    assert for_both(check) == ["OK", "OK"]

@@ -23,9 +23,12 @@ type listener struct {
 	m    *metrics
 	sec  *PortSecurity
 	open *openConns // the set's
-	// maxConns closes connections accepted while that many are open on
-	// the whole front (grpc.max_allowed_incoming_connections); 0: no limit.
+	// maxConns closes connections accepted while that many are open from
+	// this listener (grpc.max_allowed_incoming_connections, which grpcio
+	// counts per listening address: "localhost", two of them, lets twice
+	// as many in); 0: no limit.
 	maxConns int64
+	conns    atomic.Int64 // connections accepted here and not closed
 }
 
 // listen binds one address in grpcio's syntax (see parseBindAddress), for
@@ -173,14 +176,15 @@ func (l *listener) Accept() (net.Conn, error) {
 			return nil, err
 		}
 		l.m.connectionsTotal.Add(1)
-		if n := l.m.connections.Add(1); l.maxConns > 0 && n > l.maxConns {
+		if n := l.conns.Add(1); l.maxConns > 0 && n > l.maxConns {
 			// Over grpc.max_allowed_incoming_connections: closed at once,
 			// as grpcio does; the client sees UNAVAILABLE.
-			l.m.connections.Add(-1)
+			l.conns.Add(-1)
 			c.Close()
 			continue
 		}
-		lc := &conn{Conn: c, m: l.m, remote: newConnState(c.RemoteAddr()), sec: l.sec, open: l.open}
+		l.m.connections.Add(1)
+		lc := &conn{Conn: c, m: l.m, remote: newConnState(c.RemoteAddr()), sec: l.sec, open: l.open, listenerConns: &l.conns}
 		l.open.add(lc)
 		return lc, nil
 	}
@@ -233,8 +237,11 @@ type conn struct {
 	remote *connState
 	sec    *PortSecurity // its listener's; nil: plaintext
 	open   *openConns    // its listener's set's
-	closed atomic.Bool
-	muted  atomic.Bool
+	// listenerConns counts the connections open from its listener (nil
+	// for a conn no listener accepted).
+	listenerConns *atomic.Int64
+	closed        atomic.Bool
+	muted         atomic.Bool
 }
 
 func (c *conn) muteWrites() { c.muted.Store(true) }
@@ -291,6 +298,9 @@ func (c *conn) Close() error {
 	if c.closed.CompareAndSwap(false, true) {
 		c.open.remove(c)
 		c.m.connections.Add(-1)
+		if c.listenerConns != nil {
+			c.listenerConns.Add(-1)
+		}
 		if c.muted.Load() {
 			c.discardUnread()
 		}
