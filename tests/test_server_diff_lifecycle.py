@@ -657,10 +657,10 @@ def test_interpreter_exits_with_a_server_in_globals(stage):
 
 
 def test_second_server_on_the_same_port():
-    """grpcio sets SO_REUSEPORT unless grpc.so_reuseport is the integer 0
-    (grpc-core reads it as a bool, true by default, and takes values other
-    than 0 and 1 as that default): a second server may bind a port a first
-    one serves, unless either says 0. aio.server() alike."""
+    """grpcio sets SO_REUSEPORT unless grpc.so_reuseport is an integer of
+    0 or less (a value that isn't an integer leaves the default, on): a
+    second server may bind a port a first one serves, unless either says
+    0 or less (ours took -1 as on). aio.server() alike."""
     reuse = "grpc.so_reuseport"
     cases = [
         ((), ()),
@@ -669,6 +669,7 @@ def test_second_server_on_the_same_port():
         ((), ((reuse, 2),)),
         ((), ((reuse, "0"),)),
         (((reuse, 1),), ((reuse, False),)),
+        ((), ((reuse, -1),)),
     ]
     pool = futures.ThreadPoolExecutor(2)
 
@@ -700,7 +701,7 @@ def test_second_server_on_the_same_port():
             await first.stop(None)
 
     try:
-        expected = [True, "RuntimeError", "RuntimeError", True, True, "RuntimeError"]
+        expected = [True, "RuntimeError", "RuntimeError", True, True, "RuntimeError", "RuntimeError"]
         assert outcomes(grpc.server) == expected
         assert outcomes(pygrpc_native.server) == expected
         assert asyncio.run(aio_binds_twice(grpc.aio.server)) is True

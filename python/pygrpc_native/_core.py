@@ -78,10 +78,10 @@ def front_options(options: Optional[Sequence[Any]], compression: Optional[grpc.C
 
     * server(compression=...) is the option it stands for, added after the
       user's, as grpcio adds it (the user's own option wins);
-    * SO_REUSEPORT is on unless ``grpc.so_reuseport`` is the integer 0:
-      grpc-core reads the option as a bool that is true by default, and
-      takes any value that isn't 0 or 1 as that default; so 1 goes ahead
-      of the user's options unless theirs is 0."""
+    * SO_REUSEPORT is on unless ``grpc.so_reuseport`` is an integer of 0
+      or less, as grpcio's servers bind (a value that isn't an integer
+      leaves it on, the default); so 1 goes ahead of the user's options
+      unless theirs is 0 or less."""
     result = list(options or ())
     if compression:
         # As grpcio: a false value adds nothing, and anything else is
@@ -91,7 +91,7 @@ def front_options(options: Optional[Sequence[Any]], compression: Optional[grpc.C
         # compresses nothing).
         result.append(("grpc.default_compression_algorithm", int(compression)))
     reuse_port = next((value for name, value in _named(result) if name == "grpc.so_reuseport"), None)
-    if not (isinstance(reuse_port, int) and reuse_port == 0):
+    if not (isinstance(reuse_port, int) and reuse_port <= 0):
         result.insert(0, ("grpc.so_reuseport", 1))
     return result
 
