@@ -11,6 +11,7 @@ the client saw; every wait has a time limit.
 """
 
 import asyncio
+import contextvars
 import threading
 import time
 
@@ -145,6 +146,26 @@ def test_done_callbacks_run_in_order_on_the_loop():
 
     ref = same(_recorded({"M": ("unary", handler)}), scenario)
     assert ref[1:] == (True, [(1, True), (2, True)])
+
+
+_SET_BY_HANDLER = contextvars.ContextVar("set_by_handler", default="unset")
+
+
+def test_done_callbacks_run_outside_the_handlers_context():
+    """grpc.aio runs done callbacks in the server's Context, not the
+    handler's: a ContextVar the handler set reads its default there (ours
+    ran them in the handler's Context)."""
+
+    async def handler(req, ctx, state):
+        _SET_BY_HANDLER.set("handler")
+        ctx.add_done_callback(lambda c: state.record("seen", _SET_BY_HANDLER.get()))
+        return b""
+
+    def scenario(run):
+        call_unary(run.channel, method("M"))
+        return run.state.wait_for("seen")
+
+    assert same(_recorded({"M": ("unary", handler)}), scenario) == "unset"
 
 
 def test_failing_done_callback_stops_the_rest():

@@ -7,6 +7,8 @@ maximum_concurrent_rpcs) are in test_diff_limits.py."""
 import asyncio
 import contextlib
 import gc
+import subprocess
+import sys
 import time
 import weakref
 
@@ -27,7 +29,7 @@ from diff.aio_harness import (
     unary,
 )
 
-from diff.harness import wait_until
+from diff.harness import KINDS, wait_until
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -513,3 +515,56 @@ def test_migration_thread_pool_none_runs_sync_handlers():
 
     assert for_both(check).responses == (b"sync:x",)
 
+
+
+# Run in a process of its own: asyncio.run() cancels the main task (as on
+# Ctrl+C) while it waits for the server's termination, with a call in
+# flight; what the client gets.
+_RUN_CANCELLED = """
+import asyncio, sys, threading, time
+import grpc, grpc.aio, pygrpc_native.aio
+kind = sys.argv[1]
+make = grpc.aio.server if kind == "grpcio" else pygrpc_native.aio.server
+outcome = []
+
+async def slow(request, context):
+    await asyncio.sleep(2)
+    return request
+
+def client(port):
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+        try:
+            channel.unary_unary("/diff.Diff/Slow")(b"x", timeout=5)
+            outcome.append("OK")
+        except grpc.RpcError as err:
+            outcome.append(f"{err.code().name} {err.details()}")
+
+async def main():
+    server = make(handlers=[grpc.method_handlers_generic_handler("diff.Diff", {"Slow": grpc.unary_unary_rpc_method_handler(slow)})])
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    caller = threading.Thread(target=client, args=(port,))
+    caller.start()
+    asyncio.get_running_loop().call_later(0.5, asyncio.current_task().cancel)
+    await server.wait_for_termination()
+
+try:
+    asyncio.run(main())
+except asyncio.CancelledError:
+    pass
+time.sleep(1)
+print(outcome, flush=True)
+"""
+
+
+def test_calls_in_flight_when_asyncio_run_cancels_everything():
+    """asyncio.run() cancels every task of its loop as it returns (after
+    Ctrl+C too): grpc.aio's calls in flight end CANCELLED at once. Ours
+    ended UNAVAILABLE "Cancelling all calls", which a retry policy may
+    retry."""
+
+    def run(kind):
+        done = subprocess.run([sys.executable, "-c", _RUN_CANCELLED, kind], capture_output=True, text=True, timeout=30)
+        return done.stdout.strip()
+
+    assert {kind: run(kind) for kind in KINDS} == {kind: "['CANCELLED CANCELLED']" for kind in KINDS}

@@ -521,9 +521,9 @@ def test_ops_after_the_cancellation_are_refused_quietly(op, caplog):
 
 def test_a_write_after_the_stop_ended_the_call(caplog):
     """stop(grace) ends a stream whose handler catches the cancellation and
-    writes again: grpc.aio's write raises _ServerStoppedError, and its
-    server logs a WARNING (no traceback). Ours raised ExecuteBatchError,
-    logged as the handler's ERROR."""
+    writes again: grpc.aio's write raises _ServerStoppedError (usually),
+    and its server logs a WARNING (no traceback). Ours raised
+    ExecuteBatchError, logged as the handler's ERROR."""
 
     def setup(server, state):
         async def handler(request, ctx):
@@ -549,11 +549,13 @@ def test_a_write_after_the_stop_ended_the_call(caplog):
             time.sleep(0.2)
         return raised, call.code(), _logged(caplog)
 
-    assert same(setup, scenario) == (
-        "_ServerStoppedError",
-        SC.UNAVAILABLE,
-        [("WARNING", "Aborting method [/diff.Diff/S] due to server stop.")],
-    )
+    stopped = ("_ServerStoppedError", SC.UNAVAILABLE, [("WARNING", "Aborting method [/diff.Diff/S] due to server stop.")])
+    ref, ours = both(setup, scenario)
+    assert ours == stopped
+    # grpc.aio's own outcome races its stop's last step (its server is
+    # "stopped" only once every call is cancelled): now and then the write
+    # still gets its core's error, which it ignores.
+    assert ref in (stopped, ("ExecuteBatchError", SC.UNAVAILABLE, []))
 
 
 # -- the context's state -------------------------------------------------------------------

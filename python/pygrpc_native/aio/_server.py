@@ -99,6 +99,8 @@ class _AioServer(ServerCore):
         self._behavior_kinds: Dict[Any, _BehaviorKind] = {}
         self._event_fd: Optional[int] = None
         self._terminated = asyncio.Event()
+        self._serving: Optional[asyncio.Task] = None  # _serve_until_stopped, once started
+        self._start_context = contextvars.Context()  # start()'s, once started
 
     # -- lifecycle -----------------------------------------------------------
 
@@ -110,6 +112,7 @@ class _AioServer(ServerCore):
                 return  # grpc.aio ignores a second start()
             self.stage = Stage.STARTED
         self._loop = asyncio.get_running_loop()
+        self._start_context = contextvars.copy_context()  # the calls' tasks start from it
         self._waits = LoopWaits(self._loop, self.front, self._fixed_window)
         self.add_registered_methods()
         if self.bound:
@@ -118,6 +121,7 @@ class _AioServer(ServerCore):
             self._event_fd = self.front.event_fd()
             self.front._hold_writes(self._loop.call_soon)
             self._loop.add_reader(self._event_fd, self._on_events)
+            self._serving = self._loop.create_task(self._serve_until_stopped())
 
     async def stop(self, grace: Optional[float]) -> None:
         with self.lock:
@@ -139,6 +143,28 @@ class _AioServer(ServerCore):
         # _terminated once Go's queue has ended, that is once the front has
         # stopped.
         await self._terminated.wait()
+
+    async def _serve_until_stopped(self) -> None:
+        """Lives while the server serves. asyncio.run() cancels every task
+        of its loop as it returns (after Ctrl+C too), grpc.aio's own among
+        them, which cancels its calls (the client gets CANCELLED): this
+        task's cancellation, while the server still serves, does the same
+        for ours, and stops the server (its loop is going)."""
+        try:
+            await self._terminated.wait()
+        except asyncio.CancelledError:
+            with self.lock:
+                serving = self.stage is Stage.STARTED
+                self.stage = Stage.STOPPED
+            if serving:
+                self._waits.stopping = True  # type: ignore[union-attr]  # set at start
+                for call_id in list(self._call_tasks):
+                    try:
+                        self.front.cancel(call_id)
+                    except RuntimeError:
+                        break  # the front has stopped
+                self.front.stop(0, wait=False)
+            raise
 
     def _check_loop(self) -> None:
         """grpc.aio's stop() and wait_for_termination() await futures of the
@@ -333,9 +359,13 @@ class _AioServer(ServerCore):
             if call.requests is not None:
                 self._waits.forget(call.call_id)  # type: ignore[union-attr]
             if call.callbacks:
+                # In a copy of the server's Context, not the handler's, as
+                # grpc.aio runs them: what the interceptors and the handler
+                # set there, a callback doesn't see.
+                run = self._start_context.copy().run
                 try:
                     for callback in call.callbacks:  # type: ignore[union-attr]  # never None here
-                        callback(ctx)
+                        run(callback, ctx)
                 except Exception:  # noqa: BLE001 - as grpc.aio, the first failure ends the run
                     AIO_LOG.exception("Error in callback for method [%s]", method.path)
 
