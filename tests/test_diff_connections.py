@@ -462,10 +462,11 @@ def test_client_pings_are_policed_as_grpcio(pings, kwargs, policed):
         assert (("goaway", 11, b"too_many_pings") in ours) == policed, ours
         return
     if "busy" in kwargs:
-        # grpcio's first ack carries a WINDOW_UPDATE for the call's
-        # request, which forgives the strikes so far: it allows a ping more
-        # than ours (which sends window updates by a quarter of the window).
-        assert ref == ["ack"] * 5 + [("goaway", 11, b"too_many_pings"), "closed"]
+        # grpcio's first ack usually carries a WINDOW_UPDATE for the call's
+        # request, which forgives the strikes so far: it then allows a ping
+        # more than ours (which sends window updates by a quarter of the
+        # window).
+        assert ref in (["ack"] * n + [("goaway", 11, b"too_many_pings"), "closed"] for n in (4, 5))
         assert ours == ["ack"] * 4 + [("goaway", 11, b"too_many_pings"), "closed"]
         return
     assert ref == ours
