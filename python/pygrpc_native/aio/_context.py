@@ -351,16 +351,17 @@ class ServicerContext(AioStatus, CallInfo, grpc.aio.ServicerContext):
         handler that writes without ever waiting (a fast producer) gets
         CancelledError, not an error its server would log. Ours didn't
         wait: Go's news of the end may not have reached the loop yet, so
-        the op waits for the cancellation here, up to _CANCEL_LANDS. Where
-        it landed already (the handler caught it) or never comes, the op
+        the op waits for the cancellation here (up to _CANCEL_LANDS, or one
+        turn of the loop once the server has cancelled the task). Where it
+        landed already (the handler caught it) or never comes, the op
         raises grpc.aio's error: _ServerStoppedError once the server's stop
         has begun, else its core's."""
-        if self._waits.stopping:
+        waits = self._waits
+        if waits.stopping:
             raise server_stopped_error()
-        task = asyncio.current_task()
-        cancelling = getattr(task, "cancelling", None)  # Python 3.11+
-        if cancelling is None or not cancelling():
-            await asyncio.sleep(_CANCEL_LANDS)
+        # Once the server has cancelled the task, one turn of the loop lands
+        # a cancellation still pending; else it was caught already.
+        await asyncio.sleep(0 if self._call.call_id in waits.cancelled else _CANCEL_LANDS)
         raise ended_error()
 
     def _write_now(self, message: Any) -> Optional[bytes]:

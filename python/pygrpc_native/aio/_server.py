@@ -247,6 +247,9 @@ class _AioServer(ServerCore):
             elif kind == EVENT_CANCEL:
                 task = call_tasks.pop(call_id, None)
                 if task is not None:
+                    cancelled = waits.cancelled  # type: ignore[union-attr]
+                    cancelled.add(call_id)
+                    task.add_done_callback(lambda _task, call_id=call_id: cancelled.discard(call_id))
                     # As grpc.aio: a read in progress sees the end of the
                     # stream and a write waiting for room fails, and the
                     # task is cancelled at its next await.

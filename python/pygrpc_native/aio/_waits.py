@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
-from typing import TYPE_CHECKING, Any, Callable, Deque, Dict, Optional
+from typing import TYPE_CHECKING, Any, Callable, Deque, Dict, Optional, Set
 
 import grpc.aio
 
@@ -228,13 +228,16 @@ class RequestStream:
 class LoopWaits:
     """The calls that wait for something from Go, by call id."""
 
-    __slots__ = ("loop", "ahead_messages", "stopping", "_front", "_streams", "_room")
+    __slots__ = ("loop", "ahead_messages", "stopping", "cancelled", "_front", "_streams", "_room")
 
     def __init__(self, loop: asyncio.AbstractEventLoop, front: NativeGrpcFront, fixed_window: bool = False) -> None:
         self.loop = loop
         # The server's stop() has begun: calls Go ends from now on, the
         # stop ended (its grace passed). Set by the server, on the loop.
         self.stopping = False
+        # Calls whose task the server has cancelled for their end in Go
+        # (EVENT_CANCEL), until the task is done. Only the loop touches it.
+        self.cancelled: Set[int] = set()
         # How many messages a request stream may read ahead of its handler.
         self.ahead_messages = 1 if fixed_window else _AHEAD_MESSAGES
         self._front = front
