@@ -410,9 +410,12 @@ def test_a_write_waiting_for_room_when_the_call_ends(flavour, end):
         assert run.state.event("done").wait(WAIT)
         return call.code(), run.state.records.get("log")
 
-    ref = same(setup, scenario, loop=flavour.name)
+    ref, ours = both(setup, scenario, loop=flavour.name)
     code = SC.CANCELLED if end == "cancel" else SC.DEADLINE_EXCEEDED
-    assert ref == (code, ["ExecuteBatchError", "then CancelledError"])
+    assert ours == (code, ["ExecuteBatchError", "then CancelledError"])
+    # grpc.aio's stuck send and its task's cancellation race at a deadline:
+    # now and then the cancellation lands first.
+    assert ref == ours or (end == "deadline" and ref == (code, ["CancelledError"]))
 
 
 def _discard(call, pause):
