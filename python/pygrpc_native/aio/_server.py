@@ -324,8 +324,15 @@ class _AioServer(ServerCore):
                     body = b""
                 await ctx._finish(code, call.details, body)  # type: ignore[arg-type]  # _finish() checks them
         except asyncio.CancelledError:
-            # The client has its status already.
             AIO_LOG.debug("RPC cancelled for servicer method [%s]", method.path)
+            serving = self._serving
+            if call.call_id not in self._waits.cancelled and serving is not None and getattr(serving, "cancelling", int)():  # type: ignore[union-attr]
+                # asyncio.run()'s sweep, which may run this task before
+                # _serve_until_stopped: the call ends CANCELLED here.
+                try:
+                    self.front.cancel(call.call_id)
+                except RuntimeError:
+                    pass  # the front has stopped
         except _SERVER_STOPPED:
             AIO_LOG.warning("Aborting method [%s] due to server stop.", method.path)
         except grpc.aio.AbortError:
