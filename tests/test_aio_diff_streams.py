@@ -496,12 +496,16 @@ def test_a_writer_that_never_waits_meets_the_cancellation(flavour, end, caplog):
         assert ours in (cancelled, ("ExecuteBatchError", [])), ours
 
 
+@pytest.mark.parametrize("while_stopping", [False, True], ids=["serving", "during a stop's grace"])
 @pytest.mark.parametrize("op", ["write", "abort", "send_initial_metadata"])
-def test_ops_after_the_cancellation_are_refused_quietly(op, caplog):
+def test_ops_after_the_cancellation_are_refused_quietly(op, while_stopping, caplog):
     """A handler that caught the cancellation of a call its client
     cancelled, then writes, aborts or sends headers: grpc.aio's op raises
     its core's error at once, which its server ignores for a call the client
-    closed. Ours logged it as the handler's ERROR."""
+    closed. Ours logged it as the handler's ERROR. During a stop's grace
+    too: grpc.aio's "server stopped" error (and its WARNING) comes, most
+    often, only once the grace has passed; ours gave it from the stop's
+    start."""
 
     def setup(server, state):
         async def handler(request, ctx):
@@ -528,12 +532,23 @@ def test_ops_after_the_cancellation_are_refused_quietly(op, caplog):
         with caplog.at_level(logging.DEBUG, logger="grpc._cython.cygrpc"):
             call = run.channel.unary_stream(method("S"))(b"", timeout=10)
             assert run.state.event("in").wait(WAIT)
+            if while_stopping:
+                stopping = asyncio.run_coroutine_threadsafe(run.server.stop(5), run.loop.loop)
+                time.sleep(0.1)
             call.cancel()
             raised = run.state.wait_for("raised")
             time.sleep(0.2)
+            if while_stopping:
+                stopping.result(WAIT)
         return raised, _logged(caplog)
 
-    assert same(setup, scenario) == (("ExecuteBatchError", True), [])
+    quiet = (("ExecuteBatchError", True), [])
+    ref, ours = both(setup, scenario)
+    assert ours == quiet
+    # grpc.aio's stop now and then marks its server stopped early: the op
+    # then gets the stop's error and its WARNING.
+    stopped = (("_ServerStoppedError", True), [("WARNING", "Aborting method [/diff.Diff/S] due to server stop.")])
+    assert ref == quiet or (while_stopping and ref == stopped), ref
 
 
 def test_a_write_after_the_stop_ended_the_call(caplog):

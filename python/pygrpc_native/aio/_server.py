@@ -128,8 +128,6 @@ class _AioServer(ServerCore):
             if self.stage is Stage.NEW:
                 return  # as grpc.aio: nothing to stop yet; start() still works
             self.stage = Stage.STOPPED
-        if self._waits is not None:
-            self._waits.stopping = True
         if self._event_fd is None:
             self.front.stop(None)  # releases a bound port
             self._terminated.set()
@@ -137,12 +135,27 @@ class _AioServer(ServerCore):
         # New calls are refused from here. A stop while one is under way can
         # only shorten it (calls are cancelled at the earliest deadline), as
         # in grpc.aio.
-        self.front.stop(grace_of(grace), wait=False)
+        grace = grace_of(grace)
+        self.front.stop(grace, wait=False)
         self._check_loop()
+        self._refuse_ops_as_stopped(grace)
         # The loop keeps running the calls meanwhile; _on_events sets
         # _terminated once Go's queue has ended, that is once the front has
         # stopped.
         await self._terminated.wait()
+
+    def _refuse_ops_as_stopped(self, grace: Optional[float]) -> None:
+        """From when the stop cancels the calls left (at once, or once the
+        grace has passed), an op on an ended call raises grpc.aio's
+        _ServerStoppedError (and its server's WARNING), as grpc.aio's do
+        once its stop has cancelled them; during the grace, an op on a call
+        that ended otherwise (its client cancelled) fails as it would
+        without a stop. On the server's loop (_check_loop)."""
+        waits = self._waits
+        if not grace:
+            waits.stopping = True  # type: ignore[union-attr]  # set at start
+        else:
+            self._loop.call_later(grace, setattr, waits, "stopping", True)  # type: ignore[union-attr]
 
     async def _serve_until_stopped(self) -> None:
         """Lives while the server serves. asyncio.run() cancels every task
