@@ -99,7 +99,11 @@ class _AioServer(ServerCore):
         self._behavior_kinds: Dict[Any, _BehaviorKind] = {}
         self._event_fd: Optional[int] = None
         self._terminated = asyncio.Event()
-        self._serving: Optional[asyncio.Task] = None  # _serve_until_stopped, once started
+        # What _serve_until_stopped waits on, resolved once the front has
+        # stopped: a task's cancel() cancels the future it waits on at once,
+        # so this reads as cancelled as soon as asyncio.run()'s sweep has
+        # cancelled that task, before the task runs again (_swept).
+        self._serving: Optional[asyncio.Future] = None
         self._start_context = contextvars.Context()  # start()'s, once started
 
     # -- lifecycle -----------------------------------------------------------
@@ -121,7 +125,9 @@ class _AioServer(ServerCore):
             self._event_fd = self.front.event_fd()
             self.front._hold_writes(self._loop.call_soon)
             self._loop.add_reader(self._event_fd, self._on_events)
-            self._serving = self._loop.create_task(self._serve_until_stopped())
+            self._serving = self._loop.create_future()
+            # (The future holds the task while the task waits on it.)
+            self._loop.create_task(self._serve_until_stopped(self._serving))
 
     async def stop(self, grace: Optional[float]) -> None:
         with self.lock:
@@ -157,14 +163,15 @@ class _AioServer(ServerCore):
         else:
             self._loop.call_later(grace, setattr, waits, "stopping", True)  # type: ignore[union-attr]
 
-    async def _serve_until_stopped(self) -> None:
-        """Lives while the server serves. asyncio.run() cancels every task
-        of its loop as it returns (after Ctrl+C too), grpc.aio's own among
-        them, which cancels its calls (the client gets CANCELLED): this
-        task's cancellation, while the server still serves, does the same
-        for ours, and stops the server (its loop is going)."""
+    async def _serve_until_stopped(self, serving: asyncio.Future) -> None:
+        """Lives while the server serves (until serving is resolved).
+        asyncio.run() cancels every task of its loop as it returns (after
+        Ctrl+C too), grpc.aio's own among them, which cancels its calls (the
+        client gets CANCELLED): this task's cancellation, while the server
+        still serves, does the same for ours, and stops the server (its loop
+        is going)."""
         try:
-            await self._terminated.wait()
+            await serving
         except asyncio.CancelledError:
             with self.lock:
                 serving = self.stage is Stage.STARTED
@@ -227,6 +234,8 @@ class _AioServer(ServerCore):
             self.front._hold_writes(None)
             self._loop.remove_reader(self._event_fd)  # type: ignore[union-attr]
             self._terminated.set()
+            if not self._serving.done():  # type: ignore[union-attr]  # set at start
+                self._serving.set_result(None)  # type: ignore[union-attr]
         elif events:
             self._take(events)
 
@@ -338,8 +347,7 @@ class _AioServer(ServerCore):
                 await ctx._finish(code, call.details, body)  # type: ignore[arg-type]  # _finish() checks them
         except asyncio.CancelledError:
             AIO_LOG.debug("RPC cancelled for servicer method [%s]", method.path)
-            serving = self._serving
-            if call.call_id not in self._waits.cancelled and serving is not None and getattr(serving, "cancelling", int)():  # type: ignore[union-attr]
+            if call.call_id not in self._waits.cancelled and self._serving.cancelled():  # type: ignore[union-attr]
                 # asyncio.run()'s sweep, which may run this task before
                 # _serve_until_stopped: the call ends CANCELLED here.
                 try:
