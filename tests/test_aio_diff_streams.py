@@ -847,3 +847,78 @@ def test_request_iterators_close():
         return codes, run.state.wait_for("coroutine"), run.state.wait_for("plain")
 
     assert same(setup, scenario) == ([SC.OK, SC.OK], (b"a", []), (b"a", []))
+
+
+# -- grpc.max_send_message_length ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("how", ["write", "write, caught", "async generator", "return"])
+def test_a_message_over_the_send_limit(how, caplog):
+    """A response over grpc.max_send_message_length: grpc.aio's op raises
+    its core's error there (a write at once; an async generator is closed
+    at that yield; a returned message at the end), the client gets
+    RESOURCE_EXHAUSTED, and the server logs the error unless the handler
+    caught it. Ours logged nothing, and its write returned as if sent (the
+    next write waited 0.5 s for a cancellation that never came)."""
+
+    def setup(server, state):
+        async def writer(request, ctx):
+            await ctx.write(b"a")
+            try:
+                await ctx.write(b"x" * 20)
+            except Exception as exc:  # noqa: BLE001 - what the test observes
+                state.record("raised", type(exc).__name__)
+                if how == "write":
+                    raise
+            state.record("returned", True)
+
+        async def generator(request, ctx):
+            more = 0
+            try:
+                yield b"x" * 20
+                while True:
+                    await asyncio.sleep(0.02)
+                    more += 1
+                    yield b"b"
+            finally:
+                state.record("raised", f"closed after {more} more")
+
+        async def unary(request, ctx):
+            return b"x" * 20
+
+        if how == "return":
+            setup_handlers({"U": grpc.unary_unary_rpc_method_handler(unary)})(server, state)
+        else:
+            stream_handler = generator if how == "async generator" else writer
+            setup_handlers({"S": grpc.unary_stream_rpc_method_handler(stream_handler)})(server, state)
+
+    def scenario(run):
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="grpc._cython.cygrpc"):
+            if how == "return":
+                try:
+                    run.channel.unary_unary(method("U"))(b"", timeout=5)
+                    outcome = "OK"
+                except grpc.RpcError as err:
+                    outcome = (err.code(), err.details())
+                raised = None
+            else:
+                call = run.channel.unary_stream(method("S"))(b"", timeout=5)
+                try:
+                    outcome = list(call)
+                except grpc.RpcError as err:
+                    outcome = (err.code(), err.details())
+                raised = run.state.wait_for("raised")
+            time.sleep(0.2)
+            returned = run.state.records.get("returned") if how.startswith("write") else None
+        return outcome, raised, returned, _logged(caplog)
+
+    too_large = (SC.RESOURCE_EXHAUSTED, "SERVER: Sent message larger than max (20 vs. 10)")
+    logged = [("ERROR", f"ExecuteBatchError raised in core by servicer method [/diff.Diff/{'U' if how == 'return' else 'S'}]")]
+    expected = {
+        "write": (too_large, "ExecuteBatchError", None, logged),
+        "write, caught": (too_large, "ExecuteBatchError", True, []),
+        "async generator": (too_large, "closed after 0 more", None, logged),
+        "return": (too_large, None, None, logged),
+    }[how]
+    assert same(setup, scenario, options=[("grpc.max_send_message_length", 10)]) == expected

@@ -3,7 +3,7 @@
 import grpc
 import pytest
 
-from pygrpc_native import EVENT_CALL
+from pygrpc_native import EVENT_CALL, SendLimitError
 
 from lowlevel_helpers import WAIT, count, echo, say, serving
 
@@ -71,6 +71,48 @@ def test_response_over_max_send_message_length():
         # The calls that failed are over for Python too.
         for e in s.log.calls():
             assert s.front.is_active(e[1]) is False
+
+
+def test_raise_send_limit_refuses_the_oversized_message_at_its_send():
+    """raise_send_limit=True: the send of a message over the limit raises
+    SendLimitError (a ValueError); the call ends as without it, after the
+    messages before it, and later operations on it return False."""
+    raised = []
+
+    def handler(front, event):
+        kind, call_id, method_id, payload, _ = event
+        if kind != EVENT_CALL:
+            return
+        body = b"r" * int(payload)
+        try:
+            if method_id == 0:
+                raised.append(front.respond(call_id, body))
+            else:
+                front.send_message(call_id, b"small")
+                raised.append(front.send_message(call_id, body))
+        except SendLimitError as err:
+            raised.append(type(err))
+            assert isinstance(err, ValueError) and "max_send_message_length" in str(err)
+        raised.append(front.finish(call_id))
+
+    options = [("grpc.max_send_message_length", 1000)]
+    with serving(handler, options=options, raise_send_limit=True) as s, s.channel() as ch:
+        assert say(ch)(b"1000", timeout=WAIT) == b"r" * 1000
+        with pytest.raises(grpc.RpcError) as info:
+            say(ch)(b"1001", timeout=WAIT)
+        assert (info.value.code(), info.value.details()) == (
+            grpc.StatusCode.RESOURCE_EXHAUSTED,
+            "SERVER: Sent message larger than max (1001 vs. 1000)",
+        )
+        got = []
+        with pytest.raises(grpc.RpcError) as info:
+            for m in count(ch)(b"2000", timeout=WAIT):
+                got.append(m)
+        assert info.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert got == [b"small"]
+    # finish() after the call's end may still be handed to the call (True)
+    # before the refused message's end was applied: not asserted.
+    assert raised[0] is True and raised[2] is SendLimitError and raised[4] is SendLimitError, raised
 
 
 def test_non_integer_option_values_are_ignored():

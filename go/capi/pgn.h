@@ -44,7 +44,7 @@
 
 /* ---- results ------------------------------------------------------------ */
 
-/* Results of every export. The first five are front.Result's, in its order
+/* Results of every export. The first six are front.Result's, in its order
  * (exports.go checks each at compile time); the rest are the C API's own. */
 typedef enum {
     PGN_OK = 0,
@@ -58,21 +58,25 @@ typedef enum {
     /* The front has stopped: every call has ended (pgn_recv: and every
      * event was taken). */
     PGN_STOPPED = 4,
+    /* The message is over grpc.max_send_message_length: it ends the call
+     * with RESOURCE_EXHAUSTED, after what was sent before it (only on a
+     * front whose config has "raise_send_limit"; others return PGN_OK). */
+    PGN_TOO_LARGE = 5,
     /* No live front by this handle. */
-    PGN_BAD_HANDLE = 5,
+    PGN_BAD_HANDLE = 6,
     /* pgn_route: no such method id, no fallback, or the call was not
      * waiting for a route; with *err. */
-    PGN_UNKNOWN_METHOD = 6,
+    PGN_UNKNOWN_METHOD = 7,
     /* Metadata gRPC can't carry; the call was ended with INTERNAL; with
      * *err. */
-    PGN_INVALID_METADATA = 7,
+    PGN_INVALID_METADATA = 8,
     /* A bad argument or configuration; nothing was done; with *err. */
-    PGN_INVALID_ARGUMENT = 8,
+    PGN_INVALID_ARGUMENT = 9,
     /* The operating system refused (binding an address, the event
      * descriptor); with *err. */
-    PGN_OS_ERROR = 9,
+    PGN_OS_ERROR = 10,
     /* Anything else that failed (starting twice, ...); with *err. */
-    PGN_FAILED = 10,
+    PGN_FAILED = 11,
 } pgn_result;
 
 /* ---- argument and result types ------------------------------------------ */
@@ -411,10 +415,11 @@ typedef enum {
  * it to the fallback server (PGN_FALLBACK). PGN_UNKNOWN_METHOD. May block. */
 int pgn_route(int64_t front, uint64_t call, int32_t method_id, char **err);
 
-/* pgn_respond answers a unary call with one message and status OK. */
+/* pgn_respond answers a unary call with one message and status OK.
+ * PGN_TOO_LARGE. */
 int pgn_respond(int64_t front, uint64_t call, pgn_bytes message, int32_t block);
 
-/* pgn_send sends one message of a server-streaming call. */
+/* pgn_send sends one message of a server-streaming call. PGN_TOO_LARGE. */
 int pgn_send(int64_t front, uint64_t call, pgn_bytes message, int32_t block);
 
 /* pgn_send_header sends initial metadata. PGN_INVALID_METADATA. */

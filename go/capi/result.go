@@ -19,7 +19,7 @@ type equal [1]struct{}
 // pgn.h's numbers that mirror go/front's, checked at compile time: the
 // exports return a front.Result as the pgn_result of the same number, and
 // the shim reads event kinds and method ids as Go wrote them. PGN_BAD_HANDLE
-// is pinned to follow front.ResultStopped, the last front.Result, so the C
+// is pinned to follow front.ResultTooLarge, the last front.Result, so the C
 // API's own codes never collide with front's.
 var (
 	_ = equal{}[C.PGN_OK-front.ResultOK]
@@ -27,7 +27,8 @@ var (
 	_ = equal{}[C.PGN_UNKNOWN-front.ResultUnknown]
 	_ = equal{}[C.PGN_WOULD_BLOCK-front.ResultWouldBlock]
 	_ = equal{}[C.PGN_STOPPED-front.ResultStopped]
-	_ = equal{}[C.PGN_BAD_HANDLE-(front.ResultStopped+1)]
+	_ = equal{}[C.PGN_TOO_LARGE-front.ResultTooLarge]
+	_ = equal{}[C.PGN_BAD_HANDLE-(front.ResultTooLarge+1)]
 	_ = equal{}[C.PGN_EVENT_CALL-front.EventCall]
 	_ = equal{}[C.PGN_EVENT_CANCEL-front.EventCancel]
 	_ = equal{}[C.PGN_EVENT_LOOKUP-front.EventLookup]

@@ -40,7 +40,10 @@ type Calls struct {
 	// endedDetails: the details of the last calls that ended before
 	// Python answered them.
 	endedDetails endedDetails
-	m            *metrics
+	// sendLimit is Limits.MaxSendMsgSize where Config.RaiseSendLimit
+	// asks that a send over it say so (ResultTooLarge); -1 otherwise.
+	sendLimit int
+	m         *metrics
 }
 
 // SetLoopSenders says whether Python's sends come from an event loop. A
@@ -73,6 +76,11 @@ const (
 	ResultWouldBlock
 	// ResultStopped: the front has stopped; every call has ended.
 	ResultStopped
+	// ResultTooLarge: the op's message is over the send limit; the op was
+	// handed to the call, which it ends RESOURCE_EXHAUSTED once what was
+	// sent before it is out. Only with Config.RaiseSendLimit (otherwise
+	// such an op is ResultOK, and only the client learns of the limit).
+	ResultTooLarge
 )
 
 // errNoFallback is a fallback route on a front created without one.
@@ -188,13 +196,32 @@ func (cs *Calls) postTo(c *call, o op, how Sending) Result {
 // message belongs to the call from here on (grpc-go frees pooled buffers
 // once they are written).
 func (cs *Calls) Respond(id uint64, message mem.BufferSlice, how Sending) Result {
-	return cs.post(id, op{kind: opFinish, message: message, hasMessage: true}, how)
+	over := cs.overLimit(message)
+	return sentOver(cs.post(id, op{kind: opFinish, message: message, hasMessage: true}, how), over)
 }
 
 // Send sends one message on a call; the message is the call's, as in
 // Respond.
 func (cs *Calls) Send(id uint64, message mem.BufferSlice, how Sending) Result {
-	return cs.post(id, op{kind: opMessage, message: message}, how)
+	over := cs.overLimit(message)
+	return sentOver(cs.post(id, op{kind: opMessage, message: message}, how), over)
+}
+
+// overLimit reports a message over the send limit on a front that says so
+// (Config.RaiseSendLimit). Read before the message is posted: from there
+// the call owns it, and may have freed it. The call itself ends at that
+// message as on any front (sendMessage), in order with the ops before it.
+func (cs *Calls) overLimit(message mem.BufferSlice) bool {
+	return cs.sendLimit >= 0 && message.Len() > cs.sendLimit
+}
+
+// sentOver is the result of posting a message that over says is over the
+// limit: ResultTooLarge once the op was handed to the call.
+func sentOver(r Result, over bool) Result {
+	if over && r == ResultOK {
+		return ResultTooLarge
+	}
+	return r
 }
 
 // SendHeader sends initial metadata. Invalid metadata ends the call with
@@ -230,8 +257,9 @@ func (cs *Calls) Finish(id uint64, e Ending, how Sending) (Result, error) {
 	if err := validateMetadata(e.Trailer); err != nil {
 		return cs.post(id, op{kind: opFinish, code: codes.Internal, details: detailsInvalidMetadata}, how), err
 	}
-	return cs.post(id, op{kind: opFinish, code: e.Code, details: e.Details, md: e.Trailer,
-		message: e.Message, hasMessage: e.HasMessage}, how), nil
+	over := e.HasMessage && cs.overLimit(e.Message)
+	return sentOver(cs.post(id, op{kind: opFinish, code: e.Code, details: e.Details, md: e.Trailer,
+		message: e.Message, hasMessage: e.HasMessage}, how), over), nil
 }
 
 // Route continues a call that arrived as EventLookup as method methodID,

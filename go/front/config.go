@@ -54,7 +54,13 @@ type Config struct {
 	// their handler reads the refused message, and a handler that
 	// answers before that answers as usual.
 	HoldRefusals bool
-	Limits       Limits
+	// RaiseSendLimit: an op whose message is over Limits.MaxSendMsgSize
+	// says so to its sender (ResultTooLarge) besides ending the call, so
+	// that a server learns it at that send, as grpc.aio's write raises
+	// there and grpcio's server stops pulling the response iterator; by
+	// default such an op is ResultOK and only the client learns of it.
+	RaiseSendLimit bool
+	Limits         Limits
 	// TLS secures the port with these credentials (ParseTLS); nil:
 	// plaintext.
 	TLS *PortSecurity
@@ -182,6 +188,7 @@ type configJSON struct {
 	MaxConcurrentRPCs int               `json:"maximum_concurrent_rpcs"`
 	HoldSlots         bool              `json:"hold_slots"`
 	HoldRefusals      bool              `json:"hold_refusals"`
+	RaiseSendLimit    bool              `json:"raise_send_limit"`
 	TLS               json.RawMessage   `json:"tls"`
 }
 
@@ -191,7 +198,7 @@ type configJSON struct {
 //	 "options": [["grpc.max_receive_message_length", 1024], ...],
 //	 "bearer_tokens": {"token": "client key"}, "ordered": false,
 //	 "maximum_concurrent_rpcs": 0, "hold_slots": false,
-//	 "hold_refusals": false, "tls": null}
+//	 "hold_refusals": false, "raise_send_limit": false, "tls": null}
 //
 // A method is [path, server_streaming] or [path, server_streaming,
 // client_streaming].
@@ -219,6 +226,7 @@ func ParseConfig(doc []byte) (*Config, error) {
 		MaxConcurrentRPCs: raw.MaxConcurrentRPCs,
 		HoldSlots:         raw.HoldSlots,
 		HoldRefusals:      raw.HoldRefusals,
+		RaiseSendLimit:    raw.RaiseSendLimit,
 		Limits:            defaultLimits(),
 	}
 	if len(raw.TLS) > 0 {

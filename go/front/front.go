@@ -72,7 +72,11 @@ func New(cfg *Config) (*Front, error) {
 		holdSlots:   cfg.HoldSlots,
 		hasFallback: f.relay != nil,
 		levelSet:    cfg.Limits.Compression.LevelSet,
+		sendLimit:   -1,
 		m:           &f.m,
+	}
+	if cfg.RaiseSendLimit {
+		f.calls.sendLimit = cfg.Limits.MaxSendMsgSize
 	}
 	f.handler = &handler{
 		cfg:      cfg,

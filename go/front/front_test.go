@@ -315,6 +315,71 @@ func TestMessageSizeLimits(t *testing.T) {
 	}
 }
 
+// With raise_send_limit an op whose message is over the send limit
+// returns ResultTooLarge and ends the call as without it, after what was
+// sent before; every other op is unchanged.
+func TestRaiseSendLimit(t *testing.T) {
+	results := make(chan []Result, 1)
+	opts := `, "raise_send_limit": true, "options": [["grpc.max_send_message_length", 5]]`
+	_, cc := startFront(t, opts, func(f *Front, e Event) {
+		if e.Kind != EventCall {
+			return
+		}
+		cs := f.Calls()
+		if e.MethodID == 0 { // unary: Respond or Finish, as the request says
+			if string(e.Payload.Materialize()) == "finish" {
+				r, _ := cs.Finish(e.CallID, Ending{Code: codes.OK, Message: msg("123456"), HasMessage: true}, SendWait)
+				results <- []Result{r}
+				return
+			}
+			results <- []Result{cs.Respond(e.CallID, e.Payload, SendWait)}
+			return
+		}
+		results <- []Result{
+			cs.Send(e.CallID, msg("12345"), SendWait),
+			cs.Send(e.CallID, msg("123456"), SendWait),
+			cs.Send(e.CallID, msg("1"), SendWait),
+		}
+	})
+	for _, c := range []struct {
+		req  string
+		want Result
+		err  string
+	}{
+		{"12345", ResultOK, ""},
+		{"123456", ResultTooLarge, "SERVER: Sent message larger than max (6 vs. 5)"},
+		{"finish", ResultTooLarge, "SERVER: Sent message larger than max (6 vs. 5)"},
+	} {
+		_, err := say(context.Background(), cc, c.req)
+		if c.err == "" && err != nil {
+			t.Fatalf("%q: %v", c.req, err)
+		} else if c.err != "" {
+			wantStatus(t, err, codes.ResourceExhausted, c.err)
+		}
+		if got := <-results; got[0] != c.want {
+			t.Fatalf("%q: %v, want %v", c.req, got[0], c.want)
+		}
+	}
+	s, err := cc.NewStream(context.Background(), &grpc.StreamDesc{ServerStreams: true}, countPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := []byte("go")
+	if err := s.SendMsg(&req); err != nil {
+		t.Fatal(err)
+	}
+	s.CloseSend()
+	var m []byte
+	if err := s.RecvMsg(&m); err != nil || string(m) != "12345" {
+		t.Fatalf("the message before the refused one: %q %v", m, err)
+	}
+	wantStatus(t, s.RecvMsg(&m), codes.ResourceExhausted, "SERVER: Sent message larger than max (6 vs. 5)")
+	// The send after the refused one may find the call ended, or not yet.
+	if got := <-results; got[0] != ResultOK || got[1] != ResultTooLarge || got[2] == ResultTooLarge || got[2] == ResultWouldBlock {
+		t.Fatalf("stream sends: %v", got)
+	}
+}
+
 func TestGzipRequest(t *testing.T) {
 	_, cc := startFront(t, "", echo)
 	got, err := say(context.Background(), cc, strings.Repeat("z", 1000), grpc.UseCompressor(gzip.Name))

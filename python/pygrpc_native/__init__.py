@@ -8,6 +8,7 @@ import logging as _logging
 import typing as _typing
 
 from ._credentials import ServerCredentials, ssl_server_credentials, ssl_server_credentials_from_files
+from ._errors import SendLimitError
 from ._events import (
     EVENT_CALL,
     EVENT_CANCEL,
@@ -38,6 +39,7 @@ __all__ = [
     "FALLBACK",
     "Event",
     "NativeGrpcFront",
+    "SendLimitError",
     "ServerCredentials",
     "server",
     "ssl_server_credentials",

@@ -22,6 +22,7 @@ from typing import Protocol
 from ._call_state import CallState, context_refs
 from ._callbacks import CallbackRunner
 from ._context import ServicerContext, with_empty_none_keys
+from ._errors import SendLimitError
 from ._grpc_logs import COMMON_LOG, SERVER_LOG
 
 if TYPE_CHECKING:
@@ -348,8 +349,11 @@ class CallRunner:
         call.initial_metadata_sent = True
         try:
             sent = self._front.send_message(call.call_id, body)
-        except RuntimeError:
-            sent = False  # the server has stopped
+        except (RuntimeError, SendLimitError):
+            # The server has stopped; or the message is over the send limit,
+            # and Go has ended the call with RESOURCE_EXHAUSTED: the
+            # response iterator is let go at once, as grpcio's is.
+            sent = False
         except TypeError as err:
             self._end_unsendable(call, err)
             sent = False
@@ -407,6 +411,8 @@ class CallRunner:
                     if fixed is None:
                         raise
                     self._front.finish(call.call_id, code, details, fixed, payload)  # INTERNAL, as grpcio
+        except SendLimitError:
+            pass  # Go has ended the call (RESOURCE_EXHAUSTED); grpcio logs nothing either
         except (TypeError, ValueError) as err:
             self._end_unsendable(call, err)
         except RuntimeError:

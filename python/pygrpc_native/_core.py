@@ -272,6 +272,7 @@ class ServerCore:
             maximum_concurrent_rpcs=maximum_concurrent_rpcs,
             hold_slots=maximum_concurrent_rpcs is not None,
             hold_refusals=True,
+            raise_send_limit=True,
         )
         self.holds_slots = maximum_concurrent_rpcs is not None
         self.metrics = ServerMetrics(self.front, arguments.options)

@@ -59,6 +59,7 @@ def _config_json(
     credentials: Any = None,
     hold_slots: bool = False,
     hold_refusals: bool = False,
+    raise_send_limit: bool = False,
 ) -> str:
     if not isinstance(address, str):
         raise TypeError(f"address must be a str, not {type(address).__name__}")
@@ -114,6 +115,7 @@ def _config_json(
             "maximum_concurrent_rpcs": limit,
             "hold_slots": bool(hold_slots),
             "hold_refusals": bool(hold_refusals),
+            "raise_send_limit": bool(raise_send_limit),
             "fallback": fallback or "",
             "tls": tls,
         }
@@ -139,7 +141,11 @@ class NativeGrpcFront(_native.Front):
     limit, undecodable) on a stream taken as events comes as its
     EVENT_HALF_CLOSE, and the call ends with the refusal's status at the
     next ``request_messages`` (which returns False), as grpcio ends it
-    when its handler reads that message. ``fallback`` is the gRPC target (e.g.
+    when its handler reads that message. With ``raise_send_limit=True``
+    ``respond``, ``send_message`` and ``finish`` raise ``SendLimitError``
+    (a ValueError) for a message over ``grpc.max_send_message_length``,
+    whose call Go ends with RESOURCE_EXHAUSTED all the same (without it they
+    return True, and only the client learns). ``fallback`` is the gRPC target (e.g.
     ``"unix:///path/to/sock"``) of a server that gets, relayed by Go, the
     calls Python routes to ``FALLBACK``, the methods added with
     ``add_fallback_method``, and (without ``resolve_unknown``) every unknown
@@ -168,6 +174,7 @@ class NativeGrpcFront(_native.Front):
         metrics_address: Optional[str] = None,
         metrics_all_methods: bool = False,
         hold_refusals: bool = False,
+        raise_send_limit: bool = False,
     ) -> None:
         super().__init__(
             _config_json(
@@ -182,6 +189,7 @@ class NativeGrpcFront(_native.Front):
                 credentials,
                 hold_slots,
                 hold_refusals,
+                raise_send_limit,
             )
         )
         self.address = address

@@ -89,6 +89,10 @@ static int64_t front_handle(PyObject *self) {
 #pragma GCC diagnostic push
 #pragma GCC diagnostic error "-Wswitch"
 
+/* pygrpc_native._errors.SendLimitError, raised for PGN_TOO_LARGE; looked up
+ * once, when the module loads. */
+static PyObject *send_limit_error;
+
 /* result_to_py turns an export's result into Python, for the operations on
  * call `id`: True when handed to the call, False when the call had already
  * ended, None when its buffer is full and the front doesn't block, and for
@@ -112,6 +116,12 @@ static PyObject *result_to_py(int r, uint64_t id, char *err) {
         break;
     case PGN_STOPPED:
         PyErr_SetString(PyExc_RuntimeError, "the front is stopped: every call has ended");
+        break;
+    case PGN_TOO_LARGE:
+        PyErr_Format(send_limit_error,
+                     "call %llu: the message is larger than grpc.max_send_message_length; the call was ended with "
+                     "RESOURCE_EXHAUSTED",
+                     (unsigned long long)id);
         break;
     case PGN_BAD_HANDLE:
         PyErr_SetString(PyExc_RuntimeError, "the front is closed");
@@ -1094,7 +1104,7 @@ static void held_sent(FrontObject *f) {
             block = PGN_SEND_HELD;                                                                   \
         }                                                                                            \
         rc = (expr_with_block);                                                                      \
-        if (block == PGN_SEND_HELD && rc == PGN_OK) {                                                \
+        if (block == PGN_SEND_HELD && (rc == PGN_OK || rc == PGN_TOO_LARGE)) {                      \
             held_sent(f_);                                                                           \
         } else if (rc == PGN_WOULD_BLOCK && f_->blocking) {                                          \
             block = PGN_SEND_WAIT;                                                                   \
@@ -1858,6 +1868,13 @@ PyMODINIT_FUNC PyInit__native(void) {
         PyModule_AddIntConstant(m, "EVENT_HALF_CLOSE", PGN_EVENT_HALF_CLOSE) < 0 ||
         PyModule_AddIntConstant(m, "EVENT_ROOM", PGN_EVENT_ROOM) < 0 ||
         PyModule_AddIntConstant(m, "FALLBACK", PGN_FALLBACK) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    PyObject *errors = PyImport_ImportModule("pygrpc_native._errors");
+    send_limit_error = errors == NULL ? NULL : PyObject_GetAttrString(errors, "SendLimitError");
+    Py_XDECREF(errors);
+    if (send_limit_error == NULL) {
         Py_DECREF(m);
         return NULL;
     }

@@ -18,6 +18,7 @@ import grpc
 import grpc.aio
 
 from .._call_state import CallState
+from .._errors import SendLimitError
 from .._grpc_logs import AIO_LOG
 from .._context import CallInfo, SyncContextBase, check_binary_values, compression_name, refuse_ok_abort, with_empty_none_keys
 from ._waits import FINISHED, LoopWaits, check_open
@@ -130,6 +131,15 @@ def client_closed_error(exc: BaseException) -> bool:
     return getattr(exc, _CLIENT_CLOSED, False)
 
 
+def over_send_limit(call: CallState) -> Exception:
+    """grpc.aio's error for a message over grpc.max_send_message_length,
+    which Go refused at its send (SendLimitError) and whose call it ended,
+    RESOURCE_EXHAUSTED: its core's, which grpc.aio's server logs (the
+    client didn't close the call)."""
+    call.ended = True
+    return _cygrpc().ExecuteBatchError('Failed "execute_batch": the message is larger than grpc.max_send_message_length')
+
+
 def server_stopped_error() -> Exception:
     """What grpc.aio's ops raise once the server's stop has ended the call."""
     return _cygrpc()._ServerStoppedError("Server already stopped.")
@@ -201,9 +211,12 @@ def send_blocking(call: CallState, send: Callable[..., Optional[bool]], *args: A
     """A send on the call from a pool thread, on the loop's non-blocking
     front: waits for room in Go (wait_room), which is fine off the loop."""
     call_id = call.call_id
-    while (ok := send(call_id, *args)) is None:
-        if not call.front.wait_room(call_id):
-            return False  # the call has ended
+    try:
+        while (ok := send(call_id, *args)) is None:
+            if not call.front.wait_room(call_id):
+                return False  # the call has ended
+    except SendLimitError:
+        raise over_send_limit(call) from None
     return ok
 
 
@@ -308,15 +321,16 @@ class ServicerContext(AioStatus, CallInfo, grpc.aio.ServicerContext):
             # sent, and the call is left to its deadline, as grpc.aio leaves
             # it, which reports the error as the handler's.
             AIO_LOG.error("Unexpected [%s] raised by servicer method [%s]", type(err).__name__, call.method, exc_info=err)
-        except ValueError:
-            # Metadata gRPC can't carry: Go has already ended the call
-            # (INTERNAL "Invalid metadata"); logged as grpc.aio logs its
-            # core's refusal.
-            AIO_LOG.error(
-                "ExecuteBatchError raised in core by servicer method [%s]",
-                call.method,
-                exc_info=_cygrpc().ExecuteBatchError('Failed "execute_batch": invalid trailing metadata'),
-            )
+        except ValueError as err:
+            # Go refused and has ended the call: metadata gRPC can't carry
+            # (INTERNAL "Invalid metadata"), or a message over the send
+            # limit (RESOURCE_EXHAUSTED); logged as grpc.aio logs its core's
+            # refusal.
+            if isinstance(err, SendLimitError):
+                refused = over_send_limit(call)
+            else:
+                refused = _cygrpc().ExecuteBatchError('Failed "execute_batch": invalid trailing metadata')
+            AIO_LOG.error("ExecuteBatchError raised in core by servicer method [%s]", call.method, exc_info=refused)
         except TypeError as err:
             # Metadata of the wrong types: the call must end all the same.
             _LOGGER.error("Cannot send the status: %s", err)
@@ -374,7 +388,10 @@ class ServicerContext(AioStatus, CallInfo, grpc.aio.ServicerContext):
         call = self._call
         body = serialize(call.serializer, message)
         call.initial_metadata_sent = True
-        sent = self._send_now(call.front.send_message, body)
+        try:
+            sent = self._send_now(call.front.send_message, body)
+        except SendLimitError:
+            raise over_send_limit(call) from None
         if sent:
             return None
         if sent is False:
@@ -383,7 +400,11 @@ class ServicerContext(AioStatus, CallInfo, grpc.aio.ServicerContext):
 
     async def _write_later(self, body: bytes) -> None:
         """The rest of a write() that _write_now could not finish."""
-        if not await self._post(self._call.front.send_message, body):
+        try:
+            sent = await self._post(self._call.front.send_message, body)
+        except SendLimitError:
+            raise over_send_limit(self._call) from None
+        if not sent:
             raise CallEnded()
 
     async def read(self) -> Any:
