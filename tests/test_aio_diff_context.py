@@ -694,22 +694,55 @@ def test_sync_handler_sends_initial_metadata_again():
     assert ref[3] in (already, busy) and ours[3] == already
 
 
-def test_known_difference_sync_handler_callbacks_on_a_response_stream():
-    # grpc.aio runs a sync handler's add_callback callbacks only where its
-    # response is unary; ours runs them for response streams too, as for
-    # every other handler (README: known differences).
+@pytest.mark.parametrize("how", ["unary", "callback raises", "abort", "exception", "response stream"])
+def test_sync_handler_callbacks(how):
+    """grpc.aio runs a non-coroutine handler's add_callback callbacks on
+    the loop once the handler has returned a unary response, before that is
+    sent: one that raises fails the call (UNKNOWN, with its exception), as
+    the handler's exception would; after an exception, an abort, or for a
+    response stream it never runs them. Ours ran them once the call had
+    ended, whatever its end."""
+
     def setup(server, state):
+        def callback():
+            state.append("callbacks", "ran")
+            if how == "callback raises":
+                raise ValueError("callback failed")
+
         def handler(req, ctx):
-            ctx.add_callback(lambda: state.event("callback").set())
+            ctx.add_callback(callback)
+            if how == "abort":
+                ctx.abort(SC.INTERNAL, "aborted")
+            elif how == "exception":
+                raise KeyError("handler failed")
+            return b"answer"
+
+        def streamer(req, ctx):
+            ctx.add_callback(callback)
             yield b"one"
 
-        setup_handlers({"S": stream(handler)})(server, state)
+        if how == "response stream":
+            setup_handlers({"S": stream(streamer)})(server, state)
+        else:
+            setup_handlers({"M": unary(handler)})(server, state)
 
     def scenario(run):
-        return call_stream(run.channel, method("S")).responses, run.state.event("callback").wait(0.5)
+        if how == "response stream":
+            out = call_stream(run.channel, method("S")).responses
+        else:
+            done = call_unary(run.channel, method("M"))
+            out = (done.code, done.details if done.code != SC.OK else done.responses[0])
+        time.sleep(0.3)
+        return out, run.state.records.get("callbacks", [])
 
-    ref, ours = both(setup, scenario)
-    assert ref == ((b"one",), False) and ours == ((b"one",), True)
+    expected = {
+        "unary": ((SC.OK, b"answer"), ["ran"]),
+        "callback raises": ((SC.UNKNOWN, "Unexpected <class 'ValueError'>: callback failed"), ["ran"]),
+        "abort": ((SC.INTERNAL, "aborted"), []),
+        "exception": ((SC.UNKNOWN, "Unexpected <class 'KeyError'>: 'handler failed'"), []),
+        "response stream": ((b"one",), []),
+    }[how]
+    assert same(setup, scenario) == expected
 
 
 def test_sync_context_has_grpc_aio_methods():

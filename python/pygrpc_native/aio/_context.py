@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Callable, NoReturn, Optional, Tuple
+from typing import Any, Callable, List, NoReturn, Optional, Tuple
 
 import grpc
 import grpc.aio
@@ -522,30 +522,31 @@ class ServicerContext(AioStatus, CallInfo, grpc.aio.ServicerContext):
     def add_done_callback(self, callback: Callable[[Any], None]) -> None:
         if not callable(callback):
             raise TypeError("the first argument must be callable")  # asyncio's words, as grpc.aio's
-        add_callback(self._call, callback)
+        # The aio server calls them with this context once the call is over.
+        call = self._call
+        if call.callbacks:
+            call.callbacks.append(callback)  # type: ignore[union-attr]  # a list once not empty
+        else:
+            call.keep_details()  # for the callbacks to read
+            call.callbacks = [callback]
 
 
 def _initial_metadata_again() -> NoReturn:
     raise grpc.aio.UsageError("Send initial metadata failed: already sent")
 
 
-def add_callback(call: CallState, callback: Callable[..., None]) -> None:
-    """Adds a callback that the aio server calls with the call's context
-    once the call is over."""
-    callbacks = call.callbacks
-    if callbacks:
-        callbacks.append(callback)  # type: ignore[union-attr]  # a list once not empty
-    else:
-        call.keep_details()  # for the callbacks to read
-        call.callbacks = [callback]
-
-
 class SyncHandlerContext(AioStatus, SyncContextBase):
     """The context of a non-coroutine handler, run in the migration thread
     pool: grpcio's sync context, except that abort() sends the status and
-    returns instead of raising, as grpc.aio's does."""
+    returns instead of raising, as grpc.aio's does. ``callbacks``: what
+    add_callback() was given, in order (the handler's thread adds them;
+    the loop runs them once the handler has returned: Server._run_sync)."""
 
-    __slots__ = ()
+    __slots__ = ("callbacks",)
+
+    def __init__(self, call: CallState) -> None:
+        super().__init__(call)
+        self.callbacks: List[Callable[[], Any]] = []
 
     def abort(  # type: ignore[override]
         self, code: grpc.StatusCode, details: str = "", trailing_metadata: Any = ()
@@ -581,11 +582,8 @@ class SyncHandlerContext(AioStatus, SyncContextBase):
         send_blocking(call, call.front.disable_next_message_compression)
 
     def add_callback(self, callback: Any) -> None:  # type: ignore[override]
-        # grpc.aio's sync context returns None here, and runs the callbacks
-        # when the call completes (not on a client cancel).
-        call = self._call
-        if call.callbacks is not None and not call.ended:
-            add_callback(call, lambda ctx: callback() if ctx.done() else None)
+        # grpc.aio's sync context returns None here (see callbacks).
+        self.callbacks.append(callback)
 
     def set_trailing_metadata(self, trailing_metadata: Any) -> None:
         check_trailing_metadata(trailing_metadata)

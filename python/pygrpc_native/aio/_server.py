@@ -469,7 +469,16 @@ class _AioServer(ServerCore):
                 if context_refs(ctx) > held and not call.ended:
                     call.keep_details()  # the handler left its context to someone (or raised)
 
-        return await asyncio.get_running_loop().run_in_executor(self.thread_pool, run)
+        result = await asyncio.get_running_loop().run_in_executor(self.thread_pool, run)
+        if ctx.callbacks and not streaming and not call.ended:
+            # As grpc.aio runs them: on the loop, once the handler has
+            # returned its response and before that is sent, so that one
+            # that raises fails the call as the handler's exception would;
+            # never after an exception, an abort, a cancellation, or for a
+            # response stream.
+            for callback in ctx.callbacks:
+                callback()
+        return result
 
     async def _intercept(self, method: Method, ctx: ServicerContext) -> Optional[grpc.RpcMethodHandler]:
         return await self._run_interceptors(
