@@ -56,18 +56,26 @@ def test_unlimited_max_receive_message_length():
         assert say(ch)(big, timeout=30) == big
 
 
+def _expect_send_limit(ch):
+    """What a client of `sized` (or the like) behind a 1000-byte send limit
+    gets: 1000 bytes pass; 1001 end the call RESOURCE_EXHAUSTED, and a
+    stream keeps the message sent before."""
+    assert say(ch)(b"1000", timeout=WAIT) == b"r" * 1000
+    too_large = (grpc.StatusCode.RESOURCE_EXHAUSTED, "SERVER: Sent message larger than max (1001 vs. 1000)")
+    with pytest.raises(grpc.RpcError) as info:
+        say(ch)(b"1001", timeout=WAIT)
+    assert (info.value.code(), info.value.details()) == too_large
+    got = []
+    with pytest.raises(grpc.RpcError) as info:
+        for m in count(ch)(b"1001", timeout=WAIT):
+            got.append(m)
+    assert (info.value.code(), info.value.details()) == too_large
+    assert got == [b"small"]
+
+
 def test_response_over_max_send_message_length():
     with serving(sized, options=[("grpc.max_send_message_length", 1000)]) as s, s.channel() as ch:
-        assert say(ch)(b"1000", timeout=WAIT) == b"r" * 1000
-        with pytest.raises(grpc.RpcError) as info:
-            say(ch)(b"1001", timeout=WAIT)
-        assert info.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
-        got = []
-        with pytest.raises(grpc.RpcError) as info:
-            for m in count(ch)(b"2000", timeout=WAIT):
-                got.append(m)
-        assert info.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
-        assert got == [b"small"]
+        _expect_send_limit(ch)
         # The calls that failed are over for Python too.
         for e in s.log.calls():
             assert s.front.is_active(e[1]) is False
@@ -97,19 +105,7 @@ def test_raise_send_limit_refuses_the_oversized_message_at_its_send():
 
     options = [("grpc.max_send_message_length", 1000)]
     with serving(handler, options=options, raise_send_limit=True) as s, s.channel() as ch:
-        assert say(ch)(b"1000", timeout=WAIT) == b"r" * 1000
-        with pytest.raises(grpc.RpcError) as info:
-            say(ch)(b"1001", timeout=WAIT)
-        assert (info.value.code(), info.value.details()) == (
-            grpc.StatusCode.RESOURCE_EXHAUSTED,
-            "SERVER: Sent message larger than max (1001 vs. 1000)",
-        )
-        got = []
-        with pytest.raises(grpc.RpcError) as info:
-            for m in count(ch)(b"2000", timeout=WAIT):
-                got.append(m)
-        assert info.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
-        assert got == [b"small"]
+        _expect_send_limit(ch)
     # finish() after the call's end may still be handed to the call (True)
     # before the refused message's end was applied: not asserted.
     assert raised[0] is True and raised[2] is SendLimitError and raised[4] is SendLimitError, raised

@@ -184,6 +184,22 @@ func TestUnaryEcho(t *testing.T) {
 	}
 }
 
+// openCount starts a call of the server-streaming method with one request
+// and the client's half-close.
+func openCount(t *testing.T, cc *grpc.ClientConn) grpc.ClientStream {
+	t.Helper()
+	s, err := cc.NewStream(context.Background(), &grpc.StreamDesc{ServerStreams: true}, countPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := []byte("go")
+	if err := s.SendMsg(&req); err != nil {
+		t.Fatal(err)
+	}
+	s.CloseSend()
+	return s
+}
+
 func TestServerStreamingWithMetadata(t *testing.T) {
 	_, cc := startFront(t, "", func(f *Front, e Event) {
 		if e.Kind != EventCall {
@@ -195,15 +211,7 @@ func TestServerStreamingWithMetadata(t *testing.T) {
 		}
 		f.Calls().Finish(e.CallID, Ending{Code: codes.OK, Trailer: Metadata{{"x-tail-bin", "\x00\xff"}}}, SendWait)
 	})
-	s, err := cc.NewStream(context.Background(), &grpc.StreamDesc{ServerStreams: true}, countPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req := []byte("go")
-	if err := s.SendMsg(&req); err != nil {
-		t.Fatal(err)
-	}
-	s.CloseSend()
+	s := openCount(t, cc)
 	var got []string
 	for {
 		var m []byte
@@ -360,15 +368,7 @@ func TestRaiseSendLimit(t *testing.T) {
 			t.Fatalf("%q: %v, want %v", c.req, got[0], c.want)
 		}
 	}
-	s, err := cc.NewStream(context.Background(), &grpc.StreamDesc{ServerStreams: true}, countPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req := []byte("go")
-	if err := s.SendMsg(&req); err != nil {
-		t.Fatal(err)
-	}
-	s.CloseSend()
+	s := openCount(t, cc)
 	var m []byte
 	if err := s.RecvMsg(&m); err != nil || string(m) != "12345" {
 		t.Fatalf("the message before the refused one: %q %v", m, err)
