@@ -250,6 +250,25 @@ def test_binary_metadata_is_sent_raw_to_a_client_that_takes_it(flavour):
 
 
 @each_flavour
+def test_invalid_trailing_metadata_again_and_again(flavour):
+    """Every call of a handler whose trailing metadata gRPC can't carry
+    ends INTERNAL "Invalid metadata" at once, on one channel. On
+    aio.server() (h2) only the first did: its end was left among the
+    loop's held writes unflushed, and every later call of that connection
+    waited for its deadline."""
+
+    async def handler(req, ctx):
+        ctx.set_trailing_metadata((("Bad Key", "v"),))
+        return b"resp"
+
+    def scenario(run):
+        return [call_unary(run.channel, method("M"), timeout=3).brief() for _ in range(4)]
+
+    invalid = (SC.INTERNAL, "Invalid metadata")
+    assert flavour.same(flavour.handlers({"M": flavour.unary(handler)}), scenario) == [invalid] * 4
+
+
+@each_flavour
 def test_a_key_that_is_only_the_binary_suffix(flavour):
     """"-bin" alone is a text key for grpc-core (a binary one needs a name
     before its suffix): bytes under it end the call INTERNAL "Invalid

@@ -1085,6 +1085,16 @@ static void held_sent(FrontObject *f) {
     Py_DECREF(r);
 }
 
+/* op_was_posted: whether a send's result means Go took the op (which may
+ * end the call): OK, and the results that report what the op does besides
+ * (the message over the send limit, metadata refused: the call ends with a
+ * status the op's frames carry). A held op that was posted must be flushed
+ * like any other, or its frames, and every later held op of its connection,
+ * wait for another call's flush. */
+static int op_was_posted(int rc) {
+    return rc == PGN_OK || rc == PGN_TOO_LARGE || rc == PGN_INVALID_METADATA;
+}
+
 /* Runs a Go call that may report PGN_WOULD_BLOCK first without releasing the
  * GIL (the common case: room in the call's buffer), then, if the front
  * blocks, again with the GIL released, waiting for room. A front that
@@ -1104,7 +1114,7 @@ static void held_sent(FrontObject *f) {
             block = PGN_SEND_HELD;                                                                   \
         }                                                                                            \
         rc = (expr_with_block);                                                                      \
-        if (block == PGN_SEND_HELD && (rc == PGN_OK || rc == PGN_TOO_LARGE)) {                      \
+        if (block == PGN_SEND_HELD && op_was_posted(rc)) {                                           \
             held_sent(f_);                                                                           \
         } else if (rc == PGN_WOULD_BLOCK && f_->blocking) {                                          \
             block = PGN_SEND_WAIT;                                                                   \
