@@ -36,6 +36,7 @@ import contextvars
 import dataclasses
 import enum
 import inspect
+import types
 from concurrent import futures
 from typing import Any, Callable, Dict, NoReturn, Optional, Sequence
 
@@ -96,7 +97,7 @@ class _AioServer(ServerCore):
         self._waits: Optional[LoopWaits] = None
         self._fixed_window = fixed_window(arguments.options)
         self._call_tasks: Dict[int, asyncio.Task] = {}  # call id -> the task serving it
-        self._behavior_kinds: Dict[Any, _BehaviorKind] = {}
+        self._behavior_kinds: Dict[types.CodeType, _BehaviorKind] = {}  # _kind's
         self._event_fd: Optional[int] = None
         self._terminated = asyncio.Event()
         # What _serve_until_stopped waits on, resolved once the front has
@@ -290,9 +291,19 @@ class _AioServer(ServerCore):
     # -- one call ------------------------------------------------------------
 
     def _kind(self, behavior: Any) -> _BehaviorKind:
-        kind = self._behavior_kinds.get(behavior)
+        """_kind_of, remembered by the function's code rather than by the
+        function: an interceptor's wrapper is a new closure per call (kept
+        by function, each would stay in memory for good), all of one code.
+        A servicer's bound method counts as its function; a function marked
+        with inspect.markcoroutinefunction(), or anything else callable, is
+        looked at on each call."""
+        func = behavior.__func__ if type(behavior) is types.MethodType else behavior
+        if type(func) is not types.FunctionType or hasattr(func, "_is_coroutine_marker"):
+            return _kind_of(behavior)
+        code = func.__code__
+        kind = self._behavior_kinds.get(code)
         if kind is None:
-            kind = self._behavior_kinds[behavior] = _kind_of(behavior)
+            kind = self._behavior_kinds[code] = _kind_of(behavior)
         return kind
 
     async def _serve(self, method: Method, call: CallState, payload: Optional[bytes]) -> None:
