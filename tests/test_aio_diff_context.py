@@ -745,6 +745,29 @@ def test_sync_handler_callbacks(how):
     assert same(setup, scenario) == expected
 
 
+def test_sync_handler_invalid_initial_metadata():
+    """A non-coroutine handler's initial metadata that gRPC can't carry:
+    grpc.aio's context raises its core's ExecuteBatchError (it sends through
+    the loop, as a coroutine would), the call ends INTERNAL; ours raised
+    ValueError."""
+
+    def setup(server, state):
+        def handler(req, ctx):
+            try:
+                ctx.send_initial_metadata((("Bad Key", "v"),))
+            except Exception as exc:  # noqa: BLE001 - what the test observes
+                state.record("raised", type(exc).__name__)
+                raise
+            return b"answer"
+
+        setup_handlers({"M": unary(handler)})(server, state)
+
+    def scenario(run):
+        return call_unary(run.channel, method("M")).brief(), run.state.wait_for("raised")
+
+    assert same(setup, scenario) == ((SC.INTERNAL, "Invalid metadata"), "ExecuteBatchError")
+
+
 def test_sync_context_has_grpc_aio_methods():
     # Every method of grpc.aio's sync context is there (ours has more:
     # is_active, cancel, abort_with_status, code, details, trailing_metadata).

@@ -188,7 +188,8 @@ class SyncContextBase(CallInfo, grpc.ServicerContext):
         """Hands the metadata to Go. Where Go refuses its content (a key
         that isn't a header name, a value that isn't printable ASCII), Go
         ends the call INTERNAL "Invalid metadata" and this raises
-        ValueError (grpc.aio's sync context raises there too)."""
+        ValueError, which each server's context turns into what its grpcio
+        counterpart does there."""
         call = self._call
         try:
             call.front.send_initial_metadata(call.call_id, initial_metadata)

@@ -140,6 +140,12 @@ def over_send_limit(call: CallState) -> Exception:
     return _cygrpc().ExecuteBatchError('Failed "execute_batch": the message is larger than grpc.max_send_message_length')
 
 
+def invalid_initial_metadata() -> Exception:
+    """grpc.aio's error (its core's) for initial metadata Go refused for its
+    content, from its contexts for coroutines and for plain functions."""
+    return _cygrpc().ExecuteBatchError('Failed "execute_batch": invalid initial metadata')
+
+
 def server_stopped_error() -> Exception:
     """What grpc.aio's ops raise once the server's stop has ended the call."""
     return _cygrpc()._ServerStoppedError("Server already stopped.")
@@ -442,7 +448,7 @@ class ServicerContext(AioStatus, CallInfo, grpc.aio.ServicerContext):
             # Refused for its content (a key that isn't a header name, a
             # value that isn't printable ASCII): Go ended the call INTERNAL
             # "Invalid metadata", and grpc.aio raises its core's error.
-            raise _cygrpc().ExecuteBatchError('Failed "execute_batch": invalid initial metadata') from None
+            raise invalid_initial_metadata() from None
         if not sent:
             await self._ended_in_go()
 
@@ -559,6 +565,12 @@ class SyncHandlerContext(AioStatus, SyncContextBase):
 
     def _initial_metadata_again(self) -> NoReturn:
         _initial_metadata_again()  # grpc.aio runs the coroutine's check for its sync context
+
+    def _send_initial_metadata(self, initial_metadata: Any) -> None:
+        try:
+            super()._send_initial_metadata(initial_metadata)
+        except ValueError:
+            raise invalid_initial_metadata() from None  # grpc.aio sends it through the loop, as a coroutine would
 
     def _initial_metadata_after_the_answer(self) -> None:
         raise grpc.aio.UsageError("RPC already finished.")  # as grpc.aio's
