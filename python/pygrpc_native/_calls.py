@@ -80,8 +80,8 @@ class HandlerSource(Protocol):
     front: NativeGrpcFront
     interceptors: Sequence[Any]
     # Looked-up calls the interceptors already answered: call id -> their
-    # handler and the call's contextvars.Context.
-    pre_intercepted: Dict[int, Tuple[grpc.RpcMethodHandler, contextvars.Context]]
+    # handler, the call's contextvars.Context and its path (_core.PreIntercepted).
+    pre_intercepted: Dict[int, Tuple[grpc.RpcMethodHandler, contextvars.Context, str]]
 
     # The Context each call's interceptors and handler run in.
     def new_call_context(self) -> contextvars.Context: ...
@@ -183,7 +183,7 @@ class CallRunner:
                     self.reject(call_id, _UNKNOWN, "Error in service handler!")
                     return
             else:
-                handler, context = pre
+                handler, context, call.method = pre  # (its method may be one shared by such calls)
                 pool = own_pool(handler)  # checked when it was looked up
             if handler is None:
                 self.reject(call_id, _UNIMPLEMENTED, DETAILS_METHOD_NOT_FOUND)
@@ -199,7 +199,7 @@ class CallRunner:
             pool.submit(context.run, self._serve_in_own_pool, call, ctx, handler, payload)
         except RuntimeError:
             _LOGGER.error(
-                "pygrpc_native: the experimental_thread_pool of %s refused work (was it shut down?)", method.path
+                "pygrpc_native: the experimental_thread_pool of %s refused work (was it shut down?)", call.method
             )
             self.reject(call_id, _UNAVAILABLE, "Handler thread pool is shut down")
 

@@ -28,7 +28,7 @@ import math
 import numbers
 import threading
 from concurrent import futures
-from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 import grpc
 
@@ -58,6 +58,16 @@ class Stage(enum.Enum):
 # it answers from a dict, so the handler it gives for a method is the one it
 # would give on every call.
 _DICTIONARY_HANDLER = type(grpc.method_handlers_generic_handler("pygrpc_native.probe", {}))
+
+# How many paths answered call by call (by an interceptor, or a generic
+# handler that isn't grpcio's dictionary one) Go learns for good, so that
+# their next calls come without a lookup. Past that, such a call is routed
+# to a method of its kinds shared by all of them (_SHARED_PATH), and its
+# path's next call is looked up again: a client calling endless distinct
+# paths that an interceptor answers (an auth check denying them) would
+# otherwise grow both method tables by one per path, for good.
+_PER_CALL_PATHS = 1000
+_SHARED_PATH = "/pygrpc_native.internal.PerCall/{}"
 
 # What grpcio raises for an address it can't resolve to bind: "", or a TCP
 # address with no host (":50051", "[]:50051"; Go would take that as every
@@ -227,8 +237,9 @@ class Lookup:
     context: contextvars.Context
 
 
-PreIntercepted = Tuple[grpc.RpcMethodHandler, contextvars.Context]
-"""A looked-up call's handler and the Context its handler runs in."""
+PreIntercepted = Tuple[grpc.RpcMethodHandler, contextvars.Context, str]
+"""A looked-up call's handler, the Context its handler runs in, and its
+path (the method it is routed to may be a shared one: _SHARED_PATH)."""
 
 
 class ServerCore:
@@ -280,9 +291,11 @@ class ServerCore:
         self.thread_pool = arguments.thread_pool
         self.methods: Dict[int, Method] = {}  # method id -> natively served method
         # Calls routed by a lookup that only an interceptor answered: call
-        # id -> the handler it gave and the call's Context, taken by the
-        # call's runner.
+        # id -> the handler it gave, the call's Context and its path, taken
+        # by the call's runner.
         self.pre_intercepted: Dict[int, PreIntercepted] = {}
+        # The paths answered call by call that Go knows (_PER_CALL_PATHS).
+        self._per_call_paths: Set[str] = set()
         # grpcio asks its generic handlers on one thread, one call at a time:
         # a service() that isn't thread-safe (a cache it fills) stays safe.
         self._service_lock = threading.Lock()
@@ -462,12 +475,18 @@ class ServerCore:
         if handler is None:
             self.reject(lookup.call_id, _UNIMPLEMENTED, DETAILS_METHOD_NOT_FOUND)
             return
+        path = lookup.details.method
         try:
-            method_id = self._add_method(lookup.details.method, handler, known=False)
+            if path in self._per_call_paths or len(self._per_call_paths) < _PER_CALL_PATHS:
+                method_id = self._add_method(path, handler, known=False)
+                self._per_call_paths.add(path)
+            else:
+                kinds = (bool(handler.response_streaming), bool(handler.request_streaming))
+                method_id = self._add_method(_SHARED_PATH.format("%d%d" % kinds), handler, known=False)
         except Exception as exc:  # noqa: BLE001 - not a handler, or one the front can't serve
-            self.lookup_failed(lookup.call_id, lookup.details.method, exc)
+            self.lookup_failed(lookup.call_id, path, exc)
             return
-        self.pre_intercepted[lookup.call_id] = (handler, lookup.context)
+        self.pre_intercepted[lookup.call_id] = (handler, lookup.context, path)
         if not self._route(lookup.call_id, method_id):
             self.pre_intercepted.pop(lookup.call_id, None)
             self.release_slot(lookup.call_id)

@@ -253,9 +253,11 @@ class _AioServer(ServerCore):
         for kind, call_id, method_id, payload, _client in events:
             if kind == EVENT_CALL:
                 method = methods[method_id]
-                call = CallState(front, call_id, method.path)
-                serve = self._serve(method, call, payload)
                 pre = pre_intercepted.get(call_id) if pre_intercepted else None
+                # A looked-up call's own path: the method it was routed to
+                # may be one shared by such calls (_core._SHARED_PATH).
+                call = CallState(front, call_id, method.path if pre is None else pre[2])
+                serve = self._serve(method, call, payload)
                 if pre is None:
                     task = loop.create_task(serve)  # type: ignore[union-attr]
                 else:
@@ -357,7 +359,7 @@ class _AioServer(ServerCore):
                     body = b""
                 await ctx._finish(code, call.details, body)  # type: ignore[arg-type]  # _finish() checks them
         except asyncio.CancelledError:
-            AIO_LOG.debug("RPC cancelled for servicer method [%s]", method.path)
+            AIO_LOG.debug("RPC cancelled for servicer method [%s]", call.method)
             if call.call_id not in self._waits.cancelled and self._serving.cancelled():  # type: ignore[union-attr]
                 # asyncio.run()'s sweep, which may run this task before
                 # _serve_until_stopped: the call ends CANCELLED here.
@@ -366,12 +368,12 @@ class _AioServer(ServerCore):
                 except RuntimeError:
                     pass  # the front has stopped
         except _SERVER_STOPPED:
-            AIO_LOG.warning("Aborting method [%s] due to server stop.", method.path)
+            AIO_LOG.warning("Aborting method [%s] due to server stop.", call.method)
         except grpc.aio.AbortError:
             if not call.ended:
                 # Raised by the handler itself, not by abort(): grpc.aio's
                 # outcome is an AssertionError's.
-                AIO_LOG.error("Unexpected [AssertionError] raised by servicer method [%s]", method.path)
+                AIO_LOG.error("Unexpected [AssertionError] raised by servicer method [%s]", call.method)
                 if context_refs(ctx) > held:
                     call.keep_details()
                 await ctx._finish(failure_code(call), _ABORT_REPLACED)
@@ -381,10 +383,10 @@ class _AioServer(ServerCore):
             # grpc.aio logs it (Go has ended the call: metadata it refused;
             # one the handler raised itself is ended here).
             if not client_closed_error(exc):
-                AIO_LOG.error("ExecuteBatchError raised in core by servicer method [%s]", method.path, exc_info=exc)
+                AIO_LOG.error("ExecuteBatchError raised in core by servicer method [%s]", call.method, exc_info=exc)
                 await ctx._finish(failure_code(call), f"Unexpected {type(exc)}: {exc}")
         except Exception as exc:  # noqa: BLE001 - grpc.aio's outcome for any exception
-            AIO_LOG.error("Unexpected [%s] raised by servicer method [%s]", type(exc).__name__, method.path, exc_info=exc)
+            AIO_LOG.error("Unexpected [%s] raised by servicer method [%s]", type(exc).__name__, call.method, exc_info=exc)
             if context_refs(ctx) > held:
                 call.keep_details()  # (the exception's frames may be all that holds it)
             try:
@@ -395,7 +397,7 @@ class _AioServer(ServerCore):
         except (KeyboardInterrupt, SystemExit):
             raise
         except BaseException:  # noqa: BLE001 - as grpc.aio: logged, and the call left to its deadline
-            AIO_LOG.exception("Exception not handled by _handle_exceptions in servicer method [%s]", method.path)
+            AIO_LOG.exception("Exception not handled by _handle_exceptions in servicer method [%s]", call.method)
         finally:
             self._call_tasks.pop(call.call_id, None)
             if call.requests is not None:
@@ -409,7 +411,7 @@ class _AioServer(ServerCore):
                     for callback in call.callbacks:  # type: ignore[union-attr]  # never None here
                         run(callback, ctx)
                 except Exception:  # noqa: BLE001 - as grpc.aio, the first failure ends the run
-                    AIO_LOG.exception("Error in callback for method [%s]", method.path)
+                    AIO_LOG.exception("Error in callback for method [%s]", call.method)
 
     async def _request(
         self, call: CallState, ctx: ServicerContext, handler: grpc.RpcMethodHandler, behavior: Any, payload: Optional[bytes]
