@@ -404,7 +404,9 @@ def test_a_write_waiting_for_room_when_the_call_ends(flavour, end):
     def scenario(run):
         call = run.channel.unary_stream(method("S"))(b"", timeout=10 if end == "cancel" else 2.0)
         next(call)  # then reads no more
-        time.sleep(0.5 if end == "cancel" else 2.5)
+        # Long enough for the writes to be stuck (a loaded machine takes a
+        # while to fill the windows and the connection's backlog).
+        time.sleep(1.5 if end == "cancel" else 2.5)
         if end == "cancel":
             call.cancel()
         assert run.state.event("done").wait(WAIT)

@@ -179,11 +179,12 @@ def test_a_stream_ended_by_the_send_limit_runs_its_callbacks():
         out = call_stream(run.channel, method("S"), b"", timeout=5)
         return out.brief(), run.state.wait_for("callback ran"), run.state.wait_for("generator closed")
 
-    assert same(setup, scenario, options=[("grpc.max_send_message_length", 10)]) == (
-        (SC.RESOURCE_EXHAUSTED, "SERVER: Sent message larger than max (20 vs. 10)"),
-        True,
-        0,
-    )
+    ref, ours = both(setup, scenario, options=[("grpc.max_send_message_length", 10)])
+    too_large = (SC.RESOURCE_EXHAUSTED, "SERVER: Sent message larger than max (20 vs. 10)")
+    assert ours == (too_large, True, 0)
+    # On a loaded machine grpcio's generator sometimes yields once more
+    # before its refused send fails.
+    assert ref in ((too_large, True, 0), (too_large, True, 1))
 
 
 @pytest.mark.parametrize("end", ["answer", "abort", "client cancel"])
