@@ -103,7 +103,9 @@ class _AioServer(ServerCore):
         # What _serve_until_stopped waits on, resolved once the front has
         # stopped: a task's cancel() cancels the future it waits on at once,
         # so this reads as cancelled as soon as asyncio.run()'s sweep has
-        # cancelled that task, before the task runs again (_swept).
+        # cancelled that task, before the task runs again (_serve reads it).
+        # Not _terminated: that one only ever comes true, once Go's queue
+        # has ended, and stop() and wait_for_termination() wait on it.
         self._serving: Optional[asyncio.Future] = None
         self._start_context = contextvars.Context()  # start()'s, once started
 
