@@ -537,6 +537,43 @@ def test_set_code_only_details_only_and_code_ok(flavour):
 
 
 @each_flavour
+def test_details_of_an_ok_status_reach_the_wire(flavour):
+    """Details set on a call that ends OK go out in grpc-message, as
+    grpcio's servers send them (grpcio's own client hides them; grpc-js,
+    curl and grpc-go's status do not). Ours sent an empty grpc-message."""
+
+    async def details_only(req, ctx):
+        ctx.set_details("details but OK")
+        return b"resp"
+
+    async def code_and_details(req, ctx):
+        ctx.set_code(SC.OK)
+        ctx.set_details("ok, d\u00e9tails")
+        return b"resp"
+
+    async def stream_details(req, ctx):
+        yield b"a"
+        ctx.set_details("streamed")
+
+    setup = flavour.handlers(
+        {"D": flavour.unary(details_only), "C": flavour.unary(code_and_details), "S": flavour.stream(stream_details)}
+    )
+
+    def scenario(run):
+        trailers = {}
+        with RawH2(run.port) as raw:
+            for stream_id, name in ((1, "D"), (3, "C"), (5, "S")):
+                raw.unary(stream_id, method(name), b"x")
+                frames = raw.collect(lambda fs, i=stream_id: any(f.stream_id == i and f.end_stream for f in fs))
+                end = [f.headers for f in frames if f.stream_id == stream_id and f.kind == "headers" and f.end_stream]
+                trailers[name] = (end[0].get("grpc-status"), end[0].get("grpc-message"))
+        return trailers
+
+    ref = flavour.same(setup, scenario)
+    assert ref == {"D": ("0", "details but OK"), "C": ("0", "ok, d%C3%A9tails"), "S": ("0", "streamed")}
+
+
+@each_flavour
 def test_set_code_twice_last_wins(flavour):
     async def handler(req, ctx):
         ctx.set_code(SC.NOT_FOUND)

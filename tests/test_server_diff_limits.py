@@ -15,7 +15,7 @@ import pytest
 
 import pygrpc_native
 from diff import TRANSPORT
-from h2_raw import RawH2
+from h2_raw import RawH2, grpc_message, request_headers
 from diff.harness import WAIT, both, call_stream, call_unary, method, same, setup_handlers, stream, unary, wait_until
 
 pytestmark = pytest.mark.timeout(60)
@@ -282,6 +282,28 @@ def test_request_metadata_over_the_limit_names_fields_up_to_the_crossing_one():
     assert ref == (SC.RESOURCE_EXHAUSTED, True, SC.RESOURCE_EXHAUSTED, True)
     # grpc-go's transport gives the front its metadata without its order.
     assert ours == (ref if TRANSPORT == "h2" else (SC.RESOURCE_EXHAUSTED, ours[1], SC.RESOURCE_EXHAUSTED, True))
+
+
+def test_a_refused_request_the_client_still_sends_is_reset():
+    """A request over grpc.max_receive_message_length from a client that
+    hasn't half-closed: trailers RESOURCE_EXHAUSTED, then RST_STREAM
+    NO_ERROR, as grpcio's server ends it. Ours sent no reset and gave no
+    window back for the rest of the request: a client that sends its whole
+    request before reading (curl, grpclib) waited for window forever."""
+
+    def scenario(run):
+        with RawH2(run.port) as conn:
+            conn.headers(1, request_headers(method("Echo")))
+            conn.data(1, grpc_message(b"x" * 2000), end_stream=False)
+            frames = conn.collect(lambda fs: any(f.kind == "rst" and f.stream_id == 1 for f in fs), timeout=10)
+        return [
+            (f.kind, f.end_stream, f.headers.get("grpc-status"), f.error_code)
+            for f in frames
+            if f.stream_id == 1 and f.kind in ("headers", "rst")
+        ]
+
+    ref = same(_echo_setup, scenario, options=[("grpc.max_receive_message_length", 1024)])
+    assert ref == [("headers", True, "8", 0), ("rst", False, None, 0)]
 
 
 @pytest.mark.parametrize(

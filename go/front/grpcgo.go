@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	_ "google.golang.org/grpc/encoding/gzip" // gzip for requests and responses, as grpcio
 	"google.golang.org/grpc/experimental"
@@ -396,7 +397,19 @@ func (s *grpcgoStream) Finish(st *status.Status, trailer Metadata) {
 		s.ss.SetTrailer(trailer.md())
 	}
 	s.status = st.Err()
+	if st != nil && st.Code() == codes.OK && st.Message() != "" {
+		s.status = okWithDetails{st}
+	}
 }
+
+// okWithDetails is the error a handler returns to grpc-go's server for a
+// call that ends OK with details: grpc-go writes the status an error
+// carries (status.FromError), and a nil error as OK with none (st.Err()
+// of an OK status is nil), where grpcio's servers send the details.
+type okWithDetails struct{ st *status.Status }
+
+func (e okWithDetails) Error() string              { return e.st.Message() }
+func (e okWithDetails) GRPCStatus() *status.Status { return e.st }
 
 // sendCompressor and recvCompressor are what grpc-go's transport stream
 // tells of its encodings.

@@ -106,8 +106,10 @@ type h2Conn struct {
 	// newStream).
 	streamSlab []h2Stream
 	pings      pingPolicy
-	recvWindow int64 // connection window left to the client
-	connUnack  int
+	// dataSincePing: the client sent DATA since its last ping (pingTooSoon).
+	dataSincePing bool
+	recvWindow    int64 // connection window left to the client
+	connUnack     int
 	// lastRead is when a frame last arrived (keepalive), in Unix ns.
 	lastRead atomic.Int64
 	// goAwaySent: a GOAWAY with an error went out; the close lingers.

@@ -6,7 +6,10 @@ import "time"
 // does: a ping sooner than the allowed interval after the last one is a
 // strike, unless the server sent HEADERS, DATA or a WINDOW_UPDATE in
 // between (which forgives every strike: pings among real traffic are not
-// abuse); a strike past Limits.PingStrikes (0: no limit) ends the
+// abuse), or the client sent DATA before it (forgiven once this ping is
+// counted: grpc-core writes the ping's ack with a WINDOW_UPDATE for that
+// data, and the write resets its count; a client uploading with keepalive
+// pings is never policed); a strike past Limits.PingStrikes (0: no limit) ends the
 // connection with GOAWAY ENHANCE_YOUR_CALM "too_many_pings", after the
 // ping's ack. The interval is Limits.PingMinInterval, or two hours on a
 // connection without calls unless grpc.keepalive_permit_without_calls
@@ -20,34 +23,45 @@ type pingPolicy struct {
 // calls, unless the server permits keepalive without calls.
 const idlePingInterval = 2 * time.Hour
 
-// received counts a ping that arrived at now. sent: the server wrote
-// headers, data or a window update since the last ping; idle: the
-// connection has no calls. True when the strikes are past the limit.
-func (p *pingPolicy) received(now time.Time, sent, idle bool, l *Limits) bool {
-	if sent {
+// pingSeen is what happened on a connection since its last ping.
+type pingSeen struct {
+	sent bool // the server wrote headers, data or a window update
+	data bool // the client sent DATA
+	idle bool // the connection has no calls (as the ping arrives)
+}
+
+// received counts a ping that arrived at now. True when the strikes are
+// past the limit.
+func (p *pingPolicy) received(now time.Time, seen pingSeen, l *Limits) bool {
+	if seen.sent {
 		*p = pingPolicy{}
 	}
 	interval := l.PingMinInterval
-	if idle && !l.KeepalivePermitNoCalls {
+	if seen.idle && !l.KeepalivePermitNoCalls {
 		interval = idlePingInterval
 	}
 	early := !p.last.IsZero() && now.Before(p.last.Add(interval))
 	p.last = now
-	if !early {
-		return false
+	if early {
+		p.strikes++
 	}
-	p.strikes++
-	return l.PingStrikes != 0 && p.strikes > l.PingStrikes
+	over := early && l.PingStrikes != 0 && p.strikes > l.PingStrikes
+	if seen.data && !over {
+		*p = pingPolicy{}
+	}
+	return over
 }
 
 // pingTooSoon applies the ping policy to a ping the reader just read.
 func (c *h2Conn) pingTooSoon() bool {
+	seen := pingSeen{data: c.dataSincePing}
+	c.dataSincePing = false
 	c.w.mu.Lock()
-	sent := c.w.sentSincePing
+	seen.sent = c.w.sentSincePing
 	c.w.sentSincePing = false
 	c.w.mu.Unlock()
 	c.mu.Lock()
-	idle := len(c.streams) == 0
+	seen.idle = len(c.streams) == 0
 	c.mu.Unlock()
-	return c.pings.received(time.Now(), sent, idle, c.srv.limits)
+	return c.pings.received(time.Now(), seen, c.srv.limits)
 }

@@ -454,9 +454,12 @@ func (s *h2Stream) finish(st *status.Status, trailer Metadata, reset bool) {
 	}
 	fields = appendMetadata(fields, trailer, s.c.trueBinary.Load())
 	// A client still sending is told to stop (RST_STREAM NO_ERROR after
-	// the trailers), as HTTP/2 allows a server that has answered.
+	// the trailers), as HTTP/2 allows a server that has answered; a client
+	// whose request the transport refused (over the size limit) included:
+	// the rest of its request is dropped without window given back, so
+	// one that sends it all before reading would wait for window forever.
 	var after func([]byte) []byte
-	if reset || !s.requestEnded() {
+	if reset || !s.clientHalfClosed() {
 		after = func(b []byte) []byte { return appendRSTStream(b, s.id, http2.ErrCodeNo) }
 	}
 	// The status is queued, then the stream leaves the connection's
@@ -510,8 +513,9 @@ func (s *h2Stream) reset(code http2.ErrCode) {
 	s.c.endStream(s, codes.Canceled, true)
 }
 
-func (s *h2Stream) requestEnded() bool {
+// clientHalfClosed: the client has sent its request's END_STREAM.
+func (s *h2Stream) clientHalfClosed() bool {
 	s.rmu.Lock()
 	defer s.rmu.Unlock()
-	return s.recvEnd || s.recvErr != nil
+	return s.recvEnd
 }

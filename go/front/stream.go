@@ -122,8 +122,8 @@ func (s *stream) finish(o op) error {
 			return s.failed(err)
 		}
 	}
-	var st *status.Status // nil: OK, without allocating one per call
-	if o.code != codes.OK {
+	var st *status.Status // nil: OK with no details, without allocating one per call
+	if o.code != codes.OK || o.details != "" {
 		st = status.New(o.code, o.details)
 	}
 	// The call ends for Python before its status goes out, so that once a
