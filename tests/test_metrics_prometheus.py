@@ -259,6 +259,18 @@ def test_lowlevel_front_endpoint() -> None:
         scrape(front.metrics_port, timeout=1)  # the endpoint stops with the front
 
 
+def test_lowlevel_methods_from_a_generator_are_named() -> None:
+    """methods= may be any iterable (docs/low-level-api.md): a generator's
+    paths are named in the metrics too (its second reading found nothing:
+    every call counted as "other")."""
+    methods = ((path, False) for path in ("/m.Svc/A", "/m.Svc/B"))
+    front = NativeGrpcFront("127.0.0.1:0", methods, metrics_address="127.0.0.1:0")
+    try:
+        assert [name for name, _ in front._metrics_methods()] == ["other", "m.Svc/A", "m.Svc/B"]
+    finally:
+        front.stop(None)
+
+
 def test_nothing_is_measured_without_a_consumer() -> None:
     front = NativeGrpcFront("127.0.0.1:0", [])
     assert front._metrics_methods() == []

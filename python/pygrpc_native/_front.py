@@ -9,7 +9,7 @@ core reads. See docs/low-level-api.md.
 from __future__ import annotations
 
 import json
-from typing import Any, Iterable, Mapping, Optional, Sequence, Tuple
+from typing import Any, Iterable, Mapping, Optional, Sequence, Tuple, Union
 
 from . import _native
 from ._credentials import tls_config, update_front_tls
@@ -47,9 +47,14 @@ def _option_value(value: Any) -> Any:
     return None
 
 
+# A method entry: (path, server_streaming) or (path, server_streaming,
+# client_streaming), a tuple or a list; checked at run time (_config_json).
+MethodEntry = Union[Tuple[str, bool], Tuple[str, bool, bool], Sequence[Any]]
+
+
 def _config_json(
     address: str,
-    methods: Iterable[Tuple[str, bool]],
+    methods: Iterable[MethodEntry],
     options: Optional[Sequence[Tuple[str, Any]]],
     bearer_tokens: Optional[Mapping[str, str]],
     ordered: bool,
@@ -161,7 +166,7 @@ class NativeGrpcFront(_native.Front):
     def __init__(
         self,
         address: str,
-        methods: Sequence[Tuple[str, bool]],
+        methods: Iterable[MethodEntry],
         options: Optional[Sequence[Tuple[str, Any]]] = None,
         bearer_tokens: Optional[Mapping[str, str]] = None,
         ordered: bool = False,
@@ -176,6 +181,7 @@ class NativeGrpcFront(_native.Front):
         hold_refusals: bool = False,
         raise_send_limit: bool = False,
     ) -> None:
+        methods = tuple(methods)  # read twice: a generator is read once
         super().__init__(
             _config_json(
                 address,
