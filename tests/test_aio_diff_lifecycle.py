@@ -568,3 +568,58 @@ def test_calls_in_flight_when_asyncio_run_cancels_everything():
         return done.stdout.strip()
 
     assert {kind: run(kind) for kind in KINDS} == {kind: "['CANCELLED CANCELLED']" for kind in KINDS}
+
+
+_CLOSED_WITHOUT_STOP = """
+import asyncio, sys
+import grpc, grpc.aio
+import pygrpc_native.aio
+
+kind, flavour = sys.argv[1], sys.argv[2]
+make = grpc.aio.server if kind == "grpcio" else pygrpc_native.aio.server
+
+
+async def start():
+    server = make()
+    server.add_generic_rpc_handlers(
+        (grpc.method_handlers_generic_handler("t.T", {"U": grpc.unary_unary_rpc_method_handler(lambda r, c: r)}),)
+    )
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    return server, port
+
+
+if flavour == "uvloop":
+    import uvloop
+
+    loop = uvloop.new_event_loop()
+else:
+    loop = asyncio.new_event_loop()
+server, port = loop.run_until_complete(start())
+
+
+def call():
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+        return channel.unary_unary("/t.T/U")(b"hi", timeout=5)
+
+
+print(loop.run_until_complete(loop.run_in_executor(None, call)))
+loop.run_until_complete(loop.shutdown_default_executor())
+loop.close()
+"""
+
+
+@pytest.mark.parametrize("loop", LOOPS)
+def test_a_loop_closed_without_stop_says_nothing(loop):
+    """An application that runs its own loop and closes it without
+    server.stop(): grpc.aio's server goes quietly. Ours left asyncio's
+    ERROR "Task was destroyed but it is pending!" (the task that waits for
+    asyncio.run()'s final sweep) on stderr at exit."""
+
+    def run(kind):
+        done = subprocess.run(
+            [sys.executable, "-c", _CLOSED_WITHOUT_STOP, kind, loop], capture_output=True, text=True, timeout=30
+        )
+        return done.stdout.strip(), "Task was destroyed" in done.stderr
+
+    assert {kind: run(kind) for kind in KINDS} == {kind: ("b'hi'", False) for kind in KINDS}

@@ -129,8 +129,12 @@ class _AioServer(ServerCore):
             self.front._hold_writes(self._loop.call_soon)
             self._loop.add_reader(self._event_fd, self._on_events)
             self._serving = self._loop.create_future()
-            # (The future holds the task while the task waits on it.)
-            self._loop.create_task(self._serve_until_stopped(self._serving))
+            # (The future holds the task while the task waits on it.) A loop
+            # closed without stop() lets it go pending, quietly, as grpc.aio's
+            # server goes (asyncio would log "Task was destroyed but it is
+            # pending!" at exit).
+            task = self._loop.create_task(self._serve_until_stopped(self._serving))
+            task._log_destroy_pending = False  # type: ignore[attr-defined]
 
     async def stop(self, grace: Optional[float]) -> None:
         with self.lock:
