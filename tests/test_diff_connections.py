@@ -437,6 +437,34 @@ def _pings(kind, pings, *, options=(), busy=False, answered_between=False, uploa
     return seen
 
 
+@pytest.mark.skipif(TRANSPORT == "grpcgo", reason="grpc-go's transport closes the connection under its calls (README)")
+def test_calls_open_when_pings_end_the_connection():
+    """A call in flight on a connection closed for too many pings ends
+    UNAVAILABLE "Too many pings" after the GOAWAY, as grpcio's server ends
+    it; ours closed the connection under it (a grpcio client read "Stream
+    removed (Socket closed (GOAWAY received ...))")."""
+
+    def one(kind):
+        release = threading.Event()
+        try:
+            with serving(kind, _wait_and_echo(release)) as served, RawH2(served.ports[0]) as conn:
+                conn.unary(1, method("Wait"))
+                for i in range(6):
+                    conn.send(PingFrame(0, opaque_data=b"%08d" % i))
+                closed, frames = connection_closed(conn, timeout=10)
+        finally:
+            release.set()
+        ends = [
+            (f.headers.get("grpc-status"), f.headers.get("grpc-message"))
+            for f in frames
+            if f.stream_id == 1 and f.kind == "headers" and f.end_stream
+        ]
+        return closed, any(f.kind == "goaway" and f.error_code == 11 for f in frames), ends
+
+    ref, ours = (one(kind) for kind in KINDS)
+    assert ref == ours == (True, True, [("14", "Too many pings")])
+
+
 @pytest.mark.parametrize(
     "pings,kwargs,policed",
     [

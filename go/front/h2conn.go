@@ -175,11 +175,16 @@ func (c *h2Conn) serve() {
 	}
 	go c.timers()
 	err := c.readFrames()
-	if errors.Is(err, io.EOF) {
+	switch {
+	case errors.Is(err, io.EOF):
 		// The client shut its side (or a proxy passed its FIN on): no
 		// more frames can come, but answers can still go. As grpcio's
 		// server, its open calls end UNAVAILABLE "Socket closed", told.
 		c.endCallsLeft(detailsSocketClosed)
+	case errors.Is(err, errTooManyPings):
+		// After the GOAWAY, as grpcio's server ends them (its client reads
+		// UNAVAILABLE "Too many pings", not the connection's loss).
+		c.endCallsLeft(detailsTooManyPings)
 	}
 	c.close(err)
 	c.runReady() // they end at once: the connection is closed
@@ -428,7 +433,7 @@ func (c *h2Conn) frame(f http2.Frame) error {
 		c.reply(true, func(b []byte) []byte { return appendPing(b, true, f.Data) })
 		if c.pingTooSoon() {
 			c.goAwayError(http2.ErrCodeEnhanceYourCalm, "too_many_pings")
-			return errors.New("too many pings from the client")
+			return errTooManyPings
 		}
 	case *http2.WindowUpdateFrame:
 		return c.windowUpdate(f)
@@ -1045,6 +1050,10 @@ func (c *h2Conn) timers() {
 		}
 	}
 }
+
+// errTooManyPings ends a connection whose client pinged past its strikes
+// (pingPolicy), once the GOAWAY saying so is queued.
+var errTooManyPings = errors.New("too many pings from the client")
 
 // endCallsLeft ends the calls still open on a connection about to close as
 // grpcio's server ends them: UNAVAILABLE with details ("max connection

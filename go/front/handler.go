@@ -22,6 +22,7 @@ const (
 	detailsCancellingAll    = "Cancelling all calls"
 	detailsMaxConnectionAge = "max connection age"
 	detailsSocketClosed     = "Socket closed"
+	detailsTooManyPings     = "Too many pings"
 	detailsSecondMessage    = "A unary call answers with exactly one message"
 )
 
