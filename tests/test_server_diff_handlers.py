@@ -176,3 +176,25 @@ def test_known_difference_calls_over_the_limit_are_refused_before_the_intercepto
 
     ref, ours = both(setup, scenario, interceptors=(_RefusesDeny(),), maximum_concurrent_rpcs=1)
     assert (ref, ours) == (SC.UNIMPLEMENTED, SC.RESOURCE_EXHAUSTED)
+
+
+def test_known_difference_registered_unary_method_called_with_no_request():
+    """A client half-closing without a request to a unary method registered
+    as grpcio-tools' generated code registers it
+    (add_registered_method_handlers): grpc.server() writes "b''" where the
+    path goes (its call details hold no path for such a method); ours names
+    the path, as for a method of a generic handler (README: known
+    differences)."""
+
+    def setup(server, state):
+        server.add_registered_method_handlers("diff.Diff", {"Echo": unary(lambda req, ctx: req)})
+
+    def scenario(run):
+        try:
+            return run.channel.stream_unary(method("Echo"))(iter(()), timeout=5)
+        except grpc.RpcError as err:
+            return err.code(), err.details()
+
+    ref, ours = both(setup, scenario)
+    assert ref == (grpc.StatusCode.UNIMPLEMENTED, "\"b''\" requires exactly one request message.")
+    assert ours == (grpc.StatusCode.UNIMPLEMENTED, "\"b'/diff.Diff/Echo'\" requires exactly one request message.")
