@@ -574,3 +574,56 @@ def test_private_state_client_closed_at_the_end_of_the_request_stream():
         return run.state.wait_for("client")
 
     assert same(setup, scenario) == ["open", "open", 2, "closed"]
+
+
+@pytest.mark.parametrize("kind", ["stream_stream", "stream_unary"])
+def test_requests_after_the_handlers_own_cancel_raise(kind):
+    """A request-streaming handler that cancels its call (as grpcio's
+    cancellation example does) and reads on: grpcio's iterator raises at
+    the next read. Ours handed out the messages already read ahead first
+    on grpc-go's transport (28-49 of 49 here), whose cancel ends the call
+    later."""
+
+    def handler(requests, context):
+        next(requests)
+        time.sleep(0.3)  # the client's other messages arrive meanwhile
+        context.cancel()
+        read = 0
+        try:
+            for _ in requests:
+                read += 1
+            outcome = ("ended", read)
+        except grpc.RpcError:
+            outcome = ("raised", read)
+        context.state.record("outcome", outcome)
+        return iter(()) if kind == "stream_stream" else b""
+
+    def setup(server, state):
+        def bound(requests, context):
+            context.state = state
+            return handler(requests, context)
+
+        make = getattr(grpc, f"{kind}_rpc_method_handler")
+        server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("diff.Diff", {"M": make(bound)}),))
+
+    def scenario(run):
+        release = threading.Event()
+
+        def requests():
+            yield from (b"%d" % i for i in range(50))
+            release.wait(5)
+
+        try:
+            if kind == "stream_stream":
+                list(run.channel.stream_stream(method("M"))(requests(), timeout=10))
+            else:
+                run.channel.stream_unary(method("M")).future(requests(), timeout=10).result()
+        except grpc.RpcError as err:
+            code = err.code()
+        else:
+            code = None
+        finally:
+            release.set()
+        return code, run.state.wait_for("outcome")
+
+    assert same(setup, scenario) == (grpc.StatusCode.CANCELLED, ("raised", 0))

@@ -279,6 +279,13 @@ func (cs *Calls) Read(id uint64, wake func()) (msg mem.BufferSlice, eof bool, r 
 	if r != ResultOK {
 		return nil, false, r, nil
 	}
+	if c.cancelAsked.Load() {
+		// Python cancelled the call: the messages read ahead are not
+		// handed out while the cancel makes its way (on grpc-go's
+		// transport it ends the call later), as grpcio's iterator raises
+		// at the next read after its handler's cancel().
+		return nil, false, ResultEnded, nil
+	}
 	rs := c.requests
 	if rs == nil {
 		return nil, false, ResultOK, errNotRequestStream(id)
