@@ -623,3 +623,37 @@ def test_a_loop_closed_without_stop_says_nothing(loop):
         return done.stdout.strip(), "Task was destroyed" in done.stderr
 
     assert {kind: run(kind) for kind in KINDS} == {kind: ("b'hi'", False) for kind in KINDS}
+
+
+_DROPPED_THEN_CLOSED = """
+import asyncio, threading
+import grpc
+import pygrpc_native.aio
+
+
+async def main():
+    server = pygrpc_native.aio.server()
+    server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    del server  # its stop begins on the loop
+
+
+loop = asyncio.new_event_loop()
+thread = threading.Thread(target=loop.run_forever, daemon=True)
+thread.start()
+asyncio.run_coroutine_threadsafe(main(), loop).result()
+loop.call_soon_threadsafe(loop.stop)
+thread.join()
+loop.close()
+print("closed")
+"""
+
+
+def test_a_server_dropped_on_a_loop_closed_at_once_says_nothing():
+    """A started server's handle dropped on a loop that is stopped and
+    closed at once: the stop that the drop began is let go quietly. Ours
+    logged "Task was destroyed but it is pending!" for it and for the
+    server's own task on every run (grpc.aio, for its shutdown task, 1 run
+    in 6: not compared)."""
+    done = subprocess.run([sys.executable, "-X", "dev", "-c", _DROPPED_THEN_CLOSED], capture_output=True, text=True, timeout=30)
+    assert (done.stdout.strip(), "Task was destroyed" in done.stderr) == ("closed", False), done.stderr

@@ -211,9 +211,16 @@ class _AioServer(ServerCore):
         if loop is None or loop.is_closed() or self.stage is not Stage.STARTED:
             return
         try:
-            asyncio.run_coroutine_threadsafe(self.stop(None), loop)
+            loop.call_soon_threadsafe(self._stop_collected)
         except RuntimeError:
             pass  # the loop is shutting down; so is the server
+
+    def _stop_collected(self) -> None:
+        """collected()'s stop, on the server's loop. A loop stopped and
+        closed before the stop is done lets it go quietly (asyncio would log
+        "Task was destroyed but it is pending!")."""
+        task = self._loop.create_task(self.stop(None))  # type: ignore[union-attr]  # set at start
+        task._log_destroy_pending = False  # type: ignore[attr-defined]
 
     async def wait_for_termination(self, timeout: Optional[float] = None) -> bool:
         """Returns True if the timeout passed first, as grpc.aio does."""
