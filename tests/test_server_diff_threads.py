@@ -252,3 +252,40 @@ def test_jobs_sharing_the_pool_are_not_held_up_by_calls():
     long as they came: jobs waited up to 0.3-1.6 s."""
     waits = {kind: _longest_job_wait(kind) for kind in KINDS}
     assert all(wait < 0.2 for wait in waits.values()), waits
+
+
+class _CancelsFirstJob(futures.ThreadPoolExecutor):
+    """A pool whose first job is cancelled before it runs (as a shutdown
+    with cancel_futures=True cancels the jobs still queued)."""
+
+    def __init__(self) -> None:
+        super().__init__(max_workers=4)
+        self._first = True
+
+    def submit(self, fn, /, *args, **kwargs):
+        if self._first:
+            self._first = False
+            cancelled: futures.Future = futures.Future()
+            cancelled.cancel()
+            return cancelled
+        return super().submit(fn, *args, **kwargs)
+
+
+def test_a_job_the_pool_cancels_loses_no_later_call():
+    """grpcio loses the call whose job was cancelled (it waits for its
+    deadline) and serves the rest. Ours then served no call again: the
+    cancelled drain task stayed counted, and the monitor waited for it."""
+
+    def run(kind):
+        with _serving(kind, _CancelsFirstJob(), {"Echo": unary(lambda req, ctx: req)}) as channel:
+            codes = []
+            for _ in range(4):
+                try:
+                    channel.unary_unary(method("Echo"))(b"x", timeout=2)
+                    codes.append(grpc.StatusCode.OK)
+                except grpc.RpcError as err:
+                    codes.append(err.code())
+            return codes
+
+    ref, ours = (run(kind) for kind in KINDS)
+    assert ref == ours == [grpc.StatusCode.DEADLINE_EXCEEDED] + [grpc.StatusCode.OK] * 3

@@ -88,6 +88,11 @@ _HELD_WAIT = 0.25
 _WAIT_SLICE = 0.1
 
 
+# What _Server._submit returns for a job the pool refused (submit() of a
+# user's executor may return anything, None included).
+_REFUSED = object()
+
+
 class _DrainTask:
     """One drain task, as the monitor sees it: the id of the call it is in
     (None while it isn't in one), and what that was at the monitor's last
@@ -343,9 +348,30 @@ class _Server(ServerCore):
         task = _DrainTask()
         self._tasks += 1
         self._tasks_starting += 1
-        if not self._submit(self._drain, task):
+        future = self._submit(self._drain, task)
+        if future is _REFUSED:
             self._tasks -= 1
             self._tasks_starting -= 1
+            return
+        add_done_callback = getattr(future, "add_done_callback", None)
+        if callable(add_done_callback):
+            add_done_callback(self._drain_cancelled)
+
+    def _drain_cancelled(self, future: Any) -> None:
+        """A drain task's future is done: one cancelled before it ran (an
+        executor's shutdown(cancel_futures=True), say) never takes its
+        counts back itself, and with them counted the monitor would wait
+        for it for good; they are taken back on a thread of its own (this
+        may run at once, in _spawn, with _tasks_lock held)."""
+        if future.cancelled():
+            threading.Thread(target=self._drain_never_ran, name="pygrpc_native-cancelled-task", daemon=True).start()
+
+    def _drain_never_ran(self) -> None:
+        with self._tasks_lock:
+            self._tasks_starting -= 1
+            self._tasks -= 1
+            if self._tasks == 0:
+                self._monitor_wake.set()  # the monitor takes calls from Go again
 
     def _drain(self, task: _DrainTask) -> None:
         with self._tasks_lock:
@@ -444,13 +470,13 @@ class _Server(ServerCore):
             self._take(events)
         return bool(self._pending)
 
-    def _submit(self, fn: Any, *args: Any) -> bool:
-        """Submits fn to the pool; False if the pool refused it, and the
-        calls waiting for it are then answered UNAVAILABLE. The server goes
-        on: a later call tries the pool again."""
+    def _submit(self, fn: Any, *args: Any) -> Any:
+        """Submits fn to the pool; returns what submit() returned, or
+        _REFUSED if the pool refused it, and the calls waiting for it are then
+        answered UNAVAILABLE. The server goes on: a later call tries the
+        pool again."""
         try:
-            self.thread_pool.submit(fn, *args)
-            return True
+            return self.thread_pool.submit(fn, *args)
         except RuntimeError:
             # The executor was shut down: calls can no longer be served.
             _LOGGER.error("pygrpc_native: the thread pool refused work (was it shut down?)")
@@ -461,7 +487,7 @@ class _Server(ServerCore):
         while self._pending:
             _, call_id, _ = self._pending.popleft()
             self._call_runner.reject(call_id, _UNAVAILABLE, details)
-        return False
+        return _REFUSED
 
 
 def _work_queue(pool: futures.Executor) -> Any:
