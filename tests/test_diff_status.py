@@ -40,6 +40,16 @@ def _iteration_details(flavour, exc_type, message):
     )
 
 
+def _raw_answers(raw, names):
+    """Calls each method of names (one letter each) in turn on a raw
+    connection with request b"x": (name, the frames of its answer, its end
+    last)."""
+    for stream_id, name in zip(range(1, 2 * len(names), 2), names):
+        raw.unary(stream_id, method(name), b"x")
+        frames = raw.collect(lambda fs, i=stream_id: any(f.stream_id == i and f.end_stream for f in fs))
+        yield name, [f for f in frames if f.stream_id == stream_id]
+
+
 # -- success -------------------------------------------------------------------
 
 
@@ -492,10 +502,8 @@ def test_set_code_with_a_normal_return_sends_headers_first(flavour):
     def scenario(run):
         wire = {}
         with RawH2(run.port) as raw:
-            for stream_id, name in ((1, "M"), (3, "N"), (5, "S")):
-                raw.unary(stream_id, method(name), b"x")
-                frames = raw.collect(lambda fs, i=stream_id: any(f.stream_id == i and f.end_stream for f in fs))
-                wire[name] = [(f.kind, f.data) for f in frames if f.stream_id == stream_id and f.kind in ("headers", "data")]
+            for name, frames in _raw_answers(raw, "MNS"):
+                wire[name] = [(f.kind, f.data) for f in frames if f.kind in ("headers", "data")]
         run.state.records.pop("runs", None)
         codes = []
         with grpc.insecure_channel(f"127.0.0.1:{run.port}", options=retrying_channel_options()) as channel:
@@ -562,11 +570,9 @@ def test_details_of_an_ok_status_reach_the_wire(flavour):
     def scenario(run):
         trailers = {}
         with RawH2(run.port) as raw:
-            for stream_id, name in ((1, "D"), (3, "C"), (5, "S")):
-                raw.unary(stream_id, method(name), b"x")
-                frames = raw.collect(lambda fs, i=stream_id: any(f.stream_id == i and f.end_stream for f in fs))
-                end = [f.headers for f in frames if f.stream_id == stream_id and f.kind == "headers" and f.end_stream]
-                trailers[name] = (end[0].get("grpc-status"), end[0].get("grpc-message"))
+            for name, frames in _raw_answers(raw, "DCS"):
+                end = frames[-1].headers
+                trailers[name] = (end.get("grpc-status"), end.get("grpc-message"))
         return trailers
 
     ref = flavour.same(setup, scenario)
