@@ -8,10 +8,10 @@ import "time"
 // between (which forgives every strike: pings among real traffic are not
 // abuse), or the client sent DATA before it (forgiven once this ping is
 // counted: grpc-core writes the ping's ack with a WINDOW_UPDATE for that
-// data, and the write resets its count; a client uploading with keepalive
-// pings is never policed); a strike past Limits.PingStrikes (0: no limit) ends the
-// connection with GOAWAY ENHANCE_YOUR_CALM "too_many_pings", after the
-// ping's ack. The interval is Limits.PingMinInterval, or two hours on a
+// data, and the write resets its count; a client uploading with
+// keepalive pings is never policed); a strike past Limits.PingStrikes (0:
+// no limit) ends the connection with GOAWAY ENHANCE_YOUR_CALM
+// "too_many_pings", after the ping's ack. The interval is Limits.PingMinInterval, or two hours on a
 // connection without calls unless grpc.keepalive_permit_without_calls
 // (the TCP keepalive floor grpc-core applies there). Reader only.
 type pingPolicy struct {
