@@ -363,7 +363,8 @@ class _Server(ServerCore):
         counts back itself, and with them counted the monitor would wait
         for it for good; they are taken back on a thread of its own (this
         may run at once, in _spawn, with _tasks_lock held)."""
-        if future.cancelled():
+        cancelled = getattr(future, "cancelled", None)  # an executor of the user's may return any future
+        if callable(cancelled) and cancelled():
             threading.Thread(target=self._drain_never_ran, name="pygrpc_native-cancelled-task", daemon=True).start()
 
     def _drain_never_ran(self) -> None:
