@@ -274,12 +274,15 @@ def test_goaway_frames_say_why(options, end, why, code):
     assert ref[-1][0] == code and {text for _, text in ref} <= set(why), ref
 
 
-def _wait_and_echo(release):
-    """A setup serving diff.Diff/Wait (answers once release is set),
-    diff.Diff/Echo and diff.Diff/Count (counts a request stream)."""
+def _wait_and_echo(release, started=None):
+    """A setup serving diff.Diff/Wait (sets started, if given, then answers
+    once release is set), diff.Diff/Echo and diff.Diff/Count (counts a
+    request stream)."""
 
     def setup(server, state):
         def wait(request, context):
+            if started is not None:
+                started.set()
             release.wait(5)
             return b""
 
@@ -445,10 +448,11 @@ def test_calls_open_when_pings_end_the_connection():
     removed (Socket closed (GOAWAY received ...))")."""
 
     def one(kind):
-        release = threading.Event()
+        release, started = threading.Event(), threading.Event()
         try:
-            with serving(kind, _wait_and_echo(release)) as served, RawH2(served.ports[0]) as conn:
+            with serving(kind, _wait_and_echo(release, started)) as served, RawH2(served.ports[0]) as conn:
                 conn.unary(1, method("Wait"))
+                assert started.wait(10)  # in flight: its handler runs
                 for i in range(6):
                     conn.send(PingFrame(0, opaque_data=b"%08d" % i))
                 closed, frames = connection_closed(conn, timeout=10)
