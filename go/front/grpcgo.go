@@ -344,10 +344,31 @@ func (s *grpcgoStream) readRequests(sink RequestSink) {
 func (s *grpcgoStream) SendHeader(md Metadata) error { return s.ss.SendHeader(md.md()) }
 
 func (s *grpcgoStream) SendMessage(b mem.BufferSlice, uncompressed bool) error {
+	var err error
 	if uncompressed {
-		return s.sendUncompressed(b)
+		err = s.sendUncompressed(b)
+	} else {
+		err = s.ss.SendMsg(b)
 	}
-	return s.ss.SendMsg(b)
+	return streamGone(err)
+}
+
+// errStreamGone is a send that failed because the call is gone from the
+// wire (ServerStream.SendMessage).
+var errStreamGone = errors.New("front: the call's stream is gone")
+
+// streamGone turns the status grpc-go's transport reports for a stream that
+// is gone (CANCELLED or DEADLINE_EXCEEDED for a reset or expired stream,
+// UNAVAILABLE for a closing connection) into errStreamGone; the statuses
+// grpc-go decides on a message (RESOURCE_EXHAUSTED, INTERNAL) stay verdicts.
+// The context can't tell: grpc-go marks a stream done before it cancels the
+// stream's context, so a send may fail so while the context is still live.
+func streamGone(err error) error {
+	switch status.Code(err) {
+	case codes.Canceled, codes.DeadlineExceeded, codes.Unavailable:
+		return errStreamGone
+	}
+	return err
 }
 
 // sendUncompressed sends one message with the compressed flag off, whatever

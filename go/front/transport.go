@@ -73,7 +73,10 @@ type ServerStream interface {
 	// SendMessage sends one response message (uncompressed: with the
 	// compressed flag off whatever the call's compression). The stream owns
 	// b from here on, unless it reports errSendWouldWait (an inlineStream
-	// whose sender must not wait: nothing was sent).
+	// whose sender must not wait: nothing was sent). A status error is
+	// the server's verdict on the message (too large, not compressible)
+	// and goes to the client; any other error means the call is gone from
+	// the wire (reset, connection lost), even if Context hasn't ended yet.
 	SendMessage(b mem.BufferSlice, uncompressed bool) error
 	// SetCompressor sets the response encoding ("" for none) until the
 	// initial metadata is sent; one the client doesn't accept falls back to
