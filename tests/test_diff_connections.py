@@ -382,12 +382,12 @@ def test_a_client_that_shuts_its_side_gets_its_calls_ended():
     assert for_both(_half_closed) == (("14", "Socket closed"), True)
 
 
-def _pings(kind, pings, *, options=(), busy=False, answered_between=False, uploading=False):
+def _pings(kind, pings, *, options=(), busy=False, answered_first=False, answered_between=False, uploading=False):
     """A raw client pings pings times in a row (each once the last one's
     ack is in): what the server sent back, in order ("ack", ("goaway",
     code, debug), "closed"). busy: a call waits meanwhile; answered_between:
     a call is answered between pings (the server writes headers and data);
-    uploading: the client sends a request message before each ping, on a
+    answered_first: a call is answered before the first ping; uploading: the client sends a request message before each ping, on a
     client stream open meanwhile."""
     release = threading.Event()
     setup = _wait_and_echo(release)
@@ -398,6 +398,9 @@ def _pings(kind, pings, *, options=(), busy=False, answered_between=False, uploa
             with RawH2(served.ports[0]) as conn:
                 if busy:
                     conn.unary(1, method("Wait"))
+                if answered_first:
+                    conn.unary(1, method("Echo"), b"x")
+                    conn.collect(lambda frames: any(f.kind == "headers" and f.end_stream for f in frames), timeout=5)
                 if uploading:
                     conn.headers(1, request_headers(method("Count")))
                 stream = 3
@@ -476,6 +479,7 @@ def test_calls_open_when_pings_end_the_connection():
         (4, {}, True),
         (7, {"busy": True}, True),
         (8, {"answered_between": True}, False),
+        (4, {"answered_first": True}, True),
         (8, {"uploading": True}, False),
         (8, {"options": [("grpc.http2.max_ping_strikes", 0)]}, False),
         (6, {"options": [("grpc.http2.max_ping_strikes", 4)]}, True),
@@ -486,7 +490,7 @@ def test_calls_open_when_pings_end_the_connection():
         ),
         (4, {"options": [("grpc.http2.min_ping_interval_without_data_ms", 0)]}, True),
     ],
-    ids=["three", "four", "busy", "answered-between", "uploading", "no-strike-limit", "four-strikes", "no-interval", "idle-still-policed"],
+    ids=["three", "four", "busy", "answered-between", "answered-first", "uploading", "no-strike-limit", "four-strikes", "no-interval", "idle-still-policed"],
 )
 def test_client_pings_are_policed_as_grpcio(pings, kwargs, policed):
     """grpcio's server counts a ping sooner than the allowed interval after

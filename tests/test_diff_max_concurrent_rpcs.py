@@ -204,3 +204,33 @@ def test_limit_holds_when_deadlines_pass_while_handlers_run(flavour, kind):
 @each_method_kind
 def test_limit_holds_when_clients_cancel_while_handlers_run(flavour, kind):
     _check(flavour, kind, _calls_ending_early(kind, "cancel"), ("CANCELLED", "RESOURCE_EXHAUSTED"))
+
+
+# -- calls whose handler never runs --------------------------------------------------------
+
+
+@each_flavour
+@pytest.mark.parametrize("kind", ["unary_unary", "unary_stream"])
+def test_a_refused_first_request_keeps_no_place(flavour, kind):
+    # The first call to a method is looked up by the server (its path isn't
+    # known to Go yet); ending it while its request is read (here: over the
+    # size limit) runs no handler, and must give its place back: the limit's
+    # worth of calls that follow all run, on grpcio as on ours.
+    def scenario(run):
+        first = _start_with(run.channel, kind, b"x" * 200)
+        firsts = burst.ended(first, kind)
+        calls = [burst.start(run.channel, kind, method("M"), 10) for _ in range(LIMIT)]
+        outcomes = [burst.ended(call, kind) for call in calls]
+        peak, entered = _settled(run)
+        return firsts[0], outcomes, peak, entered
+
+    options = [("grpc.max_receive_message_length", 100)]
+    ref = flavour.same(_setup(flavour, kind), scenario, maximum_concurrent_rpcs=LIMIT, options=options)
+    assert ref == ("RESOURCE_EXHAUSTED", [("OK", "")] * LIMIT, LIMIT, LIMIT), ref
+
+
+def _start_with(channel, kind, request):
+    """A call of kind (unary request) to M with request."""
+    if kind == "unary_unary":
+        return channel.unary_unary(method("M")).future(request, timeout=10)
+    return channel.unary_stream(method("M"))(request, timeout=10)

@@ -52,10 +52,12 @@ type call struct {
 	// by the call's shard lock once the call is live (callTable.claimSlot).
 	slotless bool
 
-	// seen: Python has taken one of the call's events; gone: the call has
-	// ended. Both are guarded by the event queue's lock (eventQueue.take,
+	// seen: Python has taken one of the call's events; called: one of
+	// them was its EventCall, so a handler may run for it (a looked-up
+	// call is seen from its EventLookup on); gone: the call has ended.
+	// All are guarded by the event queue's lock (eventQueue.take,
 	// endUnseen), which is how a call that ends unseen drops its events.
-	seen, gone bool
+	seen, called, gone bool
 
 	// awaitingRoute is true while the call waits for Python to route it
 	// (EventLookup).

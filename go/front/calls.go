@@ -123,24 +123,27 @@ func (cs *Calls) start(c *call) {
 // end forgets a call and counts its outcome. It reports whether Python
 // watches it, and whether Python has seen it: a call Python never saw is
 // never shown to it (its queued events are dropped), and gives its slot
-// back at once. Ops that Python sends afterwards report ResultEnded.
+// back at once, as does a call whose EventCall Python never took (a
+// looked-up call that ended before it: no handler runs for it, so none
+// will say HandlerDone). Ops that Python sends afterwards report
+// ResultEnded.
 //
-// A call Python completed was seen by it; unless it has a request stream
-// (whose queued messages must be dropped), end doesn't ask the event queue,
-// whose lock every call would otherwise take once more.
+// A call Python completed was called by it; unless it has a request
+// stream (whose queued messages must be dropped), end doesn't ask the
+// event queue, whose lock every call would otherwise take once more.
 func (cs *Calls) end(c *call, o outcome) (watched, seen bool) {
 	if c.stop != nil || c.ownsDeadline() { // a deadline: see call.watchEnd
 		c.unwatchEnd()
 		c.endContext()
 	}
-	seen = true
+	seen, called := true, true
 	if o != outcomeCompleted || c.requests != nil {
-		seen = cs.events.main.endUnseen(c)
+		seen, called = cs.events.main.endUnseen(c)
 	}
 	if seen && o != outcomeCompleted {
 		cs.endedDetails.keep(c)
 	}
-	watched, slotFree := cs.table.remove(c, cs.holdSlots && seen)
+	watched, slotFree := cs.table.remove(c, cs.holdSlots && called)
 	if c.requests != nil {
 		c.requests.close()
 	}

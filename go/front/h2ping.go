@@ -6,10 +6,10 @@ import "time"
 // does: a ping sooner than the allowed interval after the last one is a
 // strike, unless the server sent HEADERS, DATA or a WINDOW_UPDATE in
 // between (which forgives every strike: pings among real traffic are not
-// abuse), or the client sent DATA before it (forgiven once this ping is
-// counted: grpc-core writes the ping's ack with a WINDOW_UPDATE for that
-// data, and the write resets its count; a client uploading with
-// keepalive pings is never policed); a strike past Limits.PingStrikes (0:
+// abuse), or the client sent DATA before it and the server wrote nothing
+// since (forgiven once this ping is counted: grpc-core writes the ping's
+// ack with a WINDOW_UPDATE for that data, and the write resets its count;
+// a client uploading with keepalive pings is never policed); a strike past Limits.PingStrikes (0:
 // no limit) ends the connection with GOAWAY ENHANCE_YOUR_CALM
 // "too_many_pings", after the ping's ack. The interval is Limits.PingMinInterval, or two hours on a
 // connection without calls unless grpc.keepalive_permit_without_calls
@@ -46,7 +46,10 @@ func (p *pingPolicy) received(now time.Time, seen pingSeen, l *Limits) bool {
 		p.strikes++
 	}
 	over := early && l.PingStrikes != 0 && p.strikes > l.PingStrikes
-	if seen.data && !over {
+	// Data the server's own write answered (the write came since the last
+	// ping too) forgave with that write, as grpc-core's window update for it
+	// goes with the write: it forgives nothing more here.
+	if seen.data && !seen.sent && !over {
 		*p = pingPolicy{}
 	}
 	return over

@@ -123,15 +123,16 @@ func (q *eventQueue) close() {
 }
 
 // endUnseen marks c as ended and reports whether Python has taken any of
-// its events. If not, Python never hears of the call: take drops its
-// queued events, and no EventCancel is due. Every event of a call goes
-// through this queue, so its lock orders the two.
-func (q *eventQueue) endUnseen(c *call) (seen bool) {
+// its events, and its EventCall. If none, Python never hears of the call:
+// take drops its queued events, and no EventCancel is due. Without its
+// EventCall (dropped too, if queued), no handler runs for it. Every event
+// of a call goes through this queue, so its lock orders the two.
+func (q *eventQueue) endUnseen(c *call) (seen, called bool) {
 	q.mu.Lock()
 	c.gone = true
-	seen = c.seen
+	seen, called = c.seen, c.called
 	q.mu.Unlock()
-	return seen
+	return seen, called
 }
 
 // take removes up to max events, and no more than maxBytes of payload
@@ -162,6 +163,9 @@ func (q *eventQueue) takeInto(dst []Event, max, maxBytes int) (batch []Event, cl
 		bytes += size
 		if c != nil {
 			c.seen = true
+			if e.Kind == EventCall {
+				c.called = true
+			}
 		}
 		if cap(batch) == 0 {
 			batch = make([]Event, 0, min(max, len(q.items)-i))
