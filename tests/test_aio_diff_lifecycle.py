@@ -570,6 +570,55 @@ def test_calls_in_flight_when_asyncio_run_cancels_everything():
     assert {kind: run(kind) for kind in KINDS} == {kind: "['CANCELLED CANCELLED']" for kind in KINDS}
 
 
+# Run in a process of its own: a server whose handler ends the process
+# (sys.exit or KeyboardInterrupt); it prints its port.
+_HANDLER_EXITS = """
+import asyncio, sys
+import grpc, grpc.aio, pygrpc_native.aio
+kind, how = sys.argv[1], sys.argv[2]
+make = grpc.aio.server if kind == "grpcio" else pygrpc_native.aio.server
+
+async def leave(request, context):
+    if how == "exit":
+        sys.exit(7)
+    raise KeyboardInterrupt
+
+async def main():
+    server = make(handlers=[grpc.method_handlers_generic_handler("diff.Diff", {"Leave": grpc.unary_unary_rpc_method_handler(leave)})])
+    print(server.add_insecure_port("127.0.0.1:0"), flush=True)
+    await server.start()
+    await server.wait_for_termination()
+
+asyncio.run(main())
+"""
+
+
+@pytest.mark.parametrize("how", ["exit", "interrupt"])
+def test_a_handler_that_ends_the_process(how):
+    """A handler calls sys.exit() or raises KeyboardInterrupt: on grpc.aio
+    the loop ends with it and the client's call ends CANCELLED. Ours ended
+    it UNAVAILABLE "Cancelling all calls" (the server's teardown)."""
+
+    def run(kind):
+        with subprocess.Popen(
+            [sys.executable, "-c", _HANDLER_EXITS, kind, how], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+        ) as server:
+            try:
+                port = int(server.stdout.readline())
+                with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+                    try:
+                        channel.unary_unary(method("Leave"))(b"x", timeout=10)
+                        outcome = "OK"
+                    except grpc.RpcError as err:
+                        outcome = f"{err.code().name} {err.details()}"
+                return outcome, server.wait(timeout=30)
+            finally:
+                server.kill()
+
+    code = 7 if how == "exit" else -2  # the interrupt: killed by SIGINT, as Python ends then
+    assert {kind: run(kind) for kind in KINDS} == {kind: ("CANCELLED CANCELLED", code) for kind in KINDS}
+
+
 _CLOSED_WITHOUT_STOP = """
 import asyncio, sys
 import grpc, grpc.aio

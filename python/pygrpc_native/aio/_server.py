@@ -59,10 +59,10 @@ _EXECUTE_BATCH_ERROR = cygrpc.ExecuteBatchError
 _SERVER_STOPPED = cygrpc._ServerStoppedError
 _UNKNOWN = grpc.StatusCode.UNKNOWN
 _UNIMPLEMENTED = grpc.StatusCode.UNIMPLEMENTED
-# grpc.aio's details for an AbortError a handler raises without abort().
 # _request's answer for a call that ended before its handler ran.
 _ENDED = object()
 
+# grpc.aio's details for an AbortError a handler raises without abort().
 _ABORT_REPLACED = "Unexpected <class 'AssertionError'>: Abort error has been replaced!"
 
 # Events taken from Go at once.
@@ -408,6 +408,12 @@ class _AioServer(ServerCore):
                 details = f"Unexpected {type(exc)}"
             await ctx._finish(failure_code(call), details)
         except (KeyboardInterrupt, SystemExit):
+            # As grpc.aio: the call ends CANCELLED, and the exception ends
+            # the loop (asyncio raises it out of run_forever).
+            try:
+                self.front.cancel(call.call_id)
+            except RuntimeError:
+                pass  # the front has stopped
             raise
         except BaseException:  # noqa: BLE001 - as grpc.aio: logged, and the call left to its deadline
             AIO_LOG.exception("Exception not handled by _handle_exceptions in servicer method [%s]", call.method)
