@@ -178,13 +178,13 @@ def test_calls_no_handler_serves_are_answered_while_every_thread_is_held():
 def _abandoned_burst(kind: str, calls: int) -> tuple[int, float]:
     """`calls` calls cancelled 5 ms after they start, against handlers that
     sleep 20 ms on 16 threads; then one live call. Returns how many handlers
-    ran and how long the live call took."""
-    ran = [0]
+    started once every call was cancelled, and how long the live call took."""
+    started: list[float] = []
     lock = threading.Lock()
 
     def slow(request, context):
         with lock:
-            ran[0] += 1
+            started.append(time.monotonic())
         time.sleep(0.02)
         return request
 
@@ -194,23 +194,28 @@ def _abandoned_burst(kind: str, calls: int) -> tuple[int, float]:
         time.sleep(0.005)
         for f in burst:
             f.cancel()
-        start = time.monotonic()
+        cancelled = time.monotonic()
         assert stub(b"live", timeout=60) == b"live"
-        took = time.monotonic() - start
+        took = time.monotonic() - cancelled
         time.sleep(0.2)  # handlers already running finish
         with lock:
-            return ran[0], took
+            # A handler that had started, or was about to, as its call was
+            # cancelled may enter a moment later; the live call's own is one.
+            return sum(1 for t in started if t > cancelled + 0.05), took
 
 
 def test_calls_abandoned_while_queued_are_not_run():
+    # How many run before their cancel depends on how fast the client
+    # creates and cancels them (0.5-1.2 s for 1000 under load), so only what
+    # runs afterwards is counted. Running every abandoned call still queued
+    # would start hundreds of handlers over about a second (20 ms each on 16
+    # threads) before the live one; skipping them answers it at once. The
+    # bounds leave room for a slow machine, and are far from running them.
     calls = 1000
-    (grpcio_ran, grpcio_took), (native_ran, native_took) = (_abandoned_burst(kind, calls) for kind in KINDS)
-    # Running every abandoned call would take calls * 20 ms / 16 threads
-    # (1.25 s) before the live one; skipping them answers it at once. The
-    # bounds leave room for a slow machine, and are far from running them all.
-    assert native_ran < calls // 2, (native_ran, grpcio_ran)
+    (grpcio_late, grpcio_took), (native_late, native_took) = (_abandoned_burst(kind, calls) for kind in KINDS)
+    assert native_late < 100, (native_late, grpcio_late)
     assert native_took < 1.0, (native_took, grpcio_took)
-    assert grpcio_ran < calls // 2 and grpcio_took < 1.0, "the control itself"
+    assert grpcio_late < 100 and grpcio_took < 1.0, "the control itself"
 
 
 def _longest_job_wait(kind: str) -> float:
