@@ -9,11 +9,12 @@ import "time"
 // abuse), or the client sent DATA before it and the server wrote nothing
 // since (forgiven once this ping is counted: grpc-core writes the ping's
 // ack with a WINDOW_UPDATE for that data, and the write resets its count;
-// a client uploading with keepalive pings is never policed); a strike past Limits.PingStrikes (0:
-// no limit) ends the connection with GOAWAY ENHANCE_YOUR_CALM
-// "too_many_pings", after the ping's ack. The interval is Limits.PingMinInterval, or two hours on a
-// connection without calls unless grpc.keepalive_permit_without_calls
-// (the TCP keepalive floor grpc-core applies there). Reader only.
+// a client uploading with keepalive pings is never policed). A strike
+// past Limits.PingStrikes (0: no limit) ends the connection with GOAWAY
+// ENHANCE_YOUR_CALM "too_many_pings", after the ping's ack. The interval
+// is Limits.PingMinInterval, or two hours on a connection without calls
+// unless grpc.keepalive_permit_without_calls (the TCP keepalive floor
+// grpc-core applies there). Reader only.
 type pingPolicy struct {
 	last    time.Time // the last ping's arrival; zero: none since a reset
 	strikes int
