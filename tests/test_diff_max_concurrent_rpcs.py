@@ -217,20 +217,13 @@ def test_a_refused_first_request_keeps_no_place(flavour, kind):
     # size limit) runs no handler, and must give its place back: the limit's
     # worth of calls that follow all run, on grpcio as on ours.
     def scenario(run):
-        first = _start_with(run.channel, kind, b"x" * 200)
-        firsts = burst.ended(first, kind)
+        first, _ = burst.ended(burst.start(run.channel, kind, method("M"), 10, b"x" * 200), kind)
         calls = [burst.start(run.channel, kind, method("M"), 10) for _ in range(LIMIT)]
         outcomes = [burst.ended(call, kind) for call in calls]
         peak, entered = _settled(run)
-        return firsts[0], outcomes, peak, entered
+        return first, outcomes, peak, entered
 
     options = [("grpc.max_receive_message_length", 100)]
     ref = flavour.same(_setup(flavour, kind), scenario, maximum_concurrent_rpcs=LIMIT, options=options)
     assert ref == ("RESOURCE_EXHAUSTED", [("OK", "")] * LIMIT, LIMIT, LIMIT), ref
 
-
-def _start_with(channel, kind, request):
-    """A call of kind (unary request) to M with request."""
-    if kind == "unary_unary":
-        return channel.unary_unary(method("M")).future(request, timeout=10)
-    return channel.unary_stream(method("M"))(request, timeout=10)

@@ -19,13 +19,14 @@ METHOD_KINDS = ("unary_unary", "unary_stream", "stream_unary", "stream_stream")
 REQUESTS = (b"r1", b"r2")
 
 
-def start(channel: grpc.Channel, kind: str, path: str, timeout: Optional[float]) -> Any:
-    """Starts one call of kind; a call object (grpcio's rendezvous) whose
-    code() waits for its end and whose cancel() cancels it."""
+def start(channel: grpc.Channel, kind: str, path: str, timeout: Optional[float], request: bytes = b"req") -> Any:
+    """Starts one call of kind (request: a unary request's message); a call
+    object (grpcio's rendezvous) whose code() waits for its end and whose
+    cancel() cancels it."""
     if kind == "unary_unary":
-        return channel.unary_unary(path).future(b"req", timeout=timeout)
+        return channel.unary_unary(path).future(request, timeout=timeout)
     if kind == "unary_stream":
-        return channel.unary_stream(path)(b"req", timeout=timeout)
+        return channel.unary_stream(path)(request, timeout=timeout)
     if kind == "stream_unary":
         return channel.stream_unary(path).future(iter(REQUESTS), timeout=timeout)
     if kind == "stream_stream":

@@ -321,6 +321,14 @@ class _AioServer(ServerCore):
             kind = self._behavior_kinds[code] = _kind_of(behavior)
         return kind
 
+    def _cancel(self, call_id: int) -> None:
+        """Ends a call CANCELLED, unless the front has stopped (every call
+        has ended then)."""
+        try:
+            self.front.cancel(call_id)
+        except RuntimeError:
+            pass
+
     async def _serve(self, method: Method, call: CallState, payload: Optional[bytes]) -> None:
         if not self.is_live(call.call_id):
             # Reset (or timed out) between the batch and this first step:
@@ -376,10 +384,7 @@ class _AioServer(ServerCore):
             if call.call_id not in self._waits.cancelled and self._serving.cancelled():  # type: ignore[union-attr]
                 # asyncio.run()'s sweep, which may run this task before
                 # _serve_until_stopped: the call ends CANCELLED here.
-                try:
-                    self.front.cancel(call.call_id)
-                except RuntimeError:
-                    pass  # the front has stopped
+                self._cancel(call.call_id)
         except _SERVER_STOPPED:
             AIO_LOG.warning("Aborting method [%s] due to server stop.", call.method)
         except grpc.aio.AbortError:
@@ -410,10 +415,7 @@ class _AioServer(ServerCore):
         except (KeyboardInterrupt, SystemExit):
             # As grpc.aio: the call ends CANCELLED, and the exception ends
             # the loop (asyncio raises it out of run_forever).
-            try:
-                self.front.cancel(call.call_id)
-            except RuntimeError:
-                pass  # the front has stopped
+            self._cancel(call.call_id)
             raise
         except BaseException:  # noqa: BLE001 - as grpc.aio: logged, and the call left to its deadline
             AIO_LOG.exception("Exception not handled by _handle_exceptions in servicer method [%s]", call.method)
