@@ -861,7 +861,12 @@ def test_a_message_over_the_send_limit(how, caplog):
     at that yield; a returned message at the end), the client gets
     RESOURCE_EXHAUSTED, and the server logs the error unless the handler
     caught it. Ours logged nothing, and its write returned as if sent (the
-    next write waited 0.5 s for a cancellation that never came)."""
+    next write waited 0.5 s for a cancellation that never came).
+
+    A handler that caught the error and returned: grpc.aio then sends OK,
+    which its core refuses, and logs that refusal, when its core has
+    finished the call first (seen under CPU load, about 1 run in 30); ours
+    never logs there, the outcome grpc.aio has without that race."""
 
     def setup(server, state):
         async def writer(request, ctx):
@@ -923,4 +928,10 @@ def test_a_message_over_the_send_limit(how, caplog):
         "async generator": (too_large, "closed after 0 more", None, logged),
         "return": (too_large, None, None, logged),
     }[how]
-    assert same(setup, scenario, options=[("grpc.max_send_message_length", 10)]) == expected
+    options = [("grpc.max_send_message_length", 10)]
+    if how == "write, caught":
+        ref, ours = both(setup, scenario, options=options)
+        assert ours == expected
+        assert ref[:3] == expected[:3] and ref[3] in ([], logged), ref
+        return
+    assert same(setup, scenario, options=options) == expected
