@@ -175,6 +175,11 @@ func (c *h2Conn) serve() {
 	}
 	go c.timers()
 	err := c.readFrames()
+	// The reader is done: a call still waiting for its request will never
+	// get it. Such calls end first, their places under
+	// maximum_concurrent_rpcs back at once, not after endCallsLeft's wait
+	// for the others.
+	c.endUnhanded()
 	switch {
 	case errors.Is(err, io.EOF):
 		// The client shut its side (or a proxy passed its FIN on): no
@@ -195,13 +200,24 @@ func (c *h2Conn) serve() {
 	}
 	c.mu.Unlock()
 	for _, s := range pending {
-		s.cut()
-		c.mu.Lock()
-		mine := !s.dispatched
-		c.mu.Unlock()
-		if mine {
-			c.endStream(s, codes.Canceled, true)
+		s.cut() // the front's: their requests end here
+	}
+}
+
+// endUnhanded ends, CANCELLED, the calls of a connection whose reader is
+// done that the front was never handed (only the reader hands them over).
+func (c *h2Conn) endUnhanded() {
+	c.mu.Lock()
+	var unhanded []*h2Stream
+	for _, s := range c.streams {
+		if !s.dispatched {
+			unhanded = append(unhanded, s)
 		}
+	}
+	c.mu.Unlock()
+	for _, s := range unhanded {
+		s.cut()
+		c.endStream(s, codes.Canceled, true)
 	}
 }
 
@@ -573,7 +589,6 @@ func (c *h2Conn) headers(hb headerBlock) error {
 		}
 		return nil
 	}
-	s.atHeaders, s.inline = c.srv.h.dispatchAtHeaders(req.method)
 	s.ctx = &s.base
 	if req.hasTimeout {
 		s.base.deadline = time.Now().Add(req.timeout)
@@ -598,6 +613,7 @@ func (c *h2Conn) headers(hb headerBlock) error {
 		return nil
 	}
 	s.ctx = ctx
+	s.headersPlan = c.srv.h.planAtHeaders(req.method)
 	c.mu.Lock()
 	c.w.mu.Lock()
 	s.sendWindow = c.w.initialWindow
@@ -814,6 +830,9 @@ func (c *h2Conn) endStream(s *h2Stream, code codes.Code, reset bool) {
 		return
 	}
 	s.released = true
+	if s.slot && !s.dispatched {
+		c.srv.h.calls.slots.give() // still the transport's (headersPlan)
+	}
 	delete(c.streams, s.id)
 	delete(c.peerRST, s.id)
 	idle := len(c.streams) == 0
@@ -1061,8 +1080,8 @@ var errTooManyPings = errors.New("too many pings from the client")
 // the client shut its side), after the messages sent before, so that a
 // client keeps what it received (closed under them, a grpcio client drops
 // its unread messages with the transport error). It waits, up to
-// stopFlush, for the streams to end before the connection closes; calls
-// not handed to Python yet are left to the close.
+// stopFlush, for the streams to end before the connection closes (the
+// calls not handed to the front have ended: endUnhanded).
 func (c *h2Conn) endCallsLeft(details string) {
 	if c.cs == nil {
 		return // not a connection of our listeners: its calls aren't told apart

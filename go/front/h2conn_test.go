@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/net/http2"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/mem"
@@ -388,6 +389,28 @@ func TestPeerThatPingsAndDoesNotReadIsNotRead(t *testing.T) {
 		c.w.mu.Unlock()
 		if backlog > 1<<20 {
 			t.Errorf("%d bytes of acks wait for a client that doesn't read (%d pings sent), want under 1 MiB", backlog, sent)
+		}
+	}
+}
+
+// TestACallAwaitingItsRequestHoldsItsPlace: under maximum_concurrent_rpcs,
+// a unary call to a known method counts from its HEADERS, as grpcio counts
+// it, not from its request: while one waits for its request, the next call
+// is refused; once it ends without one (here the client resets it), its
+// place comes back.
+func TestACallAwaitingItsRequestHoldsItsPlace(t *testing.T) {
+	f, cc := startFront(t, `, "maximum_concurrent_rpcs": 1, "options": [["grpc.pygrpc_native.transport", "h2"]]`, echo)
+	conn, _ := rawH2(t, f)
+	write(frame(fHeaders, flagEndHeaders, 1, blockWith()))(conn)
+	_, err := say(context.Background(), cc, "second")
+	wantStatus(t, err, codes.ResourceExhausted, detailsConcurrencyLimit)
+	write(frame(fRST, 0, 1, u32(uint32(http2.ErrCodeCancel))))(conn)
+	for deadline := time.Now().Add(3 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, err = say(context.Background(), cc, "third"); err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the reset call's place never came back: %v", err)
 		}
 	}
 }

@@ -58,11 +58,13 @@ type h2Stream struct {
 	// so far, and taken but not yet given back.
 	recvUsed, recvGiven, recvUnack int
 	dispatched                     bool // handed to the front (under c.mu)
-	// atHeaders: handed over at once, not when its request is in; inline:
-	// handed over on the reader (handler.dispatchAtHeaders). Set before the
-	// stream is shared.
-	atHeaders, inline bool
-	released          bool // gone from the connection (under c.mu)
+	// headersPlan: handed over at once or when its request is in, on the
+	// reader or a worker, with its place under maximum_concurrent_rpcs
+	// taken or not (handler.planAtHeaders). Set before the stream is
+	// shared. A place taken is the front's once the stream is dispatched,
+	// given back by endStream otherwise.
+	headersPlan
+	released bool // gone from the connection (under c.mu)
 	// endHook is told when the call ends on the wire (NotifyEnd). Under
 	// c.mu. Whoever ends the stream's context explicitly (peerReset2,
 	// endStream, close) cancels it under c.mu and takes the hook in the
@@ -143,6 +145,9 @@ func (s *h2Stream) takeCallMemory() *call {
 	s.callMemTaken = true
 	return &s.callMem
 }
+
+// HoldsSlot: see slotHolder.
+func (s *h2Stream) HoldsSlot() bool { return s.slot }
 
 func (s *h2Stream) Context() context.Context    { return s.ctx }
 func (s *h2Stream) Method() string              { return s.req.method }

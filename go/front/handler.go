@@ -112,6 +112,9 @@ func (h *handler) serve(st ServerStream) error {
 		// Stopping: the transport's GOAWAY may not have reached this
 		// connection yet, but new calls are refused from the moment Stop
 		// began.
+		if holdsSlot(st) {
+			h.calls.slots.give()
+		}
 		return h.refuse(ctx, status.Error(codes.Unavailable, detailsServerStopping))
 	}
 	h.cfg.Limits.Compression.applyDefault(st)
@@ -135,29 +138,63 @@ func (h *handler) serve(st ServerStream) error {
 	return h.refuse(ctx, status.Error(codes.Unimplemented, detailsMethodNotFound))
 }
 
-// dispatchAtHeaders tells a transport that hands a call over once its
-// request is in (h2) whether the call to path is wanted at once instead:
-// request streams, relayed calls, and paths the front answers or looks up
-// without reading a request first. Only known unary-request methods and
-// health wait for their request, unless every place under
-// maximum_concurrent_rpcs is taken: then the call is wanted at once, to be
-// refused without waiting for its request, as grpcio refuses it (on a
-// worker: should a place free up meanwhile, it waits for its request
-// there).
-//
-// inline says that serving the call won't wait (serve returns errDriven or
-// ends the call at once): the transport may serve it on its reader.
-func (h *handler) dispatchAtHeaders(path string) (atHeaders, inline bool) {
+// headersPlan is how a transport that hands a call over once its request
+// is in (h2) treats a call at its HEADERS (handler.planAtHeaders).
+type headersPlan struct {
+	// atHeaders: hand the call over at once, not when its request is in.
+	atHeaders bool
+	// inline: serving the call won't wait (serve returns errDriven or ends
+	// the call at once), so the transport may serve it on its reader.
+	inline bool
+	// slot: the call's place under maximum_concurrent_rpcs is taken. The
+	// front owns it once the call is handed over (serveMethod, through
+	// slotHolder); the transport gives it back (slots.give) if the call
+	// ends before that.
+	slot bool
+}
+
+// planAtHeaders says how a transport that hands a call over once its
+// request is in (h2) treats the call to path at its HEADERS, after its
+// admission. Request streams, relayed calls, and paths the front answers
+// or looks up without reading a request first are wanted at once. Known
+// unary-request methods and health wait for their request. Such a method
+// takes its place under maximum_concurrent_rpcs now, as grpcio counts a
+// call from its HEADERS, not from its request; when every place is taken
+// it is wanted at once instead, to be refused without waiting for its
+// request, as grpcio refuses it (on a worker: should a place free up
+// meanwhile, it takes it there and waits for its request).
+func (h *handler) planAtHeaders(path string) headersPlan {
 	if h.health.answers(path) != nil {
-		return false, false
+		return headersPlan{}
 	}
-	if _, m, ok := h.methods.lookup(path); ok {
-		if !m.ClientStreaming && !m.Fallback && h.calls.slots.full() {
-			return true, false
-		}
-		return m.ClientStreaming || m.Fallback, !m.Fallback
+	_, m, ok := h.methods.lookup(path)
+	switch {
+	case !ok:
+		return headersPlan{atHeaders: true}
+	case m.ClientStreaming:
+		return headersPlan{atHeaders: true, inline: true}
+	case m.Fallback:
+		return headersPlan{atHeaders: true}
+	case h.calls.slots.limit == 0:
+		return headersPlan{inline: true}
+	case h.calls.slots.take():
+		return headersPlan{inline: true, slot: true}
 	}
-	return true, false
+	return headersPlan{atHeaders: true}
+}
+
+// slotHolder is a ServerStream whose transport may have taken the call's
+// place under maximum_concurrent_rpcs before handing it over
+// (headersPlan.slot).
+type slotHolder interface {
+	// HoldsSlot reports whether it did: the place is the front's now.
+	HoldsSlot() bool
+}
+
+// holdsSlot reports whether st comes with its place taken (slotHolder).
+func holdsSlot(st ServerStream) bool {
+	sh, ok := st.(slotHolder)
+	return ok && sh.HoldsSlot()
 }
 
 // relayToFallback hands a call to the fallback server; it keeps no place
@@ -200,9 +237,10 @@ func (h *handler) serveMethod(st ServerStream, methodID int32, c *call) error {
 	first := c == nil
 	// The call's place under maximum_concurrent_rpcs comes before its
 	// request, as on grpcio: a call over the limit is refused at once,
-	// without waiting for (or counting) a request it would never use.
+	// without waiting for (or counting) a request it would never use. A
+	// transport may have taken it at the call's HEADERS (slotHolder).
 	if first {
-		if !h.calls.slots.take() {
+		if !holdsSlot(st) && !h.calls.slots.take() {
 			return h.refuse(st.Context(), status.Error(codes.ResourceExhausted, detailsConcurrencyLimit))
 		}
 	} else if err := h.takeRoutedSlot(c); err != nil {
