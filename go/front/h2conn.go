@@ -106,10 +106,8 @@ type h2Conn struct {
 	// newStream).
 	streamSlab []h2Stream
 	pings      pingPolicy
-	// dataSincePing: the client sent DATA since its last ping (pingTooSoon).
-	dataSincePing bool
-	recvWindow    int64 // connection window left to the client
-	connUnack     int
+	recvWindow int64 // connection window left to the client
+	connUnack  int
 	// lastRead is when a frame last arrived (keepalive), in Unix ns.
 	lastRead atomic.Int64
 	// goAwaySent: a GOAWAY with an error went out; the close lingers.
@@ -446,8 +444,9 @@ func (c *h2Conn) frame(f http2.Frame) error {
 			}
 			return nil
 		}
+		tooSoon := c.pingTooSoon()
 		c.reply(true, func(b []byte) []byte { return appendPing(b, true, f.Data) })
-		if c.pingTooSoon() {
+		if tooSoon {
 			c.goAwayError(http2.ErrCodeEnhanceYourCalm, "too_many_pings")
 			return errTooManyPings
 		}
@@ -511,6 +510,7 @@ func (c *h2Conn) settings(f *http2.SettingsFrame) error {
 	c.w.windowWait.Broadcast()
 	if c.w.err == nil {
 		c.w.buf = appendSettingsAck(c.w.buf)
+		c.w.carryOwedLocked()
 		if c.sock.backlog.Load() > 0 {
 			c.owed++ // a reply, as reply counts them
 		}
@@ -630,6 +630,9 @@ func (c *h2Conn) headers(hb headerBlock) error {
 	}
 	c.idleSince = time.Time{}
 	c.mu.Unlock()
+	if !hb.endStream {
+		c.w.oweWindow() // grpc-core's call asks for its first message
+	}
 	if hb.endStream {
 		s.halfClose()
 		c.dispatch(s)

@@ -83,7 +83,9 @@ func (c *h2Conn) dataDirect() (bool, error) {
 // data takes a DATA frame of length n (padding included) on stream id:
 // flow control, then the stream's messages from pl.
 func (c *h2Conn) data(id uint32, n int, end bool, pl *framePayload) error {
-	c.dataSincePing = c.dataSincePing || n > 0
+	if n > 0 {
+		c.w.oweWindow()
+	}
 	c.recvWindow -= int64(n)
 	if c.recvWindow < 0 {
 		c.goAwayError(http2.ErrCodeFlowControl, "the client sent past the connection window")

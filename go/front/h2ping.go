@@ -6,10 +6,12 @@ import "time"
 // does: a ping sooner than the allowed interval after the last one is a
 // strike, unless the server sent HEADERS, DATA or a WINDOW_UPDATE in
 // between (which forgives every strike: pings among real traffic are not
-// abuse), or the client sent DATA before it and the server wrote nothing
-// since (forgiven once this ping is counted: grpc-core writes the ping's
-// ack with a WINDOW_UPDATE for that data, and the write resets its count;
-// a client uploading with keepalive pings is never policed). A strike
+// abuse), or grpc-core would owe the client a WINDOW_UPDATE as the ping
+// arrives (h2Writer.windowOwed: the client sent DATA, or a call of a stream
+// it keeps open awaits a message, and nothing was written since): that
+// update goes with the ping's ack, and the write forgives once this ping
+// is counted (a client uploading with keepalive pings is never policed;
+// one pinging beside a call awaiting its first message has a ping more). A strike
 // past Limits.PingStrikes (0: no limit) ends the connection with GOAWAY
 // ENHANCE_YOUR_CALM "too_many_pings", after the ping's ack. The interval
 // is Limits.PingMinInterval, or two hours on a connection without calls
@@ -27,7 +29,7 @@ const idlePingInterval = 2 * time.Hour
 // pingSeen is what happened on a connection since its last ping.
 type pingSeen struct {
 	sent bool // the server wrote headers, data or a window update
-	data bool // the client sent DATA
+	owed bool // this ping's ack carries a window update (h2Writer.windowOwed)
 	idle bool // the connection has no calls (as the ping arrives)
 }
 
@@ -47,25 +49,25 @@ func (p *pingPolicy) received(now time.Time, seen pingSeen, l *Limits) bool {
 		p.strikes++
 	}
 	over := early && l.PingStrikes != 0 && p.strikes > l.PingStrikes
-	// Data the server's own write answered (the write came since the last
-	// ping too) forgave with that write, as grpc-core's window update for it
-	// goes with the write: it forgives nothing more here.
-	if seen.data && !seen.sent && !over {
+	if seen.owed && !over {
 		*p = pingPolicy{}
 	}
 	return over
 }
 
 // pingTooSoon applies the ping policy to a ping the reader just read.
+// Before its ack is queued: the ack carries what is owed.
 func (c *h2Conn) pingTooSoon() bool {
-	seen := pingSeen{data: c.dataSincePing}
-	c.dataSincePing = false
+	var seen pingSeen
 	c.w.mu.Lock()
 	seen.sent = c.w.sentSincePing
 	c.w.sentSincePing = false
+	owed := c.w.windowOwed.Swap(false)
 	c.w.mu.Unlock()
 	c.mu.Lock()
 	seen.idle = len(c.streams) == 0
+	// grpc-core owes no update to a stream the client reset.
+	seen.owed = owed && len(c.streams) > len(c.peerRST)
 	c.mu.Unlock()
 	return c.pings.received(time.Now(), seen, c.srv.limits)
 }

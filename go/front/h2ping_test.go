@@ -13,7 +13,7 @@ func TestPingPolicyCountsStrikesAsGrpcCore(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	type ping struct {
 		after            time.Duration // since t0
-		sent, idle, data bool          // see pingSeen
+		sent, idle, owed bool          // see pingSeen
 		over             bool          // the strikes are past the limit
 	}
 	for _, c := range []struct {
@@ -25,9 +25,9 @@ func TestPingPolicyCountsStrikesAsGrpcCore(t *testing.T) {
 		{"busy: 5 minutes apart are no strikes", nil, []ping{{0, false, false, false, false}, {5 * time.Minute, false, false, false, false}, {10 * time.Minute, false, false, false, false}, {15 * time.Minute, false, false, false, false}}},
 		{"idle: 5 minutes apart are still early", nil, []ping{{0, false, true, false, false}, {5 * time.Minute, false, true, false, false}, {10 * time.Minute, false, true, false, false}, {15 * time.Minute, false, true, false, true}}},
 		{"a write forgives", nil, []ping{{0, false, true, false, false}, {time.Second, false, true, false, false}, {2 * time.Second, false, true, false, false}, {3 * time.Second, true, true, false, false}, {4 * time.Second, false, true, false, false}, {5 * time.Second, false, true, false, false}, {6 * time.Second, false, true, false, true}}},
-		{"the client's data forgives once the ping is counted", nil, []ping{{0, false, false, false, false}, {time.Second, false, false, false, false}, {2 * time.Second, false, false, true, false}, {3 * time.Second, false, false, false, false}, {4 * time.Second, false, false, false, false}, {5 * time.Second, false, false, false, false}, {6 * time.Second, false, false, false, true}}},
-		{"the client's data doesn't forgive the ping that crosses the limit", nil, []ping{{0, false, false, false, false}, {time.Second, false, false, false, false}, {2 * time.Second, false, false, false, false}, {3 * time.Second, false, false, true, true}}},
-		{"a call answered, then idle pings: its request forgave with the answer", nil, []ping{{0, true, true, true, false}, {time.Second, false, true, false, false}, {2 * time.Second, false, true, false, false}, {3 * time.Second, false, true, false, true}}},
+		{"an owed window update forgives once the ping is counted", nil, []ping{{0, false, false, false, false}, {time.Second, false, false, false, false}, {2 * time.Second, false, false, true, false}, {3 * time.Second, false, false, false, false}, {4 * time.Second, false, false, false, false}, {5 * time.Second, false, false, false, false}, {6 * time.Second, false, false, false, true}}},
+		{"an owed window update doesn't forgive the ping that crosses the limit", nil, []ping{{0, false, false, false, false}, {time.Second, false, false, false, false}, {2 * time.Second, false, false, false, false}, {3 * time.Second, false, false, true, true}}},
+		{"a call answered, then idle pings: the answer carried the update its request was owed", nil, []ping{{0, true, true, false, false}, {time.Second, false, true, false, false}, {2 * time.Second, false, true, false, false}, {3 * time.Second, false, true, false, true}}},
 		{"an upload between keepalive pings is never policed", nil, []ping{{0, false, false, true, false}, {time.Second, false, false, true, false}, {2 * time.Second, false, false, true, false}, {3 * time.Second, false, false, true, false}, {4 * time.Second, false, false, true, false}}},
 		{"no limit", func(l *Limits) { l.PingStrikes = 0 }, []ping{{0, false, true, false, false}, {1, false, true, false, false}, {2, false, true, false, false}, {3, false, true, false, false}, {4, false, true, false, false}}},
 		{"permitted without calls", func(l *Limits) { l.KeepalivePermitNoCalls = true; l.PingMinInterval = time.Second }, []ping{{0, false, true, false, false}, {time.Second, false, true, false, false}, {2 * time.Second, false, true, false, false}, {3 * time.Second, false, true, false, false}}},
@@ -38,7 +38,7 @@ func TestPingPolicyCountsStrikesAsGrpcCore(t *testing.T) {
 		}
 		var p pingPolicy
 		for i, pg := range c.pings {
-			if got := p.received(t0.Add(pg.after), pingSeen{sent: pg.sent, idle: pg.idle, data: pg.data}, &lim); got != pg.over {
+			if got := p.received(t0.Add(pg.after), pingSeen{sent: pg.sent, idle: pg.idle, owed: pg.owed}, &lim); got != pg.over {
 				t.Errorf("%s: ping %d: over the limit %v, want %v", c.name, i, got, pg.over)
 			}
 		}

@@ -197,6 +197,9 @@ func (s *h2Stream) Credit(n int) {
 		return
 	}
 	s.rmu.Lock()
+	if !s.recvEnd {
+		s.c.w.oweWindow() // as grpc-core owes one when a read is asked for
+	}
 	s.credit += n
 	start := s.sink != nil && !s.delivering && s.deliverable()
 	if start {

@@ -8,6 +8,7 @@ import (
 	"net"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/net/http2"
@@ -84,6 +85,15 @@ type h2Writer struct {
 	// sentSincePing: HEADERS, DATA or a WINDOW_UPDATE went into buf since
 	// the client's last ping was counted (pingPolicy; cleared there).
 	sentSincePing bool
+	// windowOwed: grpc-core would owe the client a WINDOW_UPDATE now (it
+	// sent DATA, or a call of a stream it keeps open asks for a message).
+	// The h2 transport grants its windows up front and writes none then,
+	// but the ping policy counts as grpc-core does, whose next write
+	// carries that update and so forgives pings: any frame that goes into
+	// buf clears it and counts as sent (carryOwedLocked), except a ping's
+	// ack, whose ping takes it (pingTooSoon). Set by oweWindow from any
+	// goroutine; cleared under mu.
+	windowOwed atomic.Bool
 
 	// onError is called (once, without mu) with the first write error.
 	onError func(error)
@@ -225,7 +235,7 @@ func putWriteBuf(b []byte) {
 // windowUpdate sends a WINDOW_UPDATE at once.
 func (w *h2Writer) windowUpdate(streamID, incr uint32) {
 	w.control(func(b []byte) []byte {
-		w.sentSincePing = true
+		w.sentLocked()
 		return appendWindowUpdate(b, streamID, incr)
 	})
 }
@@ -234,9 +244,34 @@ func (w *h2Writer) control(f func(b []byte) []byte) {
 	w.mu.Lock()
 	if w.err == nil {
 		w.buf = f(w.buf)
+		w.carryOwedLocked()
 		w.flushLocked()
 	}
 	w.mu.Unlock()
+}
+
+// oweWindow: see windowOwed. Any goroutine; a load when already owed.
+func (w *h2Writer) oweWindow() {
+	if !w.windowOwed.Load() {
+		w.windowOwed.Store(true)
+	}
+}
+
+// sentLocked: HEADERS, DATA or a WINDOW_UPDATE went into buf, with the
+// window update owed, if any. mu held.
+func (w *h2Writer) sentLocked() {
+	w.sentSincePing = true
+	if w.windowOwed.Load() {
+		w.windowOwed.Store(false)
+	}
+}
+
+// carryOwedLocked: a frame went into buf, carrying the window update owed,
+// if any (windowOwed). mu held.
+func (w *h2Writer) carryOwedLocked() {
+	if w.windowOwed.Load() && w.windowOwed.Swap(false) {
+		w.sentSincePing = true
+	}
 }
 
 // ackDelay is how long a PING ack may wait in buf for a write that takes it
@@ -259,6 +294,7 @@ func (w *h2Writer) controlLater(f func(b []byte) []byte) {
 		return
 	}
 	w.buf = f(w.buf)
+	w.carryOwedLocked()
 	if w.flushing || w.lateArmed {
 		return // the writer in progress, or the armed timer, takes it
 	}
@@ -323,7 +359,7 @@ type headerField struct{ name, value string }
 // appendHeadersLocked encodes fields as one header block (HEADERS, then
 // CONTINUATION frames past the peer's frame size) for streamID. mu held.
 func (w *h2Writer) appendHeadersLocked(streamID uint32, endStream bool, fields []headerField) {
-	w.sentSincePing = true
+	w.sentLocked()
 	w.hbuf.Reset()
 	for _, f := range fields {
 		_ = w.henc.WriteField(hpack.HeaderField{Name: f.name, Value: f.value})
@@ -408,7 +444,7 @@ func (w *h2Writer) sendMessage(s *h2Stream, prefix [5]byte, parts [][]byte, mayW
 		s.sendWindow -= avail
 		left -= n
 		w.buf = frameHeader(w.buf, n, http2.FrameData, 0, s.id)
-		w.sentSincePing = true
+		w.sentLocked()
 		for n > 0 {
 			if len(pending) == 0 {
 				pending = parts[pi]
