@@ -243,6 +243,88 @@ def test_callbacks_run_in_order_and_survive_a_failing_one():
     assert ref[1] is True and ref[2] == [1, 3]
 
 
+@pytest.mark.parametrize("call_end", ["answered", "cancelled by the stop"])
+def test_stop_is_over_once_the_callbacks_of_its_calls_have_run(call_end):
+    """grpcio sets stop()'s event (and ends stop(None) and
+    wait_for_termination()) once its calls' callbacks have run, so an
+    application that exits then loses no cleanup; ours set it as the
+    front stopped, with a slow callback still running (and killed at
+    exit: its thread is a daemon)."""
+
+    def setup(server, state):
+        def handler(req, ctx):
+            def callback():
+                time.sleep(0.3)
+                state.record("callback done", True)
+
+            ctx.add_callback(callback)
+            if call_end == "cancelled by the stop":
+                state.event("entered").set()
+                wait_until(lambda: not ctx.is_active())
+            return b"ok"
+
+        setup_handlers({"M": unary(handler)})(server, state)
+
+    def scenario(run):
+        if call_end == "answered":
+            outcome = call_unary(run.channel, method("M")).brief()
+            stopped = run.server.stop(1).wait(WAIT)
+        else:
+            future = run.channel.unary_unary(method("M")).future(b"", timeout=5)
+            run.state.event("entered").wait(WAIT)
+            stopped = run.server.stop(0.1).wait(WAIT)
+            outcome = outcome_of(future).brief()
+        return outcome, stopped, run.state.records.get("callback done", False)
+
+    ref = same(setup, scenario)
+    assert ref[1:] == (True, True), ref
+
+
+def test_a_callback_that_raises_system_exit_leaves_the_others_running():
+    """On ours a callback runs on the server's thread for them, where a
+    SystemExit or KeyboardInterrupt can't end the application: it is
+    logged as any failing callback, and the callbacks of the calls after
+    it run. Ours ran none of them again (its thread had died, unnoticed).
+    grpcio's serving thread dies of it and its server hangs: nothing to
+    compare with."""
+    from diff.harness import running
+
+    def setup(server, state):
+        def handler(req, ctx):
+            if req == b"exit":
+                ctx.add_callback(lambda: (_ for _ in ()).throw(SystemExit(3)))
+            else:
+                ctx.add_callback(lambda: state.append("ran", req))
+            return b""
+
+        setup_handlers({"M": unary(handler)})(server, state)
+
+    with running("native", setup) as run:
+        for request in (b"a", b"exit", b"b", b"c"):
+            assert call_unary(run.channel, method("M"), request).brief() == (SC.OK, "")
+        assert wait_until(lambda: run.state.records.get("ran") == [b"a", b"b", b"c"], timeout=WAIT)
+
+
+def test_a_stream_ended_by_a_message_that_is_not_bytes_runs_its_callbacks():
+    """A response stream yielding a str with no serializer: grpcio's call
+    waits for its deadline, then runs the callbacks; ours answers at once
+    (README: UNKNOWN, with the error) and never ran them."""
+
+    def setup(server, state):
+        def handler(req, ctx):
+            ctx.add_callback(lambda: state.event("callback").set())
+            yield "not bytes"
+            yield b"more"
+
+        setup_handlers({"S": stream(handler)})(server, state)
+
+    def scenario(run):
+        call_stream(run.channel, method("S"), b"", timeout=1)
+        return run.state.event("callback").wait(WAIT)
+
+    assert same(setup, scenario) is True
+
+
 def test_callbacks_run_after_handler_exception():
     def setup(server, state):
         def handler(req, ctx):

@@ -19,13 +19,18 @@ Two threads, each started on first use:
 A call its handler finished is handed to the runner by the handler's
 thread. Whichever of the two comes first takes the call from ``_watched``,
 so its callbacks run once.
+
+The server's stop is over once the callbacks of its calls have run
+(drain), as grpcio sets its stop's event after them: an application that
+exits then loses none (the runner's thread is a daemon).
 """
 
 from __future__ import annotations
 
 import queue
 import threading
-from typing import TYPE_CHECKING, Dict, Optional
+import time
+from typing import TYPE_CHECKING, Dict, Optional, Union
 
 from ._call_state import CallState
 from ._grpc_logs import SERVER_LOG
@@ -38,6 +43,10 @@ if TYPE_CHECKING:
 _ENDS_BATCH = 64
 # How long the runner waits for more calls before its thread ends.
 _RUNNER_IDLE = 1.0
+# How long drain waits for the handlers' threads to hand over the calls
+# they finished (they do just after the call's end), and how often it looks.
+_HANDOVER_WAIT = 1.0
+_HANDOVER_LOOK = 0.002
 
 
 class CallbackRunner:
@@ -52,7 +61,9 @@ class CallbackRunner:
         self._lock = threading.Lock()
         self._watcher: Optional[threading.Thread] = None
         self._runner: Optional[threading.Thread] = None
-        self._due: queue.SimpleQueue[CallState] = queue.SimpleQueue()
+        # Calls whose callbacks are due, in order; an Event is drain's
+        # marker, set when the runner gets to it.
+        self._due: queue.SimpleQueue[Union[CallState, threading.Event]] = queue.SimpleQueue()
 
     def watch(self, call: CallState) -> bool:
         """Makes the call's callbacks run when it ends; False if the call
@@ -81,7 +92,27 @@ class CallbackRunner:
         if self._watched.pop(call.call_id, None) is not None:
             self._run_later(call)
 
-    def _run_later(self, call: CallState) -> None:
+    def running_here(self) -> bool:
+        """Whether this thread is the one running callbacks."""
+        return threading.current_thread() is self._runner
+
+    def drain(self) -> None:
+        """Returns once the callbacks of every watched call have run. For a
+        front that has stopped: its calls have ended, and the watcher ends
+        once it has handed over Go's ends of them; a call its handler
+        finished is handed over by that thread just after (waited for up to
+        _HANDOVER_WAIT)."""
+        if self._watcher is None:
+            return  # no call ever had a callback
+        self._watcher.join()
+        deadline = time.monotonic() + _HANDOVER_WAIT
+        while self._watched and time.monotonic() < deadline:
+            time.sleep(_HANDOVER_LOOK)
+        marker = threading.Event()
+        self._run_later(marker)
+        marker.wait()
+
+    def _run_later(self, call: Union[CallState, threading.Event]) -> None:
         with self._lock:
             self._due.put(call)
             if self._runner is None:
@@ -99,7 +130,10 @@ class CallbackRunner:
                         self._runner = None
                         return
                 continue
-            run_callbacks(call)
+            if isinstance(call, threading.Event):
+                call.set()  # drain's marker: everything before it has run
+            else:
+                run_callbacks(call)
 
     def _hand_over_ended_calls(self) -> None:
         while (events := self._front.recv_watched(_ENDS_BATCH)) is not None:
@@ -111,10 +145,13 @@ class CallbackRunner:
 
 def run_callbacks(call: CallState) -> None:
     """Runs the call's callbacks and refuses later ones; a failing callback
-    is logged, as grpcio does, and the others still run."""
+    is logged, as grpcio does, and the others still run. So does one that
+    raises SystemExit or KeyboardInterrupt: it runs on the server's thread,
+    not the application's (grpcio's serving thread dies of it, and its
+    server hangs), and the runner must live on for the calls after it."""
     callbacks, call.callbacks = call.callbacks, None
     for callback in callbacks or ():
         try:
             callback()
-        except Exception:  # noqa: BLE001 - as grpcio
+        except BaseException:  # noqa: BLE001 - see above
             SERVER_LOG.exception("Exception calling callback!")

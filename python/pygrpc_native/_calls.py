@@ -359,6 +359,8 @@ class CallRunner:
             sent = False
         if not sent:
             call.ended = True  # the call has ended
+            if call.callbacks:
+                self._callbacks.call_ended(call)
             return None
         return _SENT
 

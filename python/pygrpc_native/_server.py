@@ -113,7 +113,8 @@ _PendingCall = Tuple[Method, int, Optional[bytes]]
 class _Server(ServerCore):
     def __init__(self, arguments: ServerArguments) -> None:
         super().__init__(arguments)
-        self._call_runner = CallRunner(self, CallbackRunner(self.front))
+        self._callbacks = CallbackRunner(self.front)
+        self._call_runner = CallRunner(self, self._callbacks)
         self._pending: Deque[_PendingCall] = collections.deque()
         # Guards the task counts below (not the per-call path).
         self._tasks_lock = threading.Lock()
@@ -173,16 +174,19 @@ class _Server(ServerCore):
             if self.stage is Stage.STARTED:
                 self.stage = Stage.STOPPED
                 threading.Thread(target=self._finish_stop, name="pygrpc_native-stop", daemon=True).start()
-        if grace is None:
+        if grace is None and not self._callbacks.running_here():
+            # (From a callback, the stop would wait for itself to end.)
             event.wait()
         return event
 
     def _finish_stop(self) -> None:
-        """Waits for the front, then signals. The front has stopped when the
-        monitor ends: it reads Go's queue until the front closes it (a front
-        that never started stopped at once)."""
+        """Waits for the front, then for the callbacks of its calls, then
+        signals, as grpcio's stop. The front has stopped when the monitor
+        ends: it reads Go's queue until the front closes it (a front that
+        never started stopped at once)."""
         if self._monitor is not None:
             self._monitor.join()
+        self._callbacks.drain()
         self._terminated()
 
     def _terminated(self) -> None:
