@@ -145,8 +145,9 @@ func TestDetailsOfACallThatEndedUnanswered(t *testing.T) {
 
 // TestParseTimeoutAsGRPCCore: grpc-timeout values read as grpc-core reads
 // them (spaces around the number and the unit, more than the spec's 8
-// digits, a number over a billion meaning no deadline); grpcio's server
-// serves such calls, and ours answered INTERNAL.
+// digits, a number over a billion meaning no deadline, microseconds and
+// nanoseconds rounded up to milliseconds); grpcio's server serves such
+// calls, and ours answered INTERNAL (or, for 1n, DEADLINE_EXCEEDED).
 func TestParseTimeoutAsGRPCCore(t *testing.T) {
 	const none = time.Duration(1<<63 - 1)
 	for v, want := range map[string]time.Duration{
@@ -157,6 +158,10 @@ func TestParseTimeoutAsGRPCCore(t *testing.T) {
 		"00000001m":                time.Millisecond,
 		"100000000S":               100000000 * time.Second,
 		"1000000000n":              time.Second,
+		"1n":                       time.Millisecond,
+		"500u":                     time.Millisecond,
+		"1001u":                    2 * time.Millisecond,
+		"0n":                       0,
 		"1000000001n":              none,
 		"99999999999999999999999S": none,
 		"99999999H":                none,

@@ -168,7 +168,10 @@ func decodeBinaryValue(v string) (string, error) {
 // parseTimeout reads a grpc-timeout value as grpc-core reads it: spaces,
 // digits, spaces, a unit, spaces. The spec allows 8 digits; grpc-core
 // takes more, and a number over a billion means no deadline (the largest
-// duration here). A sign or any other character is an error.
+// duration here). Microseconds and nanoseconds are rounded up to whole
+// milliseconds, grpc-core's unit (1n is 1 ms: a call served, where 1 ns
+// ended it before its handler ran). A sign or any other character is an
+// error.
 func parseTimeout(v string) (time.Duration, error) {
 	i := skipSpaces(v, 0)
 	digits := i
@@ -211,6 +214,9 @@ func parseTimeout(v string) (time.Duration, error) {
 	d := time.Duration(n) * unit
 	if d/unit != time.Duration(n) {
 		return time.Duration(1<<63 - 1), nil
+	}
+	if unit < time.Millisecond {
+		d = (d + time.Millisecond - 1).Truncate(time.Millisecond)
 	}
 	return d, nil
 }
