@@ -425,6 +425,68 @@ def test_a_write_waiting_for_room_when_the_call_ends(flavour, end):
     )
 
 
+@pytest.mark.parametrize("how", ["writer left, handler returns", "writer left, handler aborts", "watchdog aborts"])
+def test_a_write_waiting_for_room_when_its_handler_side_ends_the_call(how):
+    """A write blocked for room (the client reads nothing yet) in one task
+    while another ends the call: the handler returns or aborts with a
+    writer task left running, or a watchdog task aborts while the handler
+    itself writes. grpc.aio's blocked write then raises UsageError or
+    AbortError; ours waited for good: the task leaked, and a handler
+    blocked so kept its place under maximum_concurrent_rpcs (every later
+    call refused)."""
+
+    def setup(server, state):
+        async def writer(ctx):
+            try:
+                while True:
+                    await ctx.write(b"x" * 1_000_000)
+            except Exception as exc:  # noqa: BLE001 - what the test observes
+                state.record("write raised", type(exc).__name__)
+
+        async def handler(request, ctx):
+            if how == "watchdog aborts":
+
+                async def watchdog():
+                    await asyncio.sleep(1)
+                    try:
+                        await ctx.abort(grpc.StatusCode.DEADLINE_EXCEEDED, "watchdog")
+                    except grpc.aio.AbortError:
+                        pass
+
+                task = asyncio.ensure_future(watchdog())
+                await writer(ctx)
+                await task
+                return
+            task = asyncio.ensure_future(writer(ctx))
+            state.record("task", task)
+            await asyncio.sleep(1)  # the writer is blocked by then
+            if how == "writer left, handler aborts":
+                await ctx.abort(grpc.StatusCode.ABORTED, "handler aborts")
+
+        async def ping(request, ctx):
+            return b"pong"
+
+        setup_handlers(
+            {"S": grpc.unary_stream_rpc_method_handler(handler), "P": grpc.unary_unary_rpc_method_handler(ping)}
+        )(server, state)
+
+    def scenario(run):
+        call = run.channel.unary_stream(method("S"))(b"", timeout=20)
+        time.sleep(2)  # reading nothing meanwhile
+        _discard(call, 0)
+        raised = run.state.wait_for("write raised")
+        try:
+            after = run.channel.unary_unary(method("P"))(b"", timeout=5)
+        except grpc.RpcError as err:
+            after = err.code()
+        return call.code(), raised, after
+
+    ref = same(setup, scenario, maximum_concurrent_rpcs=1)
+    raised = "AbortError" if "aborts" in how else "UsageError"
+    code = {"writer left, handler returns": SC.OK, "writer left, handler aborts": SC.ABORTED}.get(how, SC.DEADLINE_EXCEEDED)
+    assert ref == (code, raised, b"pong"), ref
+
+
 def _discard(call, pause):
     """Reads a response stream to its end, keeping nothing, pausing after
     each message."""

@@ -281,20 +281,26 @@ class ServicerContext(AioStatus, CallInfo, grpc.aio.ServicerContext):
         except RuntimeError:
             return False  # the server has stopped: the call has ended
 
-    async def _post(self, send: Callable[..., Optional[bool]], *args: Any) -> bool:
+    async def _post(self, send: Callable[..., Optional[bool]], *args: Any, ending: bool = False) -> bool:
         """Hands an op to Go without blocking the loop: a full call buffer
-        (a slow client) is waited out here, not in Go."""
+        (a slow client) is waited out here, not in Go. ending: the op is the
+        call's status (_finish); any other op that waited finds the call
+        over once its handler's side has ended it meanwhile (returned,
+        aborted: another task's write, stuck, fails then, as on grpc.aio)."""
         front = self._call.front
         if self._compression_pending is not None:
             name, self._compression_pending = self._compression_pending, None
-            await self._post(front.set_compression, name)
+            await self._post(front.set_compression, name, ending=ending)
         if self._uncompressed_next_pending:
             self._uncompressed_next_pending = False
-            await self._post(front.disable_next_message_compression)
-        call_id = self._call.call_id
+            await self._post(front.disable_next_message_compression, ending=ending)
+        call = self._call
+        call_id = call.call_id
         try:
             while (ok := send(call_id, *args)) is None:
                 await self._waits.room(call_id)
+                if call.ended and not ending:
+                    return False
         except RuntimeError:
             return False  # the server has stopped: the call has ended
         return bool(ok)
@@ -316,11 +322,11 @@ class ServicerContext(AioStatus, CallInfo, grpc.aio.ServicerContext):
             if value == 0 and payload is not None and not details and metadata is None:
                 sent = self._send_now(front.respond, payload)
                 if sent is None:
-                    sent = await self._post(front.respond, payload)
+                    sent = await self._post(front.respond, payload, ending=True)
             else:
                 sent = self._send_now(front.finish, value, details, metadata, payload)
                 if sent is None:
-                    sent = await self._post(front.finish, value, details, metadata, payload)
+                    sent = await self._post(front.finish, value, details, metadata, payload, ending=True)
             return bool(sent)
         except UnicodeEncodeError as err:
             # Details that can't be encoded (a lone surrogate): nothing was
@@ -340,7 +346,7 @@ class ServicerContext(AioStatus, CallInfo, grpc.aio.ServicerContext):
         except TypeError as err:
             # Metadata of the wrong types: the call must end all the same.
             _LOGGER.error("Cannot send the status: %s", err)
-            await self._post(front.finish, _CODE_VALUES[_UNKNOWN], f"Unexpected {type(err)}: {err}")
+            await self._post(front.finish, _CODE_VALUES[_UNKNOWN], f"Unexpected {type(err)}: {err}", ending=True)
         return True
 
     async def write(self, message: Any) -> None:
@@ -411,6 +417,9 @@ class ServicerContext(AioStatus, CallInfo, grpc.aio.ServicerContext):
         except SendLimitError:
             raise over_send_limit(self._call) from None
         if not sent:
+            # Ended by the handler's side while this write waited (another
+            # task returned or aborted): grpc.aio's UsageError or AbortError.
+            check_open(self._call, FINISHED)
             raise CallEnded()
 
     async def read(self) -> Any:
@@ -462,9 +471,11 @@ class ServicerContext(AioStatus, CallInfo, grpc.aio.ServicerContext):
             raise _cygrpc().ExecuteBatchError("Failed grpc_call_start_batch: 1 with grpc_call_error value: 'GRPC_CALL_ERROR'")
         code, details = record_abort(call, code, details, trailing_metadata)
         call.keep_details()  # the handler's finally blocks may read them, as on grpc.aio
+        # Before the status goes: another task's op meanwhile (a write that
+        # waited for room) fails with AbortError, as on grpc.aio.
+        call.aborted = True
         if not await self._finish(code, details):
             await self._ended_in_go()
-        call.aborted = True
         raise grpc.aio.AbortError("Locally aborted.")
 
     async def abort_with_status(self, status: grpc.Status) -> NoReturn:

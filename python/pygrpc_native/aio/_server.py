@@ -421,6 +421,9 @@ class _AioServer(ServerCore):
             AIO_LOG.exception("Exception not handled by _handle_exceptions in servicer method [%s]", call.method)
         finally:
             self._call_tasks.pop(call.call_id, None)
+            # A write another task still waits with (the handler left it
+            # running) learns that the call is over.
+            self._waits.end_room(call.call_id)  # type: ignore[union-attr]
             if call.requests is not None:
                 self._waits.forget(call.call_id)  # type: ignore[union-attr]
             if call.callbacks:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
-from typing import TYPE_CHECKING, Any, Callable, Deque, Dict, Optional, Set
+from typing import TYPE_CHECKING, Any, Callable, Deque, Dict, List, Optional, Set
 
 import grpc.aio
 
@@ -242,7 +242,7 @@ class LoopWaits:
         self.ahead_messages = 1 if fixed_window else _AHEAD_MESSAGES
         self._front = front
         self._streams: Dict[int, RequestStream] = {}
-        self._room: Dict[int, asyncio.Future] = {}
+        self._room: Dict[int, List[asyncio.Future]] = {}
 
     def request_stream(self, call: "CallState", deserializer: Optional[Callable[[bytes], Any]]) -> RequestStream:
         """Starts delivering a call's request messages to a stream."""
@@ -257,24 +257,30 @@ class LoopWaits:
             pass  # the server has stopped: the call has ended
 
     async def room(self, call_id: int) -> None:
-        """Waits until the call's buffer has room (or the call ends: its
-        task is then cancelled)."""
+        """Waits until the call's buffer has room, or the call ends
+        (end_room). Every task waiting on one call (a writer the handler
+        left running, and the handler's own status) is woken; Go is asked
+        once to say when there is room."""
+        waiters = self._room.get(call_id)
+        if waiters is None:
+            try:
+                if not self._front.notify_room(call_id):
+                    return  # room now, or the call has ended: the next send says which
+            except RuntimeError:
+                return  # the server has stopped: the next send says so
+            waiters = self._room[call_id] = []
         waiter = self.loop.create_future()
-        self._room[call_id] = waiter
+        waiters.append(waiter)
         try:
-            if self._front.notify_room(call_id):
-                await waiter
-        except RuntimeError:
-            pass  # the server has stopped: the next send says so
+            await waiter
         finally:
-            self._room.pop(call_id, None)
+            if waiter.cancelled() and waiter in waiters:
+                waiters.remove(waiter)  # this task was cancelled: the others still wait
 
     def on_event(self, kind: int, call_id: int, payload: Optional[bytes]) -> None:
         """Routes an EVENT_MESSAGE, EVENT_HALF_CLOSE or EVENT_ROOM."""
         if kind == EVENT_ROOM:
-            waiter = self._room.get(call_id)
-            if waiter is not None and not waiter.done():
-                waiter.set_result(None)
+            self.end_room(call_id)
             return
         stream = self._streams.get(call_id)
         if stream is not None and kind in (EVENT_MESSAGE, EVENT_HALF_CLOSE):
@@ -291,13 +297,14 @@ class LoopWaits:
         return True
 
     def end_room(self, call_id: int) -> bool:
-        """Wakes a write waiting for room in a call that has ended (its
-        next send says so: grpc.aio's write fails before its task is
-        cancelled); False if none waits."""
-        waiter = self._room.get(call_id)
-        if waiter is None or waiter.done():
+        """Wakes the tasks waiting for room in a call: there is some, or the
+        call has ended (their next send says so: grpc.aio's write fails
+        before its task is cancelled). False if none waits."""
+        waiters = self._room.pop(call_id, None)
+        if not waiters:
             return False
-        waiter.set_result(None)
+        for waiter in waiters:
+            waiter.set_result(None)
         return True
 
     def ended(self, call_id: int) -> None:
