@@ -487,6 +487,36 @@ def test_a_write_waiting_for_room_when_its_handler_side_ends_the_call(how):
     assert ref == (code, raised, b"pong"), ref
 
 
+def test_a_read_whose_await_was_cancelled_leaves_the_next_one_as_usual():
+    """README, lenient: a handler reading with asyncio.wait_for (an idle
+    timeout) whose first read times out. grpc.aio's cancelled read stays
+    pending in its core: the next read gets EOF at once, and the message
+    the cancelled one waited for is lost. Ours reads every message."""
+
+    def setup(server, state):
+        async def handler(requests, ctx):
+            got = []
+            for _ in range(20):
+                try:
+                    message = await asyncio.wait_for(ctx.read(), 0.2)
+                except asyncio.TimeoutError:
+                    continue
+                if message is grpc.aio.EOF:
+                    break
+                got.append(message)
+            return b",".join(got)
+
+        setup_handlers({"C": grpc.stream_unary_rpc_method_handler(handler)})(server, state)
+
+    def requests():
+        time.sleep(0.5)  # the first read times out meanwhile
+        yield b"m0"
+        yield b"m1"
+
+    ref, ours = both(setup, lambda run: run.channel.stream_unary(method("C"))(requests(), timeout=10))
+    assert (ref, ours) == (b"", b"m0,m1")
+
+
 def _discard(call, pause):
     """Reads a response stream to its end, keeping nothing, pausing after
     each message."""
