@@ -8,6 +8,7 @@ share are in test_diff_streams.py.
 
 import asyncio
 import logging
+import threading
 import time
 
 import grpc
@@ -485,6 +486,40 @@ def test_a_write_waiting_for_room_when_its_handler_side_ends_the_call(how):
     raised = "AbortError" if "aborts" in how else "UsageError"
     code = {"writer left, handler returns": SC.OK, "writer left, handler aborts": SC.ABORTED}.get(how, SC.DEADLINE_EXCEEDED)
     assert ref == (code, raised, b"pong"), ref
+
+
+# grpc.aio's own: its queue for the handler's thread, left at the loop's end.
+@pytest.mark.filterwarnings("ignore:coroutine 'Queue.put' was never awaited:RuntimeWarning")
+def test_a_thread_aborts_while_a_non_coroutine_handler_waits_to_send():
+    """A non-coroutine response stream blocked sending (its client reads
+    nothing yet) while a watchdog thread aborts the call: grpc.aio's client
+    gets the abort's status at once. Ours never sent it (the call ran to
+    its deadline): the abort and the handler both waited for room, and
+    room woke only one of them."""
+
+    def setup(server, state):
+        def handler(request, ctx):
+            def watchdog():
+                time.sleep(0.5)
+                try:
+                    ctx.abort(grpc.StatusCode.PERMISSION_DENIED, "watchdog")
+                except Exception:  # noqa: BLE001 - grpc.aio raises it here, or not, by timing
+                    pass
+
+            threading.Thread(target=watchdog, daemon=True).start()
+            while True:
+                yield b"x" * 1_000_000
+
+        setup_handlers({"S": grpc.unary_stream_rpc_method_handler(handler)})(server, state)
+
+    def scenario(run):
+        started = time.monotonic()
+        call = run.channel.unary_stream(method("S"))(b"", timeout=20)
+        time.sleep(1.5)  # reading nothing meanwhile
+        _discard(call, 0)
+        return call.code(), call.details(), time.monotonic() - started < 10
+
+    assert same(setup, scenario) == (SC.PERMISSION_DENIED, "watchdog", True)
 
 
 def test_a_read_whose_await_was_cancelled_leaves_the_next_one_as_usual():

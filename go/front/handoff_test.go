@@ -152,6 +152,40 @@ func TestRoomIsJudgedForTheRefusedOp(t *testing.T) {
 	}
 }
 
+// Room made wakes every sender waiting for it: a handler's thread blocked
+// sending and another thread's abort waiting to queue the status (an
+// aio.server() watchdog). One token woke one of them, and the other waited
+// for good, the abort's status never sent.
+func TestRoomWakesEverySenderWaiting(t *testing.T) {
+	q := newOpQueue()
+	ended := new(endSignal)
+	kib := func() op { return op{kind: opMessage, message: mem.BufferSlice{mem.SliceBuffer(make([]byte, 1000))}} }
+	for q.hasRoomLocked(1000) {
+		if r := q.put(kib(), false, writeBy{}, ended); r != ResultOK {
+			t.Fatalf("put: %v", r)
+		}
+	}
+	if r := q.put(kib(), false, writeBy{}, ended); r != ResultWouldBlock {
+		t.Fatalf("over the byte limit: %v, want ResultWouldBlock", r)
+	}
+	waited := make(chan bool, 2)
+	for range 2 {
+		go func() { waited <- q.waitRoom(ended) }()
+	}
+	time.Sleep(20 * time.Millisecond) // both wait
+	q.take(nil)
+	for i := range 2 {
+		select {
+		case ok := <-waited:
+			if !ok {
+				t.Fatalf("waiter %d: false, want true once the queue was taken", i)
+			}
+		case <-time.After(2 * time.Second):
+			t.Fatalf("waiter %d was never woken", i)
+		}
+	}
+}
+
 // A full queue still takes a cancel, a route and the front's abort, without
 // waiting even when asked to (Cancel and Route ask to; the abort of a
 // refused request message is queued on h2's connection reader), up to

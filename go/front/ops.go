@@ -106,11 +106,13 @@ type opQueue struct {
 	// onRoom, when set, is called once (and cleared) after the next take
 	// that makes room (NotifyRoom). Guarded by mu.
 	onRoom func()
-	// ready holds a token while ops may wait (for the call's goroutine);
-	// room holds one when room was made (for a waiting sender). room is
-	// made by the first sender that has to wait (most calls never do), and
-	// read under mu.
-	ready, room chan struct{}
+	// ready holds a token while ops may wait (for the call's goroutine).
+	ready chan struct{}
+	// room is closed when room was made, waking every sender waiting (a
+	// handler's send and another thread's abort may wait on one call);
+	// made by the first sender that has to wait (most calls never do),
+	// replaced after each close. Guarded by mu.
+	room chan struct{}
 
 	// Driven calls (driver set; see stream.drive): no goroutine waits for
 	// ops; whoever queues one and finds nobody driving the call drives it
@@ -185,10 +187,7 @@ func (q *opQueue) put(o op, block bool, by writeBy, ended *endSignal) Result {
 		}
 		q.full = true
 		q.refused = size
-		if q.room == nil {
-			q.room = make(chan struct{}, 1)
-		}
-		room := q.room
+		room := q.roomLocked()
 		q.mu.Unlock()
 		if !block {
 			return ResultWouldBlock
@@ -309,15 +308,14 @@ func (q *opQueue) takeLocked(dst []op) []op {
 	clear(q.ops)
 	q.heldOps, q.heldBytes = len(q.ops), q.bytes
 	q.ops, q.bytes = q.ops[:0], 0
-	room := q.room
-	full := q.full
+	if q.full && q.room != nil {
+		close(q.room)
+		q.room = nil
+	}
 	q.full = false
 	onRoom := q.onRoom
 	q.onRoom = nil
 	q.mu.Unlock()
-	if full {
-		signal(room)
-	}
 	if onRoom != nil {
 		onRoom()
 	}
@@ -341,10 +339,7 @@ func (q *opQueue) waitRoom(ended *endSignal) bool {
 			return true
 		}
 		q.full = true
-		if q.room == nil {
-			q.room = make(chan struct{}, 1)
-		}
-		room := q.room
+		room := q.roomLocked()
 		q.mu.Unlock()
 		select {
 		case <-room:
@@ -352,6 +347,14 @@ func (q *opQueue) waitRoom(ended *endSignal) bool {
 			return false
 		}
 	}
+}
+
+// roomLocked is the channel the next room closes. mu held.
+func (q *opQueue) roomLocked() chan struct{} {
+	if q.room == nil {
+		q.room = make(chan struct{})
+	}
+	return q.room
 }
 
 // notifyRoom calls fn once the queue has room for the op it last refused:
