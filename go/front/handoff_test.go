@@ -114,12 +114,10 @@ func TestOpQueueLimitsAndWakeUps(t *testing.T) {
 	}
 }
 
-// Room is judged for the op that found none. A queue a few bytes short of
-// its byte limit has room for an empty op but not for the message that was
-// refused: telling a non-blocking sender of room then (as notifyRoom did)
-// had it retry and be refused again, in a loop that kept both cores busy
-// for an aio.server() stream whose client stopped reading.
-func TestRoomIsJudgedForTheRefusedOp(t *testing.T) {
+// refusingQueue is a call's queue filled with 1,000-byte messages until
+// the next one was refused (ResultWouldBlock), and its end signal.
+func refusingQueue(t *testing.T) (*opQueue, *endSignal) {
+	t.Helper()
 	q := newOpQueue()
 	ended := new(endSignal)
 	kib := func() op { return op{kind: opMessage, message: mem.BufferSlice{mem.SliceBuffer(make([]byte, 1000))}} }
@@ -131,6 +129,16 @@ func TestRoomIsJudgedForTheRefusedOp(t *testing.T) {
 	if r := q.put(kib(), false, writeBy{}, ended); r != ResultWouldBlock {
 		t.Fatalf("over the byte limit: %v, want ResultWouldBlock", r)
 	}
+	return &q, ended
+}
+
+// Room is judged for the op that found none. A queue a few bytes short of
+// its byte limit has room for an empty op but not for the message that was
+// refused: telling a non-blocking sender of room then (as notifyRoom did)
+// had it retry and be refused again, in a loop that kept both cores busy
+// for an aio.server() stream whose client stopped reading.
+func TestRoomIsJudgedForTheRefusedOp(t *testing.T) {
+	q, ended := refusingQueue(t)
 	told := make(chan struct{}, 1)
 	q.notifyRoom(func() { told <- struct{}{} })
 	select {
@@ -157,17 +165,7 @@ func TestRoomIsJudgedForTheRefusedOp(t *testing.T) {
 // aio.server() watchdog). One token woke one of them, and the other waited
 // for good, the abort's status never sent.
 func TestRoomWakesEverySenderWaiting(t *testing.T) {
-	q := newOpQueue()
-	ended := new(endSignal)
-	kib := func() op { return op{kind: opMessage, message: mem.BufferSlice{mem.SliceBuffer(make([]byte, 1000))}} }
-	for q.hasRoomLocked(1000) {
-		if r := q.put(kib(), false, writeBy{}, ended); r != ResultOK {
-			t.Fatalf("put: %v", r)
-		}
-	}
-	if r := q.put(kib(), false, writeBy{}, ended); r != ResultWouldBlock {
-		t.Fatalf("over the byte limit: %v, want ResultWouldBlock", r)
-	}
+	q, ended := refusingQueue(t)
 	waited := make(chan bool, 2)
 	for range 2 {
 		go func() { waited <- q.waitRoom(ended) }()
