@@ -419,11 +419,10 @@ def test_a_write_waiting_for_room_when_the_call_ends(flavour, end):
     # deadline, with a reset a loaded client can read as CANCELLED.
     ours_code = SC.CANCELLED if end == "deadline" and TRANSPORT == "grpcgo" and ours[0] == SC.CANCELLED else code
     assert ours == (ours_code, ["ExecuteBatchError", "then CancelledError"])
-    # grpc.aio's stuck send and its task's cancellation race at a deadline:
-    # now and then the cancellation lands first.
-    assert ref == (code, ["ExecuteBatchError", "then CancelledError"]) or (
-        end == "deadline" and ref == (code, ["CancelledError"])
-    )
+    # grpc.aio's stuck send and its task's cancellation race: now and then
+    # the cancellation lands first (at a deadline more often; a cancel too,
+    # seen once in CI under load).
+    assert ref in ((code, ["ExecuteBatchError", "then CancelledError"]), (code, ["CancelledError"]))
 
 
 @pytest.mark.parametrize("how", ["writer left, handler returns", "writer left, handler aborts", "watchdog aborts"])
