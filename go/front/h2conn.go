@@ -630,14 +630,12 @@ func (c *h2Conn) headers(hb headerBlock) error {
 	}
 	c.idleSince = time.Time{}
 	c.mu.Unlock()
-	if !hb.endStream {
-		c.w.oweWindow() // grpc-core's call asks for its first message
-	}
 	if hb.endStream {
 		s.halfClose()
 		c.dispatch(s)
 		return nil
 	}
+	c.w.oweWindow() // grpc-core's call asks for its first message
 	if s.atHeaders {
 		c.dispatch(s)
 	}
