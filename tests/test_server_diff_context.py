@@ -709,3 +709,28 @@ def test_requests_after_the_handlers_own_cancel_raise(kind):
         return code, run.state.wait_for("outcome")
 
     assert same(setup, scenario) == (grpc.StatusCode.CANCELLED, ("raised", 0))
+
+
+def test_a_stream_cancelled_by_its_handler_is_not_resumed():
+    """After the handler's own cancel(), grpcio's send of the next response
+    fails and the generator is let go, never resumed; ours resumed it once
+    more about half the runs (the send is queued, the cancel applied a
+    moment later)."""
+
+    def setup(server, state):
+        def handler(req, ctx):
+            yield b"one"
+            ctx.cancel()
+            yield b"two"
+            state.append("resumed", True)
+            yield b"three"
+
+        setup_handlers({"S": stream(handler)})(server, state)
+
+    def scenario(run):
+        codes = [call_stream(run.channel, method("S")).code for _ in range(10)]
+        time.sleep(0.2)
+        return codes, run.state.records.get("resumed", [])
+
+    ref = same(setup, scenario)
+    assert ref == ([SC.CANCELLED] * 10, [])

@@ -69,7 +69,9 @@ type call struct {
 	handedOver atomic.Bool
 	// cancelAsked: Python cancelled the call (Calls.Cancel). It is no
 	// longer active for Python from then on, before its opCancel is
-	// applied, as grpcio's context.cancel() ends is_active() at once.
+	// applied, as grpcio's context.cancel() ends is_active() at once, and
+	// Python's later ops are refused as for an ended call (postTo): grpcio's
+	// send after cancel() fails, so a response stream stops there.
 	cancelAsked atomic.Bool
 
 	// Owned by the handler goroutine: a unary call answers with exactly

@@ -183,8 +183,12 @@ func (cs *Calls) post(id uint64, o op, how Sending) Result {
 	return cs.postTo(c, o, how)
 }
 
-// postTo is post for a call already looked up.
+// postTo is post for a call already looked up. A call Python cancelled
+// takes no op after the cancel: ResultEnded, as once it has ended.
 func (cs *Calls) postTo(c *call, o op, how Sending) Result {
+	if o.kind != opCancel && c.cancelAsked.Load() {
+		return ResultEnded
+	}
 	var by writeBy
 	switch {
 	case how == SendHeld:

@@ -275,6 +275,27 @@ func TestClientCancel(t *testing.T) {
 	}
 }
 
+// TestNothingIsSentAfterPythonCancels: once Python has cancelled a call,
+// its later ops are refused as for an ended call, before the cancel is
+// applied, so that a response stream stops at its next message as grpcio's
+// does (its send after context.cancel() fails).
+func TestNothingIsSentAfterPythonCancels(t *testing.T) {
+	cs := configured(t, fmt.Sprintf(`{"address": "127.0.0.1:0", "methods": [[%q, true]]}`, countPath)).Calls()
+	if !cs.slots.take() {
+		t.Fatal("no slot")
+	}
+	// No transport drives this call: its ops wait in the queue, the
+	// cancel among them, as behind a message still being written.
+	c := &call{path: countPath, ctx: context.Background()}
+	cs.start(c)
+	defer cs.end(c, outcomeCancelled)
+	cancelled, message := cs.Cancel(c.id), cs.Send(c.id, msg("after"), SendNoWait)
+	finished, _ := cs.Finish(c.id, Ending{Code: codes.OK}, SendNoWait)
+	if got := [3]Result{cancelled, message, finished}; got != [3]Result{ResultOK, ResultEnded, ResultEnded} {
+		t.Fatalf("cancel, send, finish: %v, want OK, Ended, Ended", got)
+	}
+}
+
 // TestIsActiveSeesTheContextEnd: a call whose context has ended (a reset
 // the transport has seen) is not active, even while whatever takes it out
 // of the table (on grpc-go's transport, the call's goroutine) hasn't run
