@@ -74,6 +74,7 @@ def test_interop_matrix(capsys, tmp_path):
     table = run_matrix.render(results, notes)
     with capsys.disabled():
         print("\n\ngRPC interop matrix (tests/interop)\n\n" + table + "\n")
+        print("\n".join(line for line in progress if "failed, then passed" in line))
 
     # Every case has a cell for every server and transport.
     cells = {(r.case, r.impl, r.transport) for r in results}

@@ -89,6 +89,9 @@ class Result:
     seconds: float = 0.0
     output: str = ""
     server_log: str = ""
+    # The first run failed and a second passed (run_group): the first
+    # run's client output, kept for the log.
+    first_failure: str = ""
 
     @property
     def failed(self) -> bool:
@@ -308,22 +311,40 @@ def run_group(impl: str, transport: str, cases: Sequence[str], client: pathlib.P
                 results.append(Result(case, impl, transport, "FAIL", kind, output="server is no longer running",
                                       server_log=server.log_tail()))
                 continue
-            offset = server.log_size()
-            started = time.monotonic()
-            rc, out = run_command(cmd)
-            seconds = time.monotonic() - started
-            outcome = "pass" if rc == 0 and _finished(kind, out) else "FAIL"
-            result = Result(case, impl, transport, outcome, kind, seconds, out)
-            if outcome == "FAIL":
-                time.sleep(0.2)  # let the server finish writing what it logs
-                result.server_log = server.log_since(offset)
+            result = run_case(case, impl, transport, kind, cmd, server)
+            if result.failed and server.alive():
+                # Once more: a client's own race (grpc-go's cancel_after_begin
+                # can read the server's answer before its own cancel, under
+                # load, on grpcio's servers too) shouldn't fail the matrix; a
+                # second pass is marked in the table, the first failure logged.
+                again = run_case(case, impl, transport, kind, cmd, server)
+                if not again.failed:
+                    again.first_failure = result.output
+                    log(f"  {impl} {transport} {case}: failed, then passed; the first run's client output:\n"
+                        f"{_tail(result.output, 10)}")
+                    result = again
             results.append(result)
+            outcome, seconds = result.outcome, result.seconds
             log(f"  {impl:<10} {transport:<9} {case:<28} {outcome} ({seconds:.2f} s)")
     finally:
         rc = server.stop()
         if rc not in (0, None):
             log(f"  {impl} {transport}: server exited with {rc}")
     return results
+
+
+def run_case(case: str, impl: str, transport: str, kind: str, cmd: List[str], server: "Server") -> Result:
+    """Runs one case's client against server: its Result."""
+    offset = server.log_size()
+    started = time.monotonic()
+    rc, out = run_command(cmd)
+    seconds = time.monotonic() - started
+    outcome = "pass" if rc == 0 and _finished(kind, out) else "FAIL"
+    result = Result(case, impl, transport, outcome, kind, seconds, out)
+    if outcome == "FAIL":
+        time.sleep(0.2)  # let the server finish writing what it logs
+        result.server_log = server.log_since(offset)
+    return result
 
 
 def run(impls: Sequence[str] = IMPLS, transports: Sequence[str] = TRANSPORTS, cases: Sequence[str] = ALL_CASES,
@@ -368,7 +389,8 @@ def render(results: Sequence[Result], notes: Dict[str, str]) -> str:
     def show(r: Optional[Result]) -> str:
         if r is None:
             return ""
-        return f"{r.outcome} (1)" if r.client == "own" else r.outcome
+        marks = ("1" if r.client == "own" else "") + ("2" if r.first_failure else "")
+        return f"{r.outcome} ({', '.join(marks)})" if marks else r.outcome
 
     header = ["case"] + [f"{impl} {transport}" for impl, transport in columns]
     rows = [header, ["---"] * len(header)]
@@ -387,6 +409,7 @@ def render(results: Sequence[Result], notes: Dict[str, str]) -> str:
         "    run with our own grpcio client (tests/interop/compressed_client.py), which sends gzip-compressed",
         "    requests, asks for compressed responses and, in plaintext, checks the compressed flag of each",
         "    message on the wire, both ways.",
+        "(2) failed once, then passed when run again; the first run's client output is logged.",
     ]
     return "\n".join(lines)
 
