@@ -21,7 +21,7 @@ from .._call_state import CallState
 from .._errors import SendLimitError
 from .._grpc_logs import AIO_LOG
 from .._context import CallInfo, SyncContextBase, check_binary_values, compression_name, refuse_ok_abort, with_empty_none_keys
-from ._waits import FINISHED, LoopWaits, check_open
+from ._waits import FINISHED, LoopWaits, check_open, server_stopped_error
 
 _LOGGER = logging.getLogger("pygrpc_native")
 
@@ -144,11 +144,6 @@ def invalid_initial_metadata() -> Exception:
     """grpc.aio's error (its core's) for initial metadata Go refused for its
     content, from its contexts for coroutines and for plain functions."""
     return _cygrpc().ExecuteBatchError('Failed "execute_batch": invalid initial metadata')
-
-
-def server_stopped_error() -> Exception:
-    """What grpc.aio's ops raise once the server's stop has ended the call."""
-    return _cygrpc()._ServerStoppedError("Server already stopped.")
 
 
 def check_details(details: Any) -> None:
@@ -370,7 +365,7 @@ class ServicerContext(AioStatus, CallInfo, grpc.aio.ServicerContext):
             # cancellation meets its next await.
             raise ended_error() from None
 
-    async def _ended_in_go(self) -> NoReturn:
+    async def _ended_in_go(self, stopped_error: bool = True) -> NoReturn:
         """An op found its call ended in Go at once (a client cancel, a
         deadline, a stop), and this context didn't end it. grpc.aio's op
         waits for its core, and the task's cancellation lands there: a
@@ -381,9 +376,10 @@ class ServicerContext(AioStatus, CallInfo, grpc.aio.ServicerContext):
         turn of the loop once the server has cancelled the task). Where it
         landed already (the handler caught it) or never comes, the op
         raises grpc.aio's error: _ServerStoppedError once the server's stop
-        has begun, else its core's."""
+        has begun (unless not stopped_error: grpc.aio's abort() doesn't
+        check, its status op fails), else its core's."""
         waits = self._waits
-        if waits.stopping:
+        if waits.stopping and stopped_error:
             raise server_stopped_error()
         # Once the server has cancelled the task, one turn of the loop lands
         # a cancellation still pending; else it was caught already.
@@ -475,7 +471,7 @@ class ServicerContext(AioStatus, CallInfo, grpc.aio.ServicerContext):
         # waited for room) fails with AbortError, as on grpc.aio.
         call.aborted = True
         if not await self._finish(code, details):
-            await self._ended_in_go()
+            await self._ended_in_go(stopped_error=False)
         raise grpc.aio.AbortError("Locally aborted.")
 
     async def abort_with_status(self, status: grpc.Status) -> NoReturn:

@@ -149,9 +149,13 @@ class _AioServer(ServerCore):
         # only shorten it (calls are cancelled at the earliest deadline), as
         # in grpc.aio.
         grace = grace_of(grace)
+        if asyncio.get_running_loop() is self._loop:
+            # Before Go's stop: its timer then ends the calls left after
+            # this one has marked the stop (an op of a call it cancels finds
+            # the server stopped).
+            self._refuse_ops_as_stopped(grace)
         self.front.stop(grace, wait=False)
         self._check_loop()
-        self._refuse_ops_as_stopped(grace)
         # The loop keeps running the calls meanwhile; _on_events sets
         # _terminated once Go's queue has ended, that is once the front has
         # stopped.
@@ -366,6 +370,8 @@ class _AioServer(ServerCore):
             else:
                 response = await behavior(request, ctx)  # unary, inline: one coroutine less per call
             if not call.ended:
+                if self._waits.stopping:  # type: ignore[union-attr]
+                    self._waits.check_not_stopped(call.call_id)  # type: ignore[union-attr]
                 if context_refs(ctx) > held:
                     call.keep_details()  # the handler left its context to someone
                 code = call.code or _OK

@@ -49,6 +49,13 @@ def check_open(call: "CallState", what: str) -> None:
         raise grpc.aio.UsageError(what)
 
 
+def server_stopped_error() -> Exception:
+    """What grpc.aio's ops raise once its server's stop has ended the call."""
+    from grpc._cython import cygrpc
+
+    return cygrpc._ServerStoppedError("Server already stopped.")
+
+
 class RequestStream:
     """One call's request stream on the loop: an async iterator and the
     source of ``context.read()``. Only the loop touches it.
@@ -146,6 +153,8 @@ class RequestStream:
         gets the next request."""
         call = self._call
         check_open(call, FINISHED)
+        if self._waits.stopping:
+            self._waits.check_not_stopped(call.call_id)
         if self._cancelled and not self._messages:
             await asyncio.sleep(0)
         while not self._messages:
@@ -200,6 +209,8 @@ class RequestStream:
         try:
             call = self._call
             check_open(call, FINISHED)
+            if self._waits.stopping:
+                self._waits.check_not_stopped(call.call_id)
             if self._cancelled and not self._messages:
                 await asyncio.sleep(0)
             while not self._messages:
@@ -243,6 +254,16 @@ class LoopWaits:
         self._front = front
         self._streams: Dict[int, RequestStream] = {}
         self._room: Dict[int, List[asyncio.Future]] = {}
+
+    def check_not_stopped(self, call_id: int) -> None:
+        """grpc.aio's check before a read, and before the status of a
+        handler that returned: once its server is stopped (the stop's grace
+        passed, its calls cancelled), _ServerStoppedError, which its server
+        logs as a WARNING; the status is never sent. Ours: the stop has
+        begun ending calls (stopping) and this one's task was cancelled for
+        its end in Go."""
+        if self.stopping and call_id in self.cancelled:
+            raise server_stopped_error()
 
     def request_stream(self, call: "CallState", deserializer: Optional[Callable[[bytes], Any]]) -> RequestStream:
         """Starts delivering a call's request messages to a stream."""
