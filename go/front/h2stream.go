@@ -371,7 +371,22 @@ func (s *h2Stream) SendMessage(b mem.BufferSlice, uncompressed bool) (err error)
 	if s.stats != nil {
 		s.sent.add(n + 5)
 	}
+	if s.readAsked() {
+		// grpc-core's call asks for its next request once this send is
+		// done: the window update it then owes goes with the connection's
+		// next frame, not with this one (the ping policy's windowOwed).
+		s.c.w.oweWindow()
+	}
 	return nil
+}
+
+// readAsked: the client's side is open and a request message is asked for
+// (credit given and not used: a reader waits, or reads ahead).
+func (s *h2Stream) readAsked() bool {
+	s.rmu.Lock()
+	asked := !s.recvEnd && s.credit > 0
+	s.rmu.Unlock()
+	return asked
 }
 
 // compress encodes b with the named compressor.
