@@ -386,11 +386,17 @@ func (cs *Calls) IsActive(id uint64) (bool, Result) {
 }
 
 // TimeRemaining is the time left before the call's deadline; has is false
-// when the client set none.
+// when the client set none. ResultEnded once the call is over on the wire.
 func (cs *Calls) TimeRemaining(id uint64) (left time.Duration, has bool, r Result) {
 	c, r := cs.table.lookup(id)
 	if r != ResultOK {
 		return 0, false, r
+	}
+	if c.ctx.Err() != nil {
+		// Over on the wire, still in the table for a moment: ended, as
+		// IsActive says (the low-level API reads 0 for it, a context the
+		// time its kept details had left).
+		return 0, false, ResultEnded
 	}
 	d, ok := c.ctx.Deadline()
 	if !ok {

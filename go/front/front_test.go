@@ -297,9 +297,10 @@ func TestNothingIsSentAfterPythonCancels(t *testing.T) {
 }
 
 // TestIsActiveSeesTheContextEnd: a call whose context has ended (a reset
-// the transport has seen) is not active, even while whatever takes it out
-// of the table (on grpc-go's transport, the call's goroutine) hasn't run
-// yet: Python asks just before it starts a handler.
+// the transport has seen) is not active, and has no time left (ended), even
+// while whatever takes it out of the table (on grpc-go's transport, the
+// call's goroutine) hasn't run yet: Python asks just before it starts a
+// handler.
 func TestIsActiveSeesTheContextEnd(t *testing.T) {
 	cs := configured(t, fmt.Sprintf(`{"address": "127.0.0.1:0", "methods": [[%q, false]]}`, sayPath)).Calls()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -316,6 +317,9 @@ func TestIsActiveSeesTheContextEnd(t *testing.T) {
 	cancel()
 	if active, r := cs.IsActive(c.id); active || r != ResultOK {
 		t.Fatalf("a call whose context ended: active %v, %v", active, r)
+	}
+	if _, _, r := cs.TimeRemaining(c.id); r != ResultEnded {
+		t.Fatalf("the time left of a call whose context ended: %v, want ResultEnded", r)
 	}
 }
 
