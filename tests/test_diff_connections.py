@@ -443,23 +443,30 @@ def _pings(
                                 want.discard(f.stream_id)
                         return not want or (f is not None and f.kind == "goaway")
 
-                    frames = conn.collect(done, timeout=5)
-                    seen += [
-                        ("goaway", f.error_code, f.data) if f.kind == "goaway" else "ack"
-                        for f in frames
-                        if f.kind == "goaway" or (f.kind == "ping" and f.data == opaque)
-                    ]
+                    seen += _ping_fate(conn.collect(done, timeout=5), opaque)
                     if seen[-1] != "ack":
                         break
-                # After a GOAWAY the close is due; otherwise, a moment for
-                # a GOAWAY that isn't.
-                closed, frames = connection_closed(conn, timeout=5 if seen[-1] != "ack" else 0.5)
-                seen += [("goaway", f.error_code, f.data) for f in frames if f.kind == "goaway"]
-                if closed:
-                    seen.append("closed")
+                seen += _until_closed(conn, seen[-1] != "ack")
     finally:
         release.set()
     return seen
+
+
+def _ping_fate(frames, opaque):
+    """What frames say of the ping opaque: "ack" for its ack, ("goaway",
+    code, debug) for a GOAWAY."""
+    return [
+        ("goaway", f.error_code, f.data) if f.kind == "goaway" else "ack"
+        for f in frames
+        if f.kind == "goaway" or (f.kind == "ping" and f.data == opaque)
+    ]
+
+
+def _until_closed(conn, policed):
+    """After a GOAWAY (policed) the close is due; otherwise, a moment for a
+    GOAWAY that isn't: the GOAWAYs meanwhile, then "closed" if it closed."""
+    closed, frames = connection_closed(conn, timeout=5 if policed else 0.5)
+    return [("goaway", f.error_code, f.data) for f in frames if f.kind == "goaway"] + ["closed"] * closed
 
 
 def _keepalive_pings_beside_an_open_upload(kind, keepalive_ms):
@@ -560,19 +567,11 @@ def test_pings_after_a_bidi_call_answered_its_first_message(flavour):
             for i in range(5):
                 opaque = b"%08d" % i
                 conn.send(PingFrame(0, opaque_data=opaque))
-                frames = conn.collect(
-                    lambda frames: any((f.kind == "ping" and f.data == opaque) or f.kind == "goaway" for f in frames), timeout=5
-                )
-                seen += [
-                    ("goaway", f.error_code, f.data) if f.kind == "goaway" else "ack"
-                    for f in frames
-                    if f.kind == "goaway" or (f.kind == "ping" and f.data == opaque)
-                ]
+                frames = conn.collect(lambda frames: _ping_fate(frames, opaque), timeout=5)
+                seen += _ping_fate(frames, opaque)
                 if seen[-1] != "ack":
                     break
-            closed, frames = connection_closed(conn, timeout=5 if seen[-1] != "ack" else 0.5)
-        seen += [("goaway", f.error_code, f.data) for f in frames if f.kind == "goaway"]
-        return seen + ["closed"] * closed
+            return seen + _until_closed(conn, seen[-1] != "ack")
 
     policed = ["ack"] * 5 + [("goaway", 11, b"too_many_pings"), "closed"]
     ref, ours = flavour.both(flavour.handlers({"Bidi": flavour.stream_stream(echo)}), scenario)
