@@ -86,7 +86,9 @@ type h2Writer struct {
 	// the client's last ping was counted (pingPolicy; cleared there).
 	sentSincePing bool
 	// windowOwed: grpc-core would owe the client a WINDOW_UPDATE now (it
-	// sent DATA, or a call of a stream it keeps open asks for a message).
+	// sent DATA, or a call of a stream it keeps open asks for a message,
+	// also once a message of the server's went out before that ask:
+	// h2Stream.SendMessage).
 	// The h2 transport grants its windows up front and writes none then,
 	// but the ping policy counts as grpc-core does, whose next write
 	// carries that update and so forgives pings: any frame that goes into
