@@ -183,10 +183,11 @@ func (cs *Calls) post(id uint64, o op, how Sending) Result {
 	return cs.postTo(c, o, how)
 }
 
-// postTo is post for a call already looked up. A call Python cancelled
-// takes no op after the cancel: ResultEnded, as once it has ended.
+// postTo is post for a call already looked up. A call Python cancelled,
+// or whose context has ended (over on the wire, not yet out of the table:
+// IsActive), takes no op but a cancel: ResultEnded, as once it has ended.
 func (cs *Calls) postTo(c *call, o op, how Sending) Result {
-	if o.kind != opCancel && c.cancelAsked.Load() {
+	if o.kind != opCancel && (c.cancelAsked.Load() || c.ctx.Err() != nil) {
 		return ResultEnded
 	}
 	var by writeBy

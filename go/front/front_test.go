@@ -297,10 +297,10 @@ func TestNothingIsSentAfterPythonCancels(t *testing.T) {
 }
 
 // TestIsActiveSeesTheContextEnd: a call whose context has ended (a reset
-// the transport has seen) is not active, and has no time left (ended), even
-// while whatever takes it out of the table (on grpc-go's transport, the
-// call's goroutine) hasn't run yet: Python asks just before it starts a
-// handler.
+// the transport has seen) is not active, has no time left and takes no
+// answer (ended), even while whatever takes it out of the table (on
+// grpc-go's transport, the call's goroutine) hasn't run yet: Python asks
+// just before it starts a handler.
 func TestIsActiveSeesTheContextEnd(t *testing.T) {
 	cs := configured(t, fmt.Sprintf(`{"address": "127.0.0.1:0", "methods": [[%q, false]]}`, sayPath)).Calls()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -320,6 +320,9 @@ func TestIsActiveSeesTheContextEnd(t *testing.T) {
 	}
 	if _, _, r := cs.TimeRemaining(c.id); r != ResultEnded {
 		t.Fatalf("the time left of a call whose context ended: %v, want ResultEnded", r)
+	}
+	if r := cs.Respond(c.id, msg("late"), SendNoWait); r != ResultEnded {
+		t.Fatalf("answering a call whose context ended: %v, want ResultEnded", r)
 	}
 }
 
