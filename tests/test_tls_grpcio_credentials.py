@@ -69,6 +69,18 @@ CASES = {
         lambda p: grpc.ssl_channel_credentials(p.ca.cert, p.client.key, p.client.chain),
         grpc.StatusCode.OK,
     ),
+    # As grpcio takes them: roots as str, pairs from an iterator (read
+    # once, by grpcio's factory and by pygrpc_native).
+    "mutual, roots as str": (
+        lambda p: grpc.ssl_server_credentials([(p.server.key, p.server.chain)], p.ca.cert.decode(), True),
+        lambda p: grpc.ssl_channel_credentials(p.ca.cert, p.client.key, p.client.chain),
+        grpc.StatusCode.OK,
+    ),
+    "pairs from an iterator": (
+        lambda p: grpc.ssl_server_credentials(zip([p.server.key], [p.server.chain])),
+        lambda p: grpc.ssl_channel_credentials(p.ca.cert),
+        grpc.StatusCode.OK,
+    ),
     "local tcp": (
         lambda p: grpc.local_server_credentials(grpc.LocalConnectionType.LOCAL_TCP),
         lambda p: grpc.local_channel_credentials(grpc.LocalConnectionType.LOCAL_TCP),
@@ -105,6 +117,16 @@ def test_local_uds(pki, flavour, tmp_path):
         "transport_security_type": [b"local"],
         "security_level": [b"TSI_PRIVACY_AND_INTEGRITY"],
     }
+
+
+def test_local_tcp_serves_127_0_0_1_and_not_the_rest_of_127_8():
+    got = {}
+    for kind in ("grpcio", "native"):
+        creds = grpc.local_server_credentials(grpc.LocalConnectionType.LOCAL_TCP)
+        with serving(kind, "sync", [("0.0.0.0:0", creds)]) as served:
+            port = served.ports[0]
+            got[kind] = (call(f"127.0.0.1:{port}"), call(f"127.0.0.2:{port}"))
+    assert got["native"] == got["grpcio"] == (grpc.StatusCode.OK, grpc.StatusCode.UNAVAILABLE)
 
 
 def _own_address():

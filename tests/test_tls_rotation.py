@@ -8,10 +8,12 @@ from files (pygrpc_native.ssl_server_credentials_from_files) and the
 low-level API's update_credentials() are pygrpc_native's own.
 """
 
+import gc
 import ipaddress
 import logging
 import os
 import time
+import weakref
 from concurrent import futures
 
 import grpc
@@ -93,6 +95,58 @@ def test_a_raising_fetcher_keeps_the_current_certificate(pki, flavour, caplog):
         got = {kind: scenario(kind) for kind in ("grpcio", "native")}
     assert got["native"] == got["grpcio"] == ("CN=localhost", grpc.StatusCode.OK)
     assert "vault unreachable" in caplog.text
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_configurations_made_as_grpcio_takes_them_rotate(pki, renewed, flavour):
+    """Pairs from a generator and roots as str, in the initial
+    configuration and in the one the fetcher returns."""
+
+    def scenario(kind):
+        fetcher = Fetcher()
+        initial = grpc.ssl_server_certificate_configuration(
+            ((k, c) for k, c in [(pki.server.key, pki.server.chain)]), pki.ca.cert.decode()
+        )
+        creds = grpc.dynamic_ssl_server_credentials(initial, fetcher)
+        with serving(kind, flavour, [("127.0.0.1:0", creds)]) as served:
+            port = served.ports[0]
+            seen = [presented(port)]
+            fetcher.next = grpc.ssl_server_certificate_configuration(
+                map(tuple, [[renewed.key, renewed.chain]]), root_certificates=pki.ca.cert.decode()
+            )
+            seen.append(presented(port))
+            return seen
+
+    got = {kind: scenario(kind) for kind in ("grpcio", "native")}
+    assert got["native"] == got["grpcio"] == ["CN=localhost", "CN=renewed"]
+
+
+def test_a_fetcher_lives_as_long_as_its_credentials_or_a_server_serving_them(pki, renewed):
+    """grpcio drops a fetcher with its credentials; a server keeps the
+    credentials it serves (and so its fetcher) even when the caller drops
+    them."""
+
+    dropped = []
+    for _ in range(20):
+        fetcher = Fetcher()
+        dropped.append(weakref.ref(fetcher))
+        initial = grpc.ssl_server_certificate_configuration([(pki.server.key, pki.server.chain)])
+        grpc.dynamic_ssl_server_credentials(initial, fetcher)
+        del fetcher
+    gc.collect()
+    assert [r for r in dropped if r() is not None] == []
+
+    fetcher = Fetcher()
+    initial = grpc.ssl_server_certificate_configuration([(pki.server.key, pki.server.chain)])
+    server = pygrpc_native.server(futures.ThreadPoolExecutor(2))
+    port = server.add_secure_port("127.0.0.1:0", grpc.dynamic_ssl_server_credentials(initial, fetcher))
+    server.start()
+    try:
+        gc.collect()  # the credentials object is the server's only
+        fetcher.next = grpc.ssl_server_certificate_configuration([(renewed.key, renewed.chain)])
+        assert presented(port) == "CN=renewed"
+    finally:
+        server.stop(None)
 
 
 def test_mutual_tls_requirement_stays_across_rotation(pki, renewed):

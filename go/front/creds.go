@@ -52,7 +52,7 @@ func (lc *listenerCreds) ServerHandshake(raw net.Conn) (net.Conn, credentials.Au
 		return raw, nil, nil
 	}
 	if c.sec.local != localNone {
-		if err := checkLocal(c.sec.local, c.Conn.RemoteAddr()); err != nil {
+		if err := checkLocal(c.sec.local, c.Conn.LocalAddr()); err != nil {
 			return nil, nil, err
 		}
 		return raw, localAuthInfo{credentials.CommonAuthInfo{SecurityLevel: credentials.PrivacyAndIntegrity}}, nil

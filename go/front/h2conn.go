@@ -229,8 +229,9 @@ func (c *h2Conn) handshake() error {
 	switch {
 	case lc == nil || lc.sec == nil:
 	case lc.sec.local != localNone:
-		// grpcio's local credentials: no TLS, only a check of the peer.
-		if err := checkLocal(lc.sec.local, lc.Conn.RemoteAddr()); err != nil {
+		// grpcio's local credentials: no TLS, only a check of the address
+		// the connection arrived at.
+		if err := checkLocal(lc.sec.local, lc.Conn.LocalAddr()); err != nil {
 			return err
 		}
 		c.security = localSecurity

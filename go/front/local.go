@@ -8,10 +8,12 @@ import (
 )
 
 // grpcio's local credentials (local_server_credentials): no encryption;
-// the connection itself is the proof. LOCAL_TCP serves only peers on a
-// loopback address, UDS only connections on a Unix socket; any other
-// connection is closed before HTTP/2, as grpc-core's local security
-// connector refuses it.
+// the connection itself is the proof. LOCAL_TCP serves only connections
+// that arrived at 127.0.0.1 or ::1 (grpc-core compares the connection's
+// local address with INADDR_LOOPBACK and in6addr_loopback, so one made to
+// 127.0.0.2 is refused although its peer is 127.0.0.1), UDS only
+// connections on a Unix socket; any other connection is closed before
+// HTTP/2, as grpc-core's local security connector refuses it.
 
 type localKind uint8
 
@@ -31,18 +33,19 @@ func newLocalSecurity(kind string) (*PortSecurity, error) {
 	return nil, configErrorf(`local credentials are "tcp" (LOCAL_TCP) or "uds" (UDS), not %q`, kind)
 }
 
-// checkLocal is the local handshake: an error when the connection is not
-// of the kind the credentials accept.
-func checkLocal(kind localKind, remote net.Addr) error {
+// checkLocal is the local handshake: an error when the connection, which
+// arrived at the server's address local, is not of the kind the
+// credentials accept.
+func checkLocal(kind localKind, local net.Addr) error {
 	switch kind {
 	case localUDS:
-		if remote.Network() != "unix" {
-			return fmt.Errorf("local credentials (UDS) serve Unix sockets only; refused a connection from %s", remote)
+		if local.Network() != "unix" {
+			return fmt.Errorf("local credentials (UDS) serve Unix sockets only; refused a connection to %s", local)
 		}
 		return nil
 	case localTCP:
-		if ta, ok := remote.(*net.TCPAddr); !ok || !ta.IP.IsLoopback() {
-			return fmt.Errorf("local credentials (LOCAL_TCP) serve loopback addresses only; refused a connection from %s", remote)
+		if ta, ok := local.(*net.TCPAddr); !ok || !(ta.IP.Equal(net.IPv4(127, 0, 0, 1)) || ta.IP.Equal(net.IPv6loopback)) {
+			return fmt.Errorf("local credentials (LOCAL_TCP) serve connections to 127.0.0.1 and ::1 only; refused a connection to %s", local)
 		}
 		return nil
 	}

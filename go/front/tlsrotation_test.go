@@ -15,12 +15,15 @@ import (
 
 func TestLocalCredentialsCheck(t *testing.T) {
 	cases := []struct {
-		kind   localKind
-		remote net.Addr
-		ok     bool
+		kind  localKind
+		local net.Addr // the address the connection arrived at
+		ok    bool
 	}{
 		{localTCP, &net.TCPAddr{IP: net.ParseIP("127.0.0.1"), Port: 1}, true},
-		{localTCP, &net.TCPAddr{IP: net.ParseIP("127.9.9.9"), Port: 1}, true},
+		// grpc-core takes 127.0.0.1 and ::1 only, not all of 127/8.
+		{localTCP, &net.TCPAddr{IP: net.ParseIP("127.9.9.9"), Port: 1}, false},
+		{localTCP, &net.TCPAddr{IP: net.ParseIP("127.0.0.2"), Port: 1}, false},
+		{localTCP, &net.TCPAddr{IP: net.ParseIP("::ffff:127.0.0.2"), Port: 1}, false},
 		{localTCP, &net.TCPAddr{IP: net.ParseIP("::1"), Port: 1}, true},
 		{localTCP, &net.TCPAddr{IP: net.ParseIP("::ffff:127.0.0.1"), Port: 1}, true},
 		{localTCP, &net.TCPAddr{IP: net.ParseIP("10.1.2.3"), Port: 1}, false},
@@ -30,8 +33,8 @@ func TestLocalCredentialsCheck(t *testing.T) {
 		{localUDS, &net.TCPAddr{IP: net.ParseIP("127.0.0.1"), Port: 1}, false},
 	}
 	for _, c := range cases {
-		if err := checkLocal(c.kind, c.remote); (err == nil) != c.ok {
-			t.Errorf("kind %d from %v: got %v, want ok=%v", c.kind, c.remote, err, c.ok)
+		if err := checkLocal(c.kind, c.local); (err == nil) != c.ok {
+			t.Errorf("kind %d to %v: got %v, want ok=%v", c.kind, c.local, err, c.ok)
 		}
 	}
 }

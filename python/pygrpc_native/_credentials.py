@@ -94,17 +94,40 @@ def _pem(value: Any, what: str) -> bytes:
     return value
 
 
+def _roots(value: Any) -> Optional[bytes]:
+    """root_certificates as bytes: grpcio takes them as str too (encoded as
+    UTF-8), but its key pairs only as bytes."""
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    return None if value is None else _pem(value, "root_certificates")
+
+
 def _pairs(pairs: Any) -> list:
-    if not pairs:
-        raise ValueError("At least one private key-certificate chain pair is required!")
     out = []
-    for pair in pairs:
-        if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+    for pair in pairs if pairs else ():
+        try:
+            key, chain = pair  # as grpcio reads them: anything that unpacks into two
+        except (TypeError, ValueError):
             raise TypeError(
                 f"private_key_certificate_chain_pairs must hold (private_key, certificate_chain) pairs, got {pair!r}"
-            )
-        out.append((_pem(pair[0], "the private key"), _pem(pair[1], "the certificate chain")))
+            ) from None
+        out.append((_pem(key, "the private key"), _pem(chain, "the certificate chain")))
+    if not out:
+        raise ValueError("At least one private key-certificate chain pair is required!")
     return out
+
+
+def _read_once(pairs: Any) -> Any:
+    """Pairs given as an iterator (zip(), a generator), read into a list
+    that grpcio's factory and describe() can both read; an empty one stays
+    an (empty) iterator, which grpcio's factory takes as it would have."""
+    try:
+        if iter(pairs) is not pairs:
+            return pairs
+    except TypeError:  # not iterable: grpcio's factory says so
+        return pairs
+    listed = list(pairs)
+    return listed if listed else iter(())
 
 
 def _material(pairs: Sequence[Tuple[bytes, bytes]], roots: Optional[bytes]) -> Dict[str, Any]:
@@ -142,7 +165,7 @@ def ssl_server_credentials(
     if require_client_auth and root_certificates is None:
         raise ValueError("Illegal to require client auth without providing root certificates!")
     pairs = _pairs(private_key_certificate_chain_pairs)
-    roots = None if root_certificates is None else _pem(root_certificates, "root_certificates")
+    roots = _roots(root_certificates)
     tls = _material(pairs, roots)
     tls["require_client_auth"] = bool(require_client_auth)
     key, chain = pairs[0]
@@ -196,8 +219,11 @@ def ssl_server_credentials_from_files(
 
 _ORIGINAL: Dict[str, Callable[..., Any]] = {}
 
+# The key pairs' argument name, in the factories that take key pairs first.
+_PAIRS = "private_key_certificate_chain_pairs"
 
-def _remembering(name: str, describe: Callable[..., Any]) -> Callable[..., Any]:
+
+def _remembering(name: str, describe: Callable[..., Any], takes_pairs: bool = False) -> Callable[..., Any]:
     """grpcio's factory ``name``, which also remembers what describe()
     makes of its arguments. grpcio's factory runs first, so arguments
     grpcio refuses are refused by grpcio, with grpcio's error; arguments it
@@ -209,11 +235,20 @@ def _remembering(name: str, describe: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(original)
     def factory(*args: Any, **kwargs: Any) -> Any:
+        if takes_pairs and args:
+            args = (_read_once(args[0]),) + args[1:]
+        elif takes_pairs and _PAIRS in kwargs:
+            kwargs[_PAIRS] = _read_once(kwargs[_PAIRS])
         made = original(*args, **kwargs)
         try:
-            _remembered[made] = describe(*args, **kwargs)
+            description = describe(*args, **kwargs)
         except Exception as err:  # noqa: BLE001 - grpcio's factory must keep working
-            _remembered[made] = f"pygrpc_native can't serve them: {err}"
+            description = f"pygrpc_native can't serve them: {err}"
+        _remembered[made] = description
+        if isinstance(description, dict) and "fetch" in description:
+            # The fetcher lives as long as these credentials (a server that
+            # serves them holds them: hold_credentials).
+            weakref.finalize(made, _tls_fetch.forget, description["fetch"])
         return made
 
     factory.__pygrpc_native_wrapped__ = True  # type: ignore[attr-defined]
@@ -223,8 +258,7 @@ def _remembering(name: str, describe: Callable[..., Any]) -> Callable[..., Any]:
 def _describe_ssl(
     private_key_certificate_chain_pairs: Any, root_certificates: Any = None, require_client_auth: bool = False
 ) -> Dict[str, Any]:
-    roots = None if root_certificates is None else _pem(root_certificates, "root_certificates")
-    tls = _material(_pairs(private_key_certificate_chain_pairs), roots)
+    tls = _material(_pairs(private_key_certificate_chain_pairs), _roots(root_certificates))
     tls["require_client_auth"] = bool(require_client_auth)
     return tls
 
@@ -232,8 +266,7 @@ def _describe_ssl(
 def _describe_certificate_configuration(
     private_key_certificate_chain_pairs: Any, root_certificates: Any = None
 ) -> Dict[str, Any]:
-    roots = None if root_certificates is None else _pem(root_certificates, "root_certificates")
-    return _material(_pairs(private_key_certificate_chain_pairs), roots)
+    return _material(_pairs(private_key_certificate_chain_pairs), _roots(root_certificates))
 
 
 def _describe_dynamic(
@@ -286,9 +319,9 @@ def install() -> None:
     does it)."""
     if getattr(grpc.ssl_server_credentials, "__pygrpc_native_wrapped__", False):
         return
-    grpc.ssl_server_credentials = _remembering("ssl_server_credentials", _describe_ssl)
+    grpc.ssl_server_credentials = _remembering("ssl_server_credentials", _describe_ssl, takes_pairs=True)
     grpc.ssl_server_certificate_configuration = _remembering(
-        "ssl_server_certificate_configuration", _describe_certificate_configuration
+        "ssl_server_certificate_configuration", _describe_certificate_configuration, takes_pairs=True
     )
     grpc.dynamic_ssl_server_credentials = _remembering("dynamic_ssl_server_credentials", _describe_dynamic)
     grpc.local_server_credentials = _remembering("local_server_credentials", _describe_local)
@@ -349,10 +382,19 @@ def tls_config(credentials: Any, where: str) -> Optional[Dict[str, Any]]:
     )
 
 
+def hold_credentials(front: Any, credentials: Any) -> None:
+    """Keeps credentials a front serves alive as long as the front: the
+    fetcher of grpc.dynamic_ssl_server_credentials() is forgotten when its
+    credentials object goes, as grpcio's server holds its credentials."""
+    if credentials is not None:
+        front.__dict__.setdefault("_credentials_served", []).append(credentials)
+
+
 def set_front_tls(front: Any, credentials: Any, where: str = "add_secure_port()") -> None:
     """Gives a front, before it starts, the credentials of add_secure_port()
     (None: back to plaintext). For server() and aio.server()."""
     front._set_tls(json.dumps(tls_config(credentials, where)))
+    hold_credentials(front, credentials)
 
 
 def update_front_tls(front: Any, configuration: Any) -> None:

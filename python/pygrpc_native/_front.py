@@ -12,7 +12,7 @@ import json
 from typing import Any, Iterable, Mapping, Optional, Sequence, Tuple, Union
 
 from . import _native
-from ._credentials import tls_config, update_front_tls
+from ._credentials import hold_credentials, tls_config, update_front_tls
 from . import _events
 
 
@@ -198,6 +198,7 @@ class NativeGrpcFront(_native.Front):
                 raise_send_limit,
             )
         )
+        hold_credentials(self, credentials)
         self.address = address
         self.metrics_port = 0
         """The Prometheus endpoint's port (0: none)."""

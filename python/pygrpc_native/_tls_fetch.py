@@ -25,8 +25,10 @@ _WAIT_MS = 1000
 
 _lock = threading.Lock()
 _numbers = itertools.count(1)
-# Fetchers by the number the Go core knows them by. Kept for the life of
-# the process: a server may outlive the credentials object it was given.
+# Fetchers by the number the Go core knows them by, from their credentials'
+# creation until those credentials are gone (forget; a server holds the
+# credentials it serves). A number no longer here keeps the current
+# configuration.
 _fetchers: Dict[int, Callable[[], Any]] = {}
 _to_json: Optional[Callable[[Any], Optional[str]]] = None
 _thread: Optional[threading.Thread] = None
@@ -43,6 +45,12 @@ def register(fetcher: Callable[[], Any], to_json: Callable[[Any], Optional[str]]
         _fetchers[number] = fetcher
         _to_json = to_json
     return number
+
+
+def forget(number: int) -> None:
+    """Drops fetcher number (its credentials object is gone)."""
+    with _lock:
+        _fetchers.pop(number, None)
 
 
 def start() -> None:
