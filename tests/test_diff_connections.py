@@ -274,6 +274,27 @@ def test_goaway_frames_say_why(options, end, why, code):
     assert ref[-1][0] == code and {text for _, text in ref} <= set(why), ref
 
 
+@pytest.mark.skipif(TRANSPORT == "grpcgo", reason="grpc-go's transport has no SETTINGS timeout (README)")
+@pytest.mark.parametrize("preface", [True, False], ids=["preface-sent", "silent"])
+def test_settings_left_unacknowledged_end_the_connection(preface):
+    """grpc.http2.settings_timeout (a minute by default): a client that
+    doesn't acknowledge the server's SETTINGS, whether it sent its preface
+    or nothing, is told GOAWAY SETTINGS_TIMEOUT "settings_timeout" and cut
+    off. Ours kept it: for good after a preface, 120 s (the handshake
+    timeout) without, silently."""
+
+    def run(kind):
+        with serving(kind, lambda server, state: None, options=[("grpc.http2.settings_timeout", 500)]) as served:
+            with RawH2(served.ports[0], preface=preface, auto_ack=False) as conn:
+                opened = time.monotonic()
+                closed, frames = connection_closed(conn, timeout=10)
+                took = time.monotonic() - opened
+                return closed, 0.3 < took < 5, [(f.error_code, f.data) for f in frames if f.kind == "goaway"]
+
+    got = {kind: run(kind) for kind in KINDS}
+    assert got["native"] == got["grpcio"] == (True, True, [(4, b"settings_timeout")])
+
+
 def _wait_and_echo(release, started=None):
     """A setup serving diff.Diff/Wait (sets started, if given, then answers
     once release is set), diff.Diff/Echo and diff.Diff/Count (counts a

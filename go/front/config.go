@@ -111,6 +111,13 @@ type Limits struct {
 	PingStrikes      int
 	ReusePort        bool
 	HandshakeTimeout time.Duration
+	// SettingsTimeout is how long a client has to acknowledge the
+	// server's SETTINGS before the connection ends with GOAWAY
+	// SETTINGS_TIMEOUT (grpc.http2.settings_timeout); 0: grpc-core's
+	// default, twice KeepaliveTimeout but at least a minute
+	// (settingsTimeout). The h2 transport only: grpc-go's has no such
+	// clock.
+	SettingsTimeout time.Duration
 	// Connection lifetime (grpc.max_connection_idle_ms, _age_ms,
 	// _age_grace_ms); 0 means no limit, as in grpcio.
 	MaxConnectionIdle     time.Duration
@@ -136,6 +143,15 @@ type Limits struct {
 	// with its own BDP probing.
 	StreamWindow uint32
 	FixedWindow  bool
+}
+
+// settingsTimeout is how long a client may leave the server's SETTINGS
+// unacknowledged: SettingsTimeout, or grpc-core's default for it.
+func (l *Limits) settingsTimeout() time.Duration {
+	if l.SettingsTimeout > 0 {
+		return l.SettingsTimeout
+	}
+	return max(2*l.KeepaliveTimeout, time.Minute)
 }
 
 // The stream window without BDP probing, and where it starts with it: 1
@@ -378,6 +394,10 @@ func (l *Limits) apply(name string, n int64, seen *optionsSeen) error {
 	case "grpc.keepalive_timeout_ms":
 		if n > 0 {
 			l.KeepaliveTimeout = milliseconds(n)
+		}
+	case "grpc.http2.settings_timeout":
+		if n > 0 {
+			l.SettingsTimeout = milliseconds(n)
 		}
 	case "grpc.keepalive_permit_without_calls":
 		l.KeepalivePermitNoCalls = n != 0

@@ -110,3 +110,26 @@ func TestParseConfigRefusesBadMethods(t *testing.T) {
 		t.Errorf("a path grpcio serves refused: %v", err)
 	}
 }
+
+// TestSettingsTimeout: grpc.http2.settings_timeout when given, else
+// grpc-core's default: twice the keepalive timeout, at least a minute
+// (measured on grpcio 1.85.1: 60 s by default, 70 s with
+// grpc.keepalive_timeout_ms 35000).
+func TestSettingsTimeout(t *testing.T) {
+	for options, want := range map[string]time.Duration{
+		``:                                       time.Minute,
+		`["grpc.keepalive_timeout_ms", 35000]`:   70 * time.Second,
+		`["grpc.keepalive_timeout_ms", 1000]`:    time.Minute,
+		`["grpc.http2.settings_timeout", 2000]`:  2 * time.Second,
+		`["grpc.http2.settings_timeout", 0]`:     time.Minute,
+		`["grpc.http2.settings_timeout", 90000]`: 90 * time.Second,
+	} {
+		cfg, err := ParseConfig([]byte(`{"address": "x:1", "methods": [], "options": [` + options + `]}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := cfg.Limits.settingsTimeout(); got != want {
+			t.Errorf("options [%s]: settings timeout %v, want %v", options, got, want)
+		}
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -112,6 +113,12 @@ type h2Conn struct {
 	lastRead atomic.Int64
 	// goAwaySent: a GOAWAY with an error went out; the close lingers.
 	goAwaySent atomic.Bool
+	// settingsDue is when the client must have acknowledged our SETTINGS
+	// (Limits.settingsTimeout after they were queued; set by the
+	// handshake, read by timers), settingsAcked whether it has (the
+	// reader).
+	settingsDue   time.Time
+	settingsAcked atomic.Bool
 	// trueBinary: the client takes -bin values raw (see
 	// settingTrueBinary), from its SETTINGS.
 	trueBinary atomic.Bool
@@ -222,9 +229,10 @@ func (c *h2Conn) endUnhanded() {
 // handshake does TLS (for a TLS listener, insisting on ALPN h2), reads the
 // client preface and its first SETTINGS, and sends ours, all within the
 // handshake timeout.
-func (c *h2Conn) handshake() error {
+func (c *h2Conn) handshake() (err error) {
 	limits := c.srv.limits
-	_ = c.nc.SetDeadline(time.Now().Add(limits.HandshakeTimeout))
+	handshakeDue := time.Now().Add(limits.HandshakeTimeout)
+	_ = c.nc.SetDeadline(handshakeDue)
 	lc, _ := c.raw.(*conn)
 	switch {
 	case lc == nil || lc.sec == nil:
@@ -269,6 +277,19 @@ func (c *h2Conn) handshake() error {
 		)
 		return appendWindowUpdate(b, 0, h2ConnWindow-65535)
 	})
+	// As grpc-core's settings watchdog: a client that hasn't acknowledged
+	// them by settingsDue is told SETTINGS_TIMEOUT and cut off, whether it
+	// sent its preface or not (the handshake timeout, if sooner, still
+	// closes first, silently).
+	c.settingsDue = time.Now().Add(limits.settingsTimeout())
+	if c.settingsDue.Before(handshakeDue) {
+		_ = c.nc.SetReadDeadline(c.settingsDue) // writes keep theirs: the GOAWAY goes out
+	}
+	defer func() {
+		if err != nil && errors.Is(err, os.ErrDeadlineExceeded) && !time.Now().Before(c.settingsDue) {
+			c.goAwayError(http2.ErrCodeSettingsTimeout, "settings_timeout")
+		}
+	}()
 	// Large enough to peek a whole frame of h2MaxReadFrame (headersDirect).
 	c.br = bufio.NewReaderSize(c.nc, 32<<10)
 	br := c.br
@@ -430,6 +451,7 @@ func (c *h2Conn) frame(f http2.Frame) error {
 		return c.data(f.StreamID, int(f.Header().Length), f.StreamEnded(), &framePayload{p: f.Data(), n: len(f.Data())})
 	case *http2.SettingsFrame:
 		if f.IsAck() {
+			c.settingsAcked.Store(true)
 			return nil
 		}
 		return c.settings(f)
@@ -996,6 +1018,14 @@ func (c *h2Conn) timers() {
 			return
 		}
 		next := now.Add(time.Hour)
+		if !c.settingsAcked.Load() {
+			if !now.Before(c.settingsDue) {
+				c.goAwayError(http2.ErrCodeSettingsTimeout, "settings_timeout")
+				c.close(errors.New("the client did not acknowledge the server's SETTINGS in time"))
+				return
+			}
+			next = earliest(next, c.settingsDue)
+		}
 		// Keepalive: a ping after KeepaliveTime without frames; the
 		// connection closes if nothing arrives within KeepaliveTimeout.
 		last := time.Unix(0, c.lastRead.Load())

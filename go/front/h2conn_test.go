@@ -414,3 +414,47 @@ func TestACallAwaitingItsRequestHoldsItsPlace(t *testing.T) {
 		}
 	}
 }
+
+// TestSettingsLeftUnacknowledgedEndTheConnection: as grpc-core's settings
+// watchdog, a client that doesn't acknowledge the server's SETTINGS within
+// grpc.http2.settings_timeout is told GOAWAY SETTINGS_TIMEOUT and cut off,
+// whether it sent its preface (and SETTINGS) or nothing at all; one that
+// acknowledges them stays.
+func TestSettingsLeftUnacknowledgedEndTheConnection(t *testing.T) {
+	f, _ := startFront(t, `, "options": [["grpc.pygrpc_native.transport", "h2"], ["grpc.http2.settings_timeout", 300]]`,
+		func(f *Front, e Event) {})
+	expectCut := func(t *testing.T, frames <-chan string) {
+		t.Helper()
+		start := time.Now()
+		line := nextFrame(frames, "0 GOAWAY", 3*time.Second)
+		if !strings.Contains(line, "SETTINGS_TIMEOUT") {
+			t.Fatalf("got %q, want a GOAWAY SETTINGS_TIMEOUT", line)
+		}
+		if took := time.Since(start); took > 2*time.Second {
+			t.Fatalf("GOAWAY after %v, want about 300 ms", took)
+		}
+		for range frames { // closed by the server
+		}
+	}
+	t.Run("preface sent", func(t *testing.T) {
+		_, frames := rawH2(t, f)
+		expectCut(t, frames)
+	})
+	t.Run("nothing sent", func(t *testing.T) {
+		conn, err := net.Dial("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(f.Port())))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		frames := make(chan string, 64)
+		go readFrames(conn, frames)
+		expectCut(t, frames)
+	})
+	t.Run("acknowledged", func(t *testing.T) {
+		conn, frames := rawH2(t, f)
+		write(frame(fSettings, flagAck, 0, nil))(conn)
+		if line := nextFrame(frames, "0 GOAWAY", 900*time.Millisecond); line != "" {
+			t.Fatalf("got %q on a connection whose client acknowledged the SETTINGS", line)
+		}
+	})
+}
