@@ -396,6 +396,8 @@ func (l *Limits) apply(name string, n int64, seen *optionsSeen) error {
 			l.KeepaliveTimeout = milliseconds(n)
 		}
 	case "grpc.http2.settings_timeout":
+		// 0 and less: at once, as grpc-core reads them.
+		l.SettingsTimeout = time.Nanosecond
 		if n > 0 {
 			l.SettingsTimeout = milliseconds(n)
 		}

@@ -121,7 +121,8 @@ func TestSettingsTimeout(t *testing.T) {
 		`["grpc.keepalive_timeout_ms", 35000]`:   70 * time.Second,
 		`["grpc.keepalive_timeout_ms", 1000]`:    time.Minute,
 		`["grpc.http2.settings_timeout", 2000]`:  2 * time.Second,
-		`["grpc.http2.settings_timeout", 0]`:     time.Minute,
+		`["grpc.http2.settings_timeout", 0]`:     time.Nanosecond, // at once, as grpc-core
+		`["grpc.http2.settings_timeout", -5]`:    time.Nanosecond,
 		`["grpc.http2.settings_timeout", 90000]`: 90 * time.Second,
 	} {
 		cfg, err := ParseConfig([]byte(`{"address": "x:1", "methods": [], "options": [` + options + `]}`))
