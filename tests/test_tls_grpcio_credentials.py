@@ -302,6 +302,22 @@ def test_unusable_key_material_is_refused_by_add_secure_port(pki):
         server.stop(None)
 
 
+def test_errors_about_key_pairs_never_show_the_key(pki, caplog):
+    """A pair given the wrong way is named by its type: the key's PEM
+    appeared in the TypeError (and a fetcher's in the log at each
+    handshake)."""
+    for wrong in ((pki.server.key, pki.server.chain), [[pki.server.key]], [[pki.server.key, pki.server.chain, b""]]):
+        with pytest.raises(TypeError) as err:
+            pygrpc_native.ssl_server_credentials(wrong)
+        assert "PRIVATE KEY" not in str(err.value) and "pairs" in str(err.value)
+
+    initial = grpc.ssl_server_certificate_configuration([(pki.server.key, pki.server.chain)])
+    creds = grpc.dynamic_ssl_server_credentials(initial, lambda: [(pki.server.key, pki.server.chain)])
+    with serving("native", "sync", [("127.0.0.1:0", creds)]) as served:
+        assert presented(served.ports[0]) == "CN=localhost"
+    assert "fetcher returned a list" in caplog.text and "PRIVATE KEY" not in caplog.text
+
+
 def test_add_secure_port_without_credentials_binds_nothing():
     # grpcio fails on None too (AttributeError); ours used to bind a
     # plaintext port. Known difference: a TypeError that says what to do.

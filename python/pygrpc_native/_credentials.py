@@ -108,8 +108,10 @@ def _pairs(pairs: Any) -> list:
         try:
             key, chain = pair  # as grpcio reads them: anything that unpacks into two
         except (TypeError, ValueError):
+            # Named by type only: the value may hold a private key.
             raise TypeError(
-                f"private_key_certificate_chain_pairs must hold (private_key, certificate_chain) pairs, got {pair!r}"
+                "private_key_certificate_chain_pairs must hold (private_key, certificate_chain) pairs, "
+                f"got a {type(pair).__name__}" + (f" of {len(pair)}" if isinstance(pair, (tuple, list)) else "")
             ) from None
         out.append((_pem(key, "the private key"), _pem(chain, "the certificate chain")))
     if not out:

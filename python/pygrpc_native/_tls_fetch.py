@@ -89,10 +89,11 @@ def _fetch(number: int) -> Optional[str]:
         return None
     material = _to_json(configuration)
     if material is None:
+        # Named by type only: what it returned may hold a private key.
         _LOGGER.error(
-            "the certificate configuration fetcher returned %r, not a configuration made by "
+            "the certificate configuration fetcher returned a %s, not a configuration made by "
             "grpc.ssl_server_certificate_configuration() after pygrpc_native was imported; "
             "the current TLS credentials stay in use",
-            configuration,
+            type(configuration).__name__,
         )
     return material
