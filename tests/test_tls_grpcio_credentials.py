@@ -10,6 +10,7 @@ can't read are a TypeError that says why.
 
 import asyncio
 import ipaddress
+import logging
 import socket
 import subprocess
 import sys
@@ -98,6 +99,31 @@ def test_credentials_of_grpcio_served_as_grpcio(pki, case, flavour):
     }
     assert got["native"] == got["grpcio"]
     assert got["native"]["code"] == code
+
+
+def test_client_names_with_a_nul_end_there(pki):
+    """grpc-core keeps a certificate's names as C strings: the client's
+    identity is cut at a NUL byte, as an allow-list check sees it (ours
+    kept the whole name); x509_subject keeps it, escaped."""
+    client = issue(
+        pki.ca,
+        name("a\x00b"),
+        sans=[x509.DNSName("c\x00d.test"), x509.RFC822Name("e\x00f@x.test")],
+        client=True,
+    )
+    got = {
+        kind: observe(
+            kind,
+            "sync",
+            grpc.ssl_server_credentials([(pki.server.key, pki.server.chain)], pki.ca.cert, True),
+            grpc.ssl_channel_credentials(pki.ca.cert, client.key, client.chain),
+        )
+        for kind in ("grpcio", "native")
+    }
+    assert got["native"] == got["grpcio"]
+    seen = got["native"]["seen"][0]
+    assert seen["auth_context"]["x509_common_name"] == [b"a"]
+    assert seen["peer_identities"] == [b"c", b"e"]
 
 
 @pytest.mark.parametrize("flavour", FLAVOURS)
@@ -222,6 +248,31 @@ def test_several_pairs_and_a_certificate_named_by_its_common_name_only(pki):
     assert got["native"]["cnonly.example"] == "CN=cnonly.example"
 
 
+# The second pair's certificate (its SANs and common name) and the name a
+# client asks for: grpc-core's rules choose it or not, where Go's own
+# (crypto/tls and x509.VerifyHostname) chose otherwise.
+SNI_CASES = {
+    "wildcard under a top-level name": ([x509.DNSName("*.localhost")], "wild", "api.localhost"),
+    "wildcard common name": ([], "*.cnwild.test", "a.cnwild.test"),
+    "SAN with a trailing dot": ([x509.DNSName("exact.test.")], "exact", "exact.test"),
+    "wildcard SAN with a trailing dot": ([x509.DNSName("*.x.test.")], "wildx", "a.x.test"),
+    "common name beside a URI SAN": ([x509.UniformResourceIdentifier("spiffe://x.test/a")], "urionly.test", "urionly.test"),
+    "common name beside an email SAN": ([x509.RFC822Name("a@x.test")], "emailonly.test", "emailonly.test"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(SNI_CASES))
+def test_several_pairs_chosen_by_grpc_cores_name_rules(pki, case):
+    sans, common_name, asked = SNI_CASES[case]
+    second = issue(pki.ca, name(common_name), sans=sans, server=True)
+    creds = grpc.ssl_server_credentials([(pki.server.key, pki.server.chain), (second.key, second.chain)])
+    got = {}
+    for kind in ("grpcio", "native"):
+        with serving(kind, "sync", [("127.0.0.1:0", creds)]) as served:
+            got[kind] = presented(served.ports[0], asked)
+    assert got["native"] == got["grpcio"]
+
+
 def test_several_ports_each_with_its_own_credentials(pki):
     other = make_pki()
     got = {}
@@ -313,8 +364,9 @@ def test_errors_about_key_pairs_never_show_the_key(pki, caplog):
 
     initial = grpc.ssl_server_certificate_configuration([(pki.server.key, pki.server.chain)])
     creds = grpc.dynamic_ssl_server_credentials(initial, lambda: [(pki.server.key, pki.server.chain)])
-    with serving("native", "sync", [("127.0.0.1:0", creds)]) as served:
-        assert presented(served.ports[0]) == "CN=localhost"
+    with caplog.at_level(logging.ERROR, logger="pygrpc_native"):
+        with serving("native", "sync", [("127.0.0.1:0", creds)]) as served:
+            assert presented(served.ports[0]) == "CN=localhost"
     assert "fetcher returned a list" in caplog.text and "PRIVATE KEY" not in caplog.text
 
 

@@ -6,6 +6,7 @@ import (
 	"encoding/asn1"
 	"encoding/pem"
 	"net/netip"
+	"strings"
 )
 
 // ConnSecurity is what a connection proves about its client. It is
@@ -99,7 +100,7 @@ func tlsSecurity(state *tls.ConnectionState) *ConnSecurity {
 	}
 	return &ConnSecurity{TLS: true, Session: session, Cert: &ClientCert{
 		Subject:    formatSubject(leaf.RawSubject),
-		CommonName: firstCommonName(leaf.RawSubject),
+		CommonName: cString(firstCommonName(leaf.RawSubject)),
 		PEM:        pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: leaf.Raw}),
 		ChainPEM:   chain,
 		AltNames:   subjectAltNames(leaf),
@@ -129,11 +130,11 @@ func subjectAltNames(c *x509.Certificate) []AltName {
 			}
 			switch {
 			case v.Class == asn1.ClassContextSpecific && v.Tag == 1:
-				out = append(out, AltName{AltNameEmail, latin1(v.Bytes)})
+				out = append(out, AltName{AltNameEmail, cString(latin1(v.Bytes))})
 			case v.Class == asn1.ClassContextSpecific && v.Tag == 2:
-				out = append(out, AltName{AltNameDNS, latin1(v.Bytes)})
+				out = append(out, AltName{AltNameDNS, cString(latin1(v.Bytes))})
 			case v.Class == asn1.ClassContextSpecific && v.Tag == 6:
-				out = append(out, AltName{AltNameURI, latin1(v.Bytes)})
+				out = append(out, AltName{AltNameURI, cString(latin1(v.Bytes))})
 			case v.Class == asn1.ClassContextSpecific && v.Tag == 7:
 				out = append(out, ipAltName(v.Bytes))
 			default:
@@ -142,6 +143,16 @@ func subjectAltNames(c *x509.Certificate) []AltName {
 		}
 	}
 	return out
+}
+
+// cString is a certificate's name as grpc-core keeps it for the peer's
+// identity: a C string, which ends at a NUL byte ("a\x00b" reads "a").
+// x509_subject, escaped, keeps the whole name.
+func cString(s string) string {
+	if i := strings.IndexByte(s, 0); i >= 0 {
+		return s[:i]
+	}
+	return s
 }
 
 // ipAltName is an IP address SAN, written as inet_ntop does: netip's

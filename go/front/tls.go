@@ -127,7 +127,7 @@ func newServerTLS(m tlsMaterial, requireClientAuth bool) (*tls.Config, error) {
 		cfg.Certificates = append(cfg.Certificates, pair)
 	}
 	if len(cfg.Certificates) > 1 {
-		cfg.GetCertificate = chooseByNameOrCommonName(cfg.Certificates)
+		cfg.GetCertificate = chooseByName(cfg.Certificates)
 	}
 	if m.Roots != nil {
 		pool, err := rootPool(*m.Roots)
@@ -151,31 +151,94 @@ func newServerTLS(m tlsMaterial, requireClientAuth bool) (*tls.Config, error) {
 	return cfg, nil
 }
 
-// chooseByNameOrCommonName picks the pair a client gets, as Go's
-// crypto/tls does (the first whose certificate is valid for the name the
-// client asked for and whose key the client supports), then, as grpcio
-// also does, the first whose certificate has no DNS or IP SANs and names
-// that server in its common name; else the first pair.
-func chooseByNameOrCommonName(pairs []tls.Certificate) func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+// chooseByName picks the pair a client gets by the name it asked for
+// (SNI), as grpc-core picks among its pairs: the first whose certificate
+// names it (certNames.match); the first pair when the client asked for no
+// name or none matches. Unlike Go's own choice, the client's key types
+// aren't looked at, and names follow grpc-core's rules, not Go's.
+func chooseByName(pairs []tls.Certificate) func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+	names := make([]certNames, len(pairs))
+	for i := range pairs {
+		names[i] = namesOf(pairs[i].Leaf)
+	}
 	return func(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
-		for i := range pairs {
-			if hello.SupportsCertificate(&pairs[i]) == nil {
-				return &pairs[i], nil
-			}
-		}
-		if name := strings.TrimSuffix(hello.ServerName, "."); name != "" {
-			anyName := *hello
-			anyName.ServerName = "" // the key type alone
-			for i := range pairs {
-				leaf := pairs[i].Leaf
-				if leaf != nil && len(leaf.DNSNames) == 0 && len(leaf.IPAddresses) == 0 &&
-					strings.EqualFold(leaf.Subject.CommonName, name) && anyName.SupportsCertificate(&pairs[i]) == nil {
+		if hello.ServerName != "" {
+			for i := range names {
+				if names[i].match(hello.ServerName) {
 					return &pairs[i], nil
 				}
 			}
 		}
 		return &pairs[0], nil
 	}
+}
+
+// certNames are the names a server certificate answers to, as grpc-core
+// reads them: every subject alternative name it can print (DNS, URI,
+// email, IP), and the common name, which counts only when the certificate
+// has no subject alternative name of any kind.
+type certNames struct {
+	sans       []string
+	commonName string // "" when there are SANs
+}
+
+func namesOf(leaf *x509.Certificate) certNames {
+	var n certNames
+	if leaf == nil {
+		return n
+	}
+	alt := subjectAltNames(leaf)
+	for _, a := range alt {
+		if a.Kind != AltNameOther {
+			n.sans = append(n.sans, a.Value)
+		}
+	}
+	if len(alt) == 0 { // names of other kinds (a directory name) count too
+		n.commonName = firstCommonName(leaf.RawSubject)
+	}
+	return n
+}
+
+// match is grpc-core's check of a certificate against a server name: an
+// IP address matches a SAN that is the same text; any other name matches
+// a SAN, or the common name of a certificate without SANs, by
+// entryMatches.
+func (n certNames) match(name string) bool {
+	isIP := net.ParseIP(name) != nil
+	for _, san := range n.sans {
+		if (isIP && san == name) || (!isIP && entryMatches(san, name)) {
+			return true
+		}
+	}
+	return !isIP && n.commonName != "" && entryMatches(n.commonName, name)
+}
+
+// entryMatches compares one name of a certificate with a server name as
+// grpc-core does: a trailing dot on either is dropped, case is ignored, and
+// "*.rest" stands for exactly one leading label, only when the name's
+// parent domain has a dot of its own ("*.localhost" matches nothing,
+// "*.example.com" matches "a.example.com"). Any other '*' is a literal.
+func entryMatches(entry, name string) bool {
+	name = strings.TrimSuffix(name, ".")
+	entry = strings.TrimSuffix(entry, ".")
+	if entry == "" {
+		return false
+	}
+	if strings.EqualFold(entry, name) {
+		return true
+	}
+	rest, ok := strings.CutPrefix(entry, "*.")
+	if !ok || rest == "" {
+		return false
+	}
+	_, parent, ok := strings.Cut(name, ".")
+	if !ok || len(parent) < 2 {
+		return false
+	}
+	if dot := strings.IndexByte(parent, '.'); dot < 0 || dot == len(parent)-1 {
+		return false // a top-level parent ("localhost", "com")
+	}
+	return strings.EqualFold(strings.TrimSuffix(parent, "."), rest)
 }
 
 // verifyClient is the check of a port that requires client

@@ -573,3 +573,57 @@ func TestTLS12SuitesAreGRPCCores(t *testing.T) {
 		}
 	}
 }
+
+// TestEntryMatchesAsGrpcCore: how a certificate's name matches a server
+// name, as grpc-core's does_entry_match_name (checked against grpcio
+// 1.85.1 serving several pairs).
+func TestEntryMatchesAsGrpcCore(t *testing.T) {
+	cases := []struct {
+		entry, name string
+		want        bool
+	}{
+		{"localhost", "localhost", true},
+		{"LocalHost", "localhost", true},
+		{"exact.test.", "exact.test", true}, // trailing dots dropped, either side
+		{"exact.test", "exact.test.", true},
+		{".", "", false},
+		{"", "", false},
+		{"*.x.test", "a.x.test", true},
+		{"*.x.test.", "a.x.test", true},
+		{"*.X.TEST", "a.x.test", true},
+		{"*.x.test", "a.b.x.test", false}, // one label only
+		{"*.x.test", "x.test", false},
+		{"*.localhost", "api.localhost", false}, // a top-level parent
+		{"*.com", "a.com", false},
+		{"*", "a", false},
+		{"*.", "a.b", false},
+		{"f*.x.test", "foo.x.test", false}, // partial wildcards are literal
+		{"f*.x.test", "f*.x.test", true},
+		{"a.*.test", "a.b.test", false},
+		{"*.*.test", "a.b.test", false},
+	}
+	for _, c := range cases {
+		if got := entryMatches(c.entry, c.name); got != c.want {
+			t.Errorf("entryMatches(%q, %q) = %v, want %v", c.entry, c.name, got, c.want)
+		}
+	}
+	// The common name counts only without SANs, and is matched the same
+	// way (a wildcard included); an IP is matched as text, SANs only.
+	cn := certNames{commonName: "*.cnwild.test"}
+	withSANs := certNames{sans: []string{"spiffe://x.test/a", "127.0.0.1"}}
+	for _, c := range []struct {
+		names certNames
+		name  string
+		want  bool
+	}{
+		{cn, "a.cnwild.test", true},
+		{cn, "cnwild.test", false},
+		{withSANs, "127.0.0.1", true},
+		{withSANs, "x.test", false},
+		{certNames{commonName: "127.0.0.1"}, "127.0.0.1", false},
+	} {
+		if got := c.names.match(c.name); got != c.want {
+			t.Errorf("%+v.match(%q) = %v, want %v", c.names, c.name, got, c.want)
+		}
+	}
+}
