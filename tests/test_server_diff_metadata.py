@@ -87,6 +87,31 @@ def test_initial_metadata_gRPC_cannot_carry_returns(bad):
     assert same(setup, scenario) == ((SC.INTERNAL, "Invalid metadata"), None)
 
 
+@pytest.mark.parametrize(
+    "bad", [{"a": "1"}, (("a", "1", "2"),), (5,), (("a",),)], ids=["dict", "triple", "int", "single"]
+)
+def test_malformed_initial_metadata_raises_as_grpcio(bad):
+    """An item that isn't a pair raises what unpacking it into two raises:
+    ValueError for a sequence of another length (a dict's str keys
+    included), TypeError for one that isn't a sequence (ours raised
+    TypeError for all)."""
+
+    def setup(server, state):
+        def handler(req, ctx):
+            try:
+                ctx.send_initial_metadata(bad)
+            except Exception as err:  # noqa: BLE001 - its type is the outcome
+                state.record("raised", type(err).__name__)
+            return b"resp"
+
+        server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, {"M": unary(handler)}),))
+
+    def scenario(run):
+        return call_unary(run.channel, method("M"), b"").brief(), run.state.wait_for("raised")
+
+    assert same(setup, scenario)[1] == ("TypeError" if bad == (5,) else "ValueError")
+
+
 def test_trailing_metadata_keys_given_as_bytes():
     # The sync server takes bytes keys (and values) in trailing metadata as
     # well as str ones; grpc.aio refuses them (test_aio_diff_metadata.py).

@@ -294,3 +294,28 @@ def test_a_job_the_pool_cancels_loses_no_later_call():
 
     ref, ours = (run(kind) for kind in KINDS)
     assert ref == ours == [grpc.StatusCode.DEADLINE_EXCEEDED] + [grpc.StatusCode.OK] * 3
+
+
+def test_known_difference_request_deserializers_run_on_the_handlers_thread():
+    # grpcio deserializes a request on its one serving thread, outside the
+    # pool; ours on the pool thread that reads it, the handler's (README).
+    seen = {}
+    for kind in KINDS:
+        where = []
+
+        def deserialize(raw, where=where):
+            where.append(("deserializer", threading.current_thread().name.startswith("pool")))
+            return raw
+
+        def handler(request, context, where=where):
+            where.append(("handler", threading.current_thread().name.startswith("pool")))
+            return request
+
+        handlers = {"M": unary(handler, request_deserializer=deserialize)}
+        with _serving(kind, futures.ThreadPoolExecutor(2, thread_name_prefix="pool"), handlers) as channel:
+            assert channel.unary_unary(method("M"))(b"x", timeout=WAIT) == b"x"
+        seen[kind] = where
+    assert seen == {
+        "grpcio": [("deserializer", False), ("handler", True)],
+        "native": [("deserializer", True), ("handler", True)],
+    }

@@ -114,6 +114,24 @@ def with_empty_none_keys(metadata: Any) -> Optional[Tuple[Any, ...]]:
     return tuple(("", entry[1]) if type(entry) is tuple and len(entry) == 2 and entry[0] is None else entry for entry in metadata)
 
 
+def as_grpcio_unpacks(error: TypeError, metadata: Any) -> Exception:
+    """What grpcio raises for metadata the front refused for its shape or
+    types (error). grpcio unpacks each entry into (key, value): the first
+    entry that is a sequence of another length (a str, as a dict's keys
+    are) makes it a ValueError; otherwise the TypeError stands. Error paths
+    only."""
+    if isinstance(metadata, (tuple, list, dict)):
+        for entry in metadata:
+            if isinstance(entry, (tuple, list)) and len(entry) == 2:
+                if not all(isinstance(part, (str, bytes)) for part in entry):
+                    break  # a pair of the wrong types: the TypeError
+            elif isinstance(entry, (tuple, list, str, bytes)) and len(entry) != 2:
+                return ValueError(str(error))
+            else:
+                break
+    return error
+
+
 def encode_details(details: Any) -> bytes:
     """grpcio keeps details as bytes; str is encoded as UTF-8. Anything else
     raises AttributeError where the handler set it, as grpcio's encode()
@@ -179,9 +197,12 @@ class SyncContextBase(CallInfo, grpc.ServicerContext):
         initial_metadata = initial_metadata or ()
         check_binary_values(initial_metadata)
         # Sent once Go took it: metadata refused for its shape or types
-        # (TypeError) leaves nothing sent, and the handler may send again,
-        # as on grpcio.
-        self._send_initial_metadata(initial_metadata)
+        # (TypeError, or ValueError as grpcio raises it) leaves nothing
+        # sent, and the handler may send again, as on grpcio.
+        try:
+            self._send_initial_metadata(initial_metadata)
+        except TypeError as err:
+            raise as_grpcio_unpacks(err, initial_metadata) from None
         call.initial_metadata_sent = True
 
     def _send_initial_metadata(self, initial_metadata: Any) -> None:

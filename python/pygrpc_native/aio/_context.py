@@ -20,7 +20,15 @@ import grpc.aio
 from .._call_state import CallState
 from .._errors import SendLimitError
 from .._grpc_logs import AIO_LOG
-from .._context import CallInfo, SyncContextBase, check_binary_values, compression_name, refuse_ok_abort, with_empty_none_keys
+from .._context import (
+    CallInfo,
+    SyncContextBase,
+    as_grpcio_unpacks,
+    check_binary_values,
+    compression_name,
+    refuse_ok_abort,
+    with_empty_none_keys,
+)
 from ._waits import FINISHED, LoopWaits, check_open, server_stopped_error
 
 _LOGGER = logging.getLogger("pygrpc_native")
@@ -444,11 +452,11 @@ class ServicerContext(AioStatus, CallInfo, grpc.aio.ServicerContext):
                 if fixed is None:
                     raise
                 sent = await self._post(call.front.send_initial_metadata, fixed)  # refused for its content
-        except TypeError:
+        except TypeError as err:
             # Refused for its shape or types: nothing was sent, and the
             # handler may send again, as on grpc.aio.
             call.initial_metadata_sent = False
-            raise
+            raise as_grpcio_unpacks(err, metadata) from None
         except ValueError:
             # Refused for its content (a key that isn't a header name, a
             # value that isn't printable ASCII): Go ended the call INTERNAL
