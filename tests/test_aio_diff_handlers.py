@@ -9,6 +9,7 @@ import asyncio
 import collections
 import gc
 import os
+import threading
 import time
 import weakref
 
@@ -16,7 +17,7 @@ import grpc
 import grpc.aio
 import pytest
 
-from diff.aio_harness import both, call_stream, call_unary, describe, method, same, setup_handlers, stream, unary
+from diff.aio_harness import SERVICE, both, call_stream, call_unary, describe, method, same, setup_handlers, stream, unary
 from diff.flavours import ASYNCIO
 from diff.servicers import diffsuite_servicer, echo_servicer
 
@@ -104,6 +105,32 @@ def test_known_difference_continuation_given_details_of_its_own():
     ref, ours = both(setup, lambda run: call_unary(run.channel, method("Echo"), b"x"), interceptors=[_Interceptor(rename)])
     assert ref.code == SC.UNKNOWN
     assert (ours.code, ours.responses) == (SC.OK, (b"other:x",))
+
+
+def test_known_difference_a_sync_stream_handlers_messages_are_serialized_on_its_thread():
+    # A non-coroutine handler's response stream is serialized where it is
+    # produced, on its migration-pool thread; grpc.aio serializes it on
+    # the event loop (README).
+    def setup(server, state):
+        def serialize(message):
+            state.record("serializer thread", threading.get_ident())
+            return message
+
+        def handler(request, context):
+            state.record("handler thread", threading.get_ident())
+            yield b"one"
+
+        handlers = {"S": grpc.unary_stream_rpc_method_handler(handler, response_serializer=serialize)}
+        server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, handlers),))
+
+    def scenario(run):
+        out = call_stream(run.channel, method("S"), b"x")
+        same_thread = run.state.wait_for("serializer thread") == run.state.wait_for("handler thread")
+        return out.responses, same_thread
+
+    ref, ours = both(setup, scenario)
+    assert ref == ((b"one",), False)
+    assert ours == ((b"one",), True)
 
 
 # -- grpcio-tools generated code -------------------------------------------------------
