@@ -82,6 +82,11 @@ CASES = {
         lambda p: grpc.ssl_channel_credentials(p.ca.cert),
         grpc.StatusCode.OK,
     ),
+    "a pair that is an iterator": (
+        lambda p: grpc.ssl_server_credentials([iter((p.server.key, p.server.chain))]),
+        lambda p: grpc.ssl_channel_credentials(p.ca.cert),
+        grpc.StatusCode.OK,
+    ),
     "local tcp": (
         lambda p: grpc.local_server_credentials(grpc.LocalConnectionType.LOCAL_TCP),
         lambda p: grpc.local_channel_credentials(grpc.LocalConnectionType.LOCAL_TCP),

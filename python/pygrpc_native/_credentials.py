@@ -119,17 +119,27 @@ def _pairs(pairs: Any) -> list:
     return out
 
 
-def _read_once(pairs: Any) -> Any:
-    """Pairs given as an iterator (zip(), a generator), read into a list
-    that grpcio's factory and describe() can both read; an empty one stays
-    an (empty) iterator, which grpcio's factory takes as it would have."""
+def _is_iterator(value: Any) -> bool:
     try:
-        if iter(pairs) is not pairs:
-            return pairs
-    except TypeError:  # not iterable: grpcio's factory says so
-        return pairs
-    listed = list(pairs)
-    return listed if listed else iter(())
+        return iter(value) is value
+    except TypeError:
+        return False
+
+
+def _read_once(pairs: Any) -> Any:
+    """Pairs given as an iterator (zip(), a generator), or pairs that are
+    iterators themselves, read into lists and tuples that grpcio's factory
+    and describe() can both read; an empty iterator stays one, which
+    grpcio's factory takes as it would have."""
+    if _is_iterator(pairs):
+        pairs = list(pairs)
+        if not pairs:
+            return iter(())
+    elif not isinstance(pairs, (list, tuple)):
+        return pairs  # not iterable, or a sequence of another kind: as given
+    if any(_is_iterator(pair) for pair in pairs):
+        pairs = [tuple(pair) if _is_iterator(pair) else pair for pair in pairs]
+    return pairs
 
 
 def _material(pairs: Sequence[Tuple[bytes, bytes]], roots: Optional[bytes]) -> Dict[str, Any]:
