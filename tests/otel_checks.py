@@ -498,3 +498,48 @@ def test_bulk_histogram_records_as_record_does(temporality: str) -> None:
 
     assert points(bulk) == points(one_by_one)
     assert all(b._direct for b in bulks), "the SDK's layout changed: batches go value by value"
+
+
+@pytest.mark.parametrize("setup", ["second reader exponential", "always_on exemplars"])
+def test_bulk_histogram_where_record_must_be_used(setup: str) -> None:
+    """A second reader with another aggregation (as an OTLP exporter's
+    base2 exponential preference makes): the first batch counted once in
+    each, not twice in the first (ours added it, then fell back to
+    record() for all). An exemplar filter that samples every value: an
+    exemplar per value, as record() makes them (ours made none)."""
+    from opentelemetry.sdk.metrics import Histogram
+    from opentelemetry.sdk.metrics._internal.exemplar import AlwaysOnExemplarFilter
+    from opentelemetry.sdk.metrics.view import ExponentialBucketHistogramAggregation
+
+    from pygrpc_native._otel_bulk import BulkHistogram
+
+    def points(record_batch: Callable[[Any, list, dict], None]) -> list:
+        readers = [InMemoryMetricReader()]
+        kwargs: Dict[str, Any] = {}
+        if setup == "second reader exponential":
+            readers.append(InMemoryMetricReader(preferred_aggregation={Histogram: ExponentialBucketHistogramAggregation()}))
+        else:
+            kwargs["exemplar_filter"] = AlwaysOnExemplarFilter()
+        provider = MeterProvider(metric_readers=readers, **kwargs)
+        histogram = provider.get_meter("t").create_histogram("h", unit="s")
+        for batch in ([0.001, 0.2, 7.0], [3.5]):
+            record_batch(histogram, batch, {"grpc.method": "a/b"})
+        out = []
+        for reader in readers:
+            for rm in reader.get_metrics_data().resource_metrics:
+                for sm in rm.scope_metrics:
+                    for m in sm.metrics:
+                        for p in m.data.data_points:
+                            out.append((p.count, p.sum, sorted(e.value for e in p.exemplars)))
+        return out
+
+    def bulk(histogram: Any, values: list, attrs: dict) -> None:
+        BulkHistogram(histogram).record_many(values, attrs)
+
+    def one_by_one(histogram: Any, values: list, attrs: dict) -> None:
+        for v in values:
+            histogram.record(v, attrs)
+
+    ours, reference = points(bulk), points(one_by_one)
+    assert ours == reference
+    assert reference[0][:2] == (4, 10.701)

@@ -7,8 +7,9 @@ this adds a batch of values with one attribute set in one step, under the
 aggregation's lock, exactly as that many record() calls would (same bucket
 counts, sum, min and max; no exemplars, which need a sampled span that the
 bridge's thread never has). Anything else (another SDK, another aggregation,
-a layout this code doesn't know) goes through record(), value by value: the
-result is the same, only slower.
+a layout this code doesn't know, an exemplar filter that samples every
+value) goes through record(), value by value: the result is the same, only
+slower.
 """
 
 from __future__ import annotations
@@ -19,6 +20,11 @@ from bisect import bisect_left
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
 _LOGGER = logging.getLogger(__name__)
+
+
+# The SDK's exemplar filters under which the bridge's thread, which runs
+# in no span, records no exemplar.
+_NO_EXEMPLARS_HERE = ("TraceBasedExemplarFilter", "AlwaysOffExemplarFilter")
 
 
 class BulkHistogram:
@@ -41,24 +47,36 @@ class BulkHistogram:
             record(value, attributes)
 
     def _add_directly(self, values: Sequence[float], attributes: Dict[str, str]) -> bool:
+        """Adds values to every aggregation of the instrument, or to none
+        (False) when one of them isn't the SDK's explicit-bucket histogram:
+        all are looked at before any is added to, as record() would then
+        add the values to each."""
         matches = self._matches()
         if matches is None:
             return False
+        aggregations = []
         for match in matches:
             keys = match._view._attribute_keys
             attrs = attributes if keys is None else {k: v for k, v in attributes.items() if k in keys}
             key = _key_function(match)(attrs)
             with match._lock:
                 aggregation = match._get_or_create_aggregation(key, attrs)
-                if type(aggregation).__name__ != "_ExplicitBucketHistogramAggregation":
-                    return False
-                _add(aggregation, values)
+            if type(aggregation).__name__ != "_ExplicitBucketHistogramAggregation":
+                return False
+            aggregations.append(aggregation)
+        for aggregation in aggregations:
+            _add(aggregation, values)
         return True
 
     def _matches(self) -> Optional[List[Any]]:
-        """The view matches each reader aggregates this instrument with."""
+        """The view matches each reader aggregates this instrument with;
+        None where values must go through record(): an exemplar filter
+        that samples without a span (always_on) wants an exemplar of each."""
         consumer = self._instrument._measurement_consumer
         if getattr(self._instrument, "_meter_provider_disabled", False) or not hasattr(consumer, "_reader_storages"):
+            return None
+        exemplar_filter = getattr(getattr(consumer, "_sdk_config", None), "exemplar_filter", None)
+        if exemplar_filter is not None and type(exemplar_filter).__name__ not in _NO_EXEMPLARS_HERE:
             return None
         matches: List[Any] = []
         for storage in list(consumer._reader_storages.values()):
