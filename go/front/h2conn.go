@@ -113,12 +113,6 @@ type h2Conn struct {
 	lastRead atomic.Int64
 	// goAwaySent: a GOAWAY with an error went out; the close lingers.
 	goAwaySent atomic.Bool
-	// settingsDue is when the client must have acknowledged our SETTINGS
-	// (Limits.settingsTimeout after they were queued; set by the
-	// handshake, read by timers), settingsAcked whether it has (the
-	// reader).
-	settingsDue   time.Time
-	settingsAcked atomic.Bool
 	// trueBinary: the client takes -bin values raw (see
 	// settingTrueBinary), from its SETTINGS.
 	trueBinary atomic.Bool
@@ -147,6 +141,13 @@ type h2Conn struct {
 	// kick wakes the timer goroutine: the drain state changed, or a drained
 	// connection's last call ended.
 	kick chan struct{}
+
+	// settingsDue is when the client must have acknowledged our SETTINGS
+	// (Limits.settingsTimeout after they were queued; set by the
+	// handshake, read by timers), settingsAcked whether it has (the
+	// reader). Last, out of the way of the fields each call touches.
+	settingsDue   time.Time
+	settingsAcked atomic.Bool
 }
 
 func newH2Conn(s *h2Server, nc net.Conn) *h2Conn {
